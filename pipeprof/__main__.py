@@ -1,0 +1,3 @@
+from pipeprof.cli.main import entry
+
+entry()

@@ -1,0 +1,142 @@
+"""Throughput with honest uncertainty, the synthetic-vs-real gap, scaling efficiency, verdicts.
+
+Pure functions over pandas frames of step records (see ``pipeprof.records.StepRecord``).
+
+Throughput of one (np, variant): the samples of all ranks over the measured steps divided
+by the time those steps took (per step, the mean over ranks of the iteration time; ranks
+are in lock-step through the allreduce). Its 95% interval uses batch means: the measured
+steps are cut into contiguous blocks, each block's throughput is one observation, and a
+Student-t interval is put on their mean. Blocks absorb the autocorrelation between
+neighbouring steps that makes a per-step interval too narrow.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+# Two-sided 95% Student-t quantiles by degrees of freedom (1..30); beyond 30, ~normal.
+_T975 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145,
+         2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048,
+         2.045, 2.042]
+
+VERDICT_THRESHOLDS_PCT = (5.0, 20.0)  # TensorFlow Profiler's input-bound thresholds
+MAX_BLOCKS = 10
+
+SUMMARY_COLUMNS = [
+    "np", "variant", "synthetic", "samples_per_s", "samples_per_s_ci95", "samples_per_s_per_worker",
+    "gap_pct", "gap_pct_ci95", "scaling_efficiency_pct", "step_time_ms_p50", "step_time_ms_p95",
+    "input_wait_pct", "measured_steps", "verdict", "warning",
+]
+
+
+def t975(dof: int) -> float:
+    if dof < 1:
+        return math.nan
+    return _T975[dof - 1] if dof <= len(_T975) else 1.96
+
+
+def verdict(gap_pct: float) -> str:
+    if math.isnan(gap_pct):
+        return ""
+    low, high = VERDICT_THRESHOLDS_PCT
+    if gap_pct < low:
+        return "not input-bound"
+    if gap_pct < high:
+        return "moderately input-bound"
+    return "highly input-bound"
+
+
+def per_step(steps: pd.DataFrame) -> pd.DataFrame:
+    """Measured steps of one (np, variant), one row per step index across ranks."""
+    measured = steps[~steps["warmup"].astype(bool)]
+    return measured.groupby("step", sort=True).agg(
+        step_time_ms=("step_time_ms", "mean"),
+        input_wait_ms=("input_wait_ms", "mean"),
+        samples=("batch_size", "sum"),
+    )
+
+
+def throughput(steps: pd.DataFrame) -> dict[str, float]:
+    """Throughput, its 95% half-interval and step-time figures for one (np, variant)."""
+    ps = per_step(steps)
+    n = len(ps)
+    if n == 0:
+        nan = math.nan
+        return dict(samples_per_s=nan, samples_per_s_ci95=nan, step_time_ms_p50=nan, step_time_ms_p95=nan,
+                    input_wait_pct=nan, measured_steps=0)
+    seconds = ps["step_time_ms"].to_numpy() / 1e3
+    samples = ps["samples"].to_numpy(dtype=float)
+    point = samples.sum() / seconds.sum()
+    blocks = min(MAX_BLOCKS, n // 2)
+    if blocks >= 2:
+        edges = np.linspace(0, n, blocks + 1).astype(int)
+        rates = np.array([samples[a:b].sum() / seconds[a:b].sum() for a, b in zip(edges[:-1], edges[1:])])
+        half = t975(blocks - 1) * rates.std(ddof=1) / math.sqrt(blocks)
+    else:
+        half = math.nan
+    return dict(
+        samples_per_s=float(point),
+        samples_per_s_ci95=float(half),
+        step_time_ms_p50=float(np.percentile(ps["step_time_ms"], 50)),
+        step_time_ms_p95=float(np.percentile(ps["step_time_ms"], 95)),
+        input_wait_pct=float(100.0 * ps["input_wait_ms"].sum() / ps["step_time_ms"].sum()),
+        measured_steps=int(n),
+    )
+
+
+def gap(real: float, real_ci: float, synth: float, synth_ci: float) -> tuple[float, float]:
+    """Gap in % (100 × (1 − real/synthetic)) and its 95% half-interval (delta method)."""
+    if not (synth > 0) or math.isnan(real):
+        return math.nan, math.nan
+    ratio = real / synth
+    rel = math.sqrt((real_ci / real) ** 2 + (synth_ci / synth) ** 2) if real > 0 else math.nan
+    return 100.0 * (1.0 - ratio), 100.0 * ratio * rel
+
+
+def gap_warning(gap_pct: float, half: float) -> str:
+    """Say when the interval cannot carry the verdict that the point estimate gives."""
+    if math.isnan(gap_pct) or math.isnan(half):
+        return "" if math.isnan(gap_pct) else "too few measured steps for an interval; raise train.measure_steps"
+    lo, hi = gap_pct - half, gap_pct + half
+    crossed = [b for b in (0.0, *VERDICT_THRESHOLDS_PCT) if lo < b < hi]
+    if not crossed:
+        return ""
+    return (f"gap {gap_pct:.1f}% ±{half:.1f} (95%) spans {', '.join(f'{b:g}%' for b in crossed)}: "
+            f"too wide to support '{verdict(gap_pct)}'; raise train.measure_steps")
+
+
+def summarize(steps: pd.DataFrame, synthetic_variants: set[str]) -> pd.DataFrame:
+    """One row per (np, variant): throughput, gap to the synthetic run, scaling efficiency, verdict."""
+    rows = []
+    for (np_, variant), group in steps.groupby(["np", "variant"], sort=True):
+        row = {"np": int(np_), "variant": variant, "synthetic": variant in synthetic_variants}
+        row.update(throughput(group))
+        rows.append(row)
+    out = pd.DataFrame(rows, columns=[c for c in SUMMARY_COLUMNS if c not in
+                                      ("gap_pct", "gap_pct_ci95", "scaling_efficiency_pct", "verdict", "warning",
+                                       "samples_per_s_per_worker")])
+    if out.empty:
+        return pd.DataFrame(columns=SUMMARY_COLUMNS)
+    out["samples_per_s_per_worker"] = out["samples_per_s"] / out["np"]
+    gaps, halves, verdicts, warnings, effs = [], [], [], [], []
+    for _, r in out.iterrows():
+        synth = out[(out["np"] == r["np"]) & out["synthetic"]]
+        if r["synthetic"]:
+            g, h, v, w = math.nan, math.nan, "ceiling", ""
+        elif synth.empty:
+            g, h, v, w = math.nan, math.nan, "", "no synthetic run at this np to compare with"
+        else:
+            s = synth.iloc[0]
+            g, h = gap(r["samples_per_s"], r["samples_per_s_ci95"], s["samples_per_s"], s["samples_per_s_ci95"])
+            v, w = verdict(g), gap_warning(g, h)
+        one = out[(out["np"] == 1) & (out["variant"] == r["variant"])]
+        eff = 100.0 * r["samples_per_s"] / (r["np"] * one.iloc[0]["samples_per_s"]) if not one.empty else math.nan
+        gaps.append(g), halves.append(h), verdicts.append(v), warnings.append(w), effs.append(eff)
+    out["gap_pct"], out["gap_pct_ci95"] = gaps, halves
+    out["scaling_efficiency_pct"] = effs
+    out["verdict"], out["warning"] = verdicts, warnings
+    out = out.sort_values(["np", "synthetic", "variant"], ascending=[True, False, True]).reset_index(drop=True)
+    return out[SUMMARY_COLUMNS]

@@ -1,0 +1,171 @@
+"""``pipeprof compare``: synthetic vs real throughput at each worker count."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+from pipeprof import scenario as scen
+from pipeprof.compare import Reporter, compare
+from pipeprof.errors import PipeprofError
+from pipeprof.launch.horovod import worker_counts
+from pipeprof.report.table import print_summary
+
+# --flag → (dotted scenario key, value); value None means "the flag's argument"
+STAGE_SWITCHES = {
+    "no_label": ("pipeline.label.enabled", False),
+    "no_shuffle": ("pipeline.shuffle.enabled", False),
+    "no_augment": ("pipeline.augment.enabled", False),
+    "no_prefetch": ("pipeline.prefetch.enabled", False),
+    "no_cache": ("pipeline.cache.enabled", False),
+    "deterministic": ("pipeline.deterministic", True),
+    "shard_then_shuffle": ("pipeline.shuffle.files_before_shard", False),
+    "oversubscribe": ("launch.oversubscribe", True),
+}
+VALUE_FLAGS = {
+    "steps": "train.measure_steps",
+    "warmup": "train.warmup_steps",
+    "batch_size": "train.batch_size",
+    "model": "model.name",
+    "shuffle_buffer": "pipeline.shuffle.buffer_size",
+    "augment_strength": "pipeline.augment.strength",
+    "cache_placement": "pipeline.cache.placement",
+    "private_threadpool_size": "pipeline.private_threadpool_size",
+    "max_intra_op_parallelism": "pipeline.max_intra_op_parallelism",
+    "hosts": "launch.hosts",
+    "hostfile": "launch.hostfile",
+    "timeout": "launch.timeout_s",
+}
+
+
+def _int_or_autotune(text: str) -> int | str:
+    if text == "autotune":
+        return text
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer or 'autotune', got {text!r}") from None
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser("compare", help="synthetic vs real throughput, gap and scaling per worker count",
+                       description="Run the same Horovod data-parallel Keras training at each worker count, on "
+                                   "synthetic noise (the ceiling) and on the real pipeline, and report the gap.")
+    p.add_argument("scenario", nargs="?", default=None,
+                   help=f"scenario TOML file or built-in name (default: {scen.DEFAULT_SCENARIO})")
+    p.add_argument("--np", dest="np_spec", metavar="N|LIST",
+                   help="worker counts: 32 means 1,2,4,8,16,32; or a list such as 1,3,8 (default: the scenario's)")
+    p.add_argument("--out", metavar="DIR", help="run directory (default: runs/<time>-<scenario>)")
+    p.add_argument("-H", "--hosts", metavar="HOST:SLOTS,...", help="hosts for horovodrun -H")
+    p.add_argument("--hostfile", metavar="FILE", help="hostfile for horovodrun --hostfile")
+    ctl = p.add_mutually_exclusive_group()
+    ctl.add_argument("--gloo", dest="controller", action="store_const", const="gloo", help="Gloo controller (default)")
+    ctl.add_argument("--mpi", dest="controller", action="store_const", const="mpi", help="MPI controller")
+    p.add_argument("--oversubscribe", action="store_true", help="allow more ranks than slots (GPUs, else CPU cores)")
+    p.add_argument("--timeout", type=int, metavar="S", help="seconds one worker count may take before it is killed")
+    p.add_argument("--steps", type=int, metavar="N", help="measured steps per variant")
+    p.add_argument("--warmup", type=int, metavar="N", help="warm-up steps dropped per variant")
+    p.add_argument("--batch-size", type=int, metavar="N", help="batch size (per worker, or global: see the scenario)")
+    p.add_argument("--model", metavar="NAME", help="small_cnn, resnet50v2, mobilenetv2 or module:function")
+    stages = p.add_argument_group("pipeline stages (apply to every real variant)")
+    for flag in ("label", "shuffle", "augment", "cache", "prefetch"):
+        stages.add_argument(f"--no-{flag}", action="store_true", help=f"switch the {flag} stage off")
+    stages.add_argument("--cache", choices=["memory", "file"], help="switch caching on, in memory or in a file")
+    stages.add_argument("--cache-placement", choices=["before_augment", "after_augment"])
+    stages.add_argument("--prefetch", type=_int_or_autotune, metavar="N|autotune", help="prefetch depth")
+    stages.add_argument("--parallel-calls", type=_int_or_autotune, metavar="N|autotune", help="parallel calls per map")
+    stages.add_argument("--shuffle-buffer", type=int, metavar="N")
+    stages.add_argument("--shard-then-shuffle", action="store_true",
+                        help="shard the file list first, then shuffle within the shard (default: shuffle, then shard)")
+    stages.add_argument("--augment-strength", type=float, metavar="X")
+    stages.add_argument("--private-threadpool-size", type=int, metavar="N")
+    stages.add_argument("--max-intra-op-parallelism", type=int, metavar="N")
+    stages.add_argument("--deterministic", action="store_true", help="keep element order deterministic")
+    p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
+                   help="override any scenario key, e.g. --set pipeline.augment.rotation_deg=30 (repeatable)")
+    p.set_defaults(run=run)
+
+
+def overrides_from_args(args: argparse.Namespace) -> list[tuple[list[str], Any]]:
+    """Command-line flags as scenario overrides (they beat the file)."""
+    out: list[tuple[list[str], Any]] = [scen.parse_override(s) for s in args.sets]
+    for attr, (key, value) in STAGE_SWITCHES.items():
+        if getattr(args, attr, False):
+            out.append((key.split("."), value))
+    for attr, key in VALUE_FLAGS.items():
+        value = getattr(args, attr, None)
+        if value is not None:
+            out.append((key.split("."), value))
+    if args.cache:
+        out += [(["pipeline", "cache", "enabled"], True), (["pipeline", "cache", "kind"], args.cache)]
+    if args.prefetch is not None:
+        out += [(["pipeline", "prefetch", "enabled"], True), (["pipeline", "prefetch", "depth"], args.prefetch)]
+    if args.parallel_calls is not None:
+        out.append((["pipeline", "parallel_calls"], args.parallel_calls))
+    if args.controller:
+        out.append((["launch", "controller"], args.controller))
+    if args.np_spec:
+        out.append((["launch", "np"], worker_counts(args.np_spec)))
+    return out
+
+
+class PlainReporter(Reporter):
+    """Progress as plain lines (no terminal needed); a bar while generating data."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self._bar: Progress | None = None
+        self._task = None
+        self._t0 = time.monotonic()
+
+    def message(self, text: str) -> None:
+        self.console.print(text)
+
+    def warning(self, text: str) -> None:
+        self.console.print(f"[yellow]warning:[/] {text}")
+
+    def data_progress(self, done: int, total: int) -> None:
+        if self._bar is None:
+            self._bar = Progress(TextColumn("data"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                                 console=self.console, transient=False)
+            self._bar.start()
+            self._task = self._bar.add_task("data", total=total)
+        self._bar.update(self._task, completed=done)
+        if done >= total:
+            self._bar.stop()
+            self._bar = None
+
+    def progress(self, event: dict) -> None:
+        elapsed = time.monotonic() - self._t0
+        kind = event.get("event")
+        if kind == "launch":
+            self.console.print(f"[{elapsed:6.0f}s] np={event['np']}: starting {event['np']} Horovod rank(s), "
+                               f"{event['of_variants']} variants")
+        elif kind == "start":
+            self.console.print(f"[{elapsed:6.0f}s] np={event['np']}: ranks up on {event['device']}, "
+                               f"batch {event['per_worker_batch']}/worker, lr {event['learning_rate']:g}")
+        elif kind == "step" and event["step"] in (event["steps"] // 2,):
+            self.console.print(f"[{elapsed:6.0f}s] np={event['np']}: {event['variant']} "
+                               f"({event['index'] + 1}/{event['of_variants']}) step {event['step']}/{event['steps']}")
+        elif kind == "variant_done":
+            self.console.print(f"[{elapsed:6.0f}s] np={event['np']}: {event['variant']} done in {event['wall_s']:.1f}s")
+
+
+def run(args: argparse.Namespace, argv: list[str]) -> int:
+    console = Console()
+    scenario = scen.load(args.scenario, overrides_from_args(args))
+    reporter = PlainReporter(console)
+    nps = scenario.launch.np
+    console.print(f"pipeprof compare: scenario [bold]{scenario.name}[/] ({scenario.source_file}), "
+                  f"worker counts {', '.join(map(str, nps))}")
+    result = compare(scenario, nps, out=args.out, argv=argv, reporter=reporter)
+    if not result.summary.empty:
+        print_summary(result.summary, console, title=f"pipeprof compare · {scenario.name}")
+    console.print(f"run directory: {result.run_dir}")
+    if result.failure:
+        raise PipeprofError(result.failure, exit_code=1)
+    return 0

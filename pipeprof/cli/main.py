@@ -1,0 +1,47 @@
+"""The ``pipeprof`` command: ``main(argv) -> exit code``. Each subcommand is one module."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from pipeprof import __version__
+from pipeprof.errors import PipeprofError
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage mistake is a PipeprofError (one line, exit 2), not usage + exit."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise PipeprofError(f"{self.prog}: {message} (see {self.prog} --help)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from pipeprof.cli import compare
+
+    parser = _Parser(prog="pipeprof", description="Input-pipeline bottleneck profiler for Horovod Keras training.")
+    parser.add_argument("--version", action="version", version=f"pipeprof {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    compare.add_parser(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    try:
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        if not getattr(args, "run", None):
+            parser.print_help()
+            return 2
+        return int(args.run(args, argv))
+    except PipeprofError as exc:
+        print(f"pipeprof: error: {exc.message}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("pipeprof: interrupted", file=sys.stderr)
+        return 130
+
+
+def entry() -> None:
+    sys.exit(main())

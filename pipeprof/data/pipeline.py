@@ -1,0 +1,237 @@
+"""The real input pipeline, stage by stage, with tf.data.
+
+Stages, in order: read (list, read, decode, resize) · label · shuffle (file order and an
+element buffer) · cache · augment · prefetch, each switchable from the scenario. The order
+follows the tf.data performance guide: cache after decode and before augmentation (unless
+the user asks otherwise, which freezes augmentation), repeat after cache, batch, then
+prefetch last so it overlaps the whole pipeline with the training step.
+"""
+
+from __future__ import annotations
+
+import glob
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import tensorflow as tf
+
+from pipeprof.errors import PipeprofError
+from pipeprof.models import resolve_callable
+from pipeprof.scenario import AugmentConfig, DataConfig, PipelineConfig
+
+IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png")
+
+
+@dataclass(frozen=True)
+class Shard:
+    index: int
+    count: int
+
+
+def list_image_folder(root: str | Path) -> tuple[list[str], list[str]]:
+    """Files of an image folder (one sub-folder per class), sorted; and the class names."""
+    root = Path(root)
+    if not root.is_dir():
+        raise PipeprofError(f"data.path: image folder '{root}' does not exist")
+    classes = sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
+    if not classes:
+        raise PipeprofError(f"data.path: '{root}' has no class sub-folders (expected one folder per class)")
+    files: list[str] = []
+    for c in classes:
+        files.extend(sorted(str(p) for p in (root / c).iterdir() if p.suffix.lower() in IMAGE_EXTENSIONS))
+    if not files:
+        raise PipeprofError(f"data.path: '{root}' holds no .jpg/.jpeg/.png files in its class folders")
+    return files, classes
+
+
+def list_tfrecords(path: str) -> list[str]:
+    pattern = os.path.join(path, "*") if os.path.isdir(path) else path
+    files = sorted(f for f in glob.glob(os.path.expanduser(pattern)) if os.path.isfile(f))
+    if not files:
+        raise PipeprofError(f"data.path: no TFRecord files match '{path}'")
+    return files
+
+
+def _parallel(pipe: PipelineConfig) -> int:
+    return tf.data.AUTOTUNE if pipe.parallel_calls == "autotune" else int(pipe.parallel_calls)
+
+
+def _decode(encoded: tf.Tensor, size: int) -> tf.Tensor:
+    img = tf.io.decode_image(encoded, channels=3, expand_animations=False)
+    img = tf.image.resize(img, [size, size], antialias=False)  # float32, 0..255
+    img.set_shape([size, size, 3])
+    return img / 255.0
+
+
+def _folder_source(data: DataConfig, root: str, pipe: PipelineConfig, shard: Shard, with_ids: bool) -> tf.data.Dataset:
+    files, classes = list_image_folder(root)
+    if len(classes) != data.num_classes:
+        raise PipeprofError(f"data.num_classes is {data.num_classes} but '{root}' has {len(classes)} class folders")
+    ds = _ordered_and_sharded(tf.data.Dataset.from_tensor_slices(files), len(files), pipe, shard)
+    table = tf.lookup.StaticHashTable(
+        tf.lookup.KeyValueTensorInitializer(tf.constant(classes), tf.range(len(classes), dtype=tf.int32)), -1
+    )
+    size = data.image_size
+
+    def read_and_label(path: tf.Tensor):
+        image = _decode(tf.io.read_file(path), size)
+        if pipe.label.enabled:  # the class comes from the path, as in most image-folder pipelines
+            label = table.lookup(tf.strings.split(path, os.sep)[-2])
+        else:
+            label = tf.constant(0, tf.int32)
+        return (image, label, path) if with_ids else (image, label)
+
+    return ds.map(read_and_label, num_parallel_calls=_parallel(pipe), deterministic=pipe.deterministic or None)
+
+
+def _tfrecord_source(data: DataConfig, pipe: PipelineConfig, shard: Shard, with_ids: bool) -> tf.data.Dataset:
+    files = list_tfrecords(data.path)
+    size = data.image_size
+    if len(files) >= shard.count:  # shard by file: each rank reads only its own files
+        ds = _ordered_and_sharded(tf.data.Dataset.from_tensor_slices(files), len(files), pipe, shard)
+        ds = ds.interleave(tf.data.TFRecordDataset, cycle_length=min(8, len(files)), num_parallel_calls=_parallel(pipe),
+                           deterministic=pipe.deterministic or None)
+    else:  # fewer files than ranks: every rank reads all and keeps its records
+        ds = tf.data.TFRecordDataset(files).shard(shard.count, shard.index)
+    features = {"image/encoded": tf.io.FixedLenFeature([], tf.string)}
+    if pipe.label.enabled:
+        features["image/class/label"] = tf.io.FixedLenFeature([], tf.int64)
+
+    def parse(record: tf.Tensor):
+        ex = tf.io.parse_single_example(record, features)
+        image = _decode(ex["image/encoded"], size)
+        if pipe.label.enabled:
+            label = tf.cast(ex["image/class/label"], tf.int32) - data.label_offset
+        else:
+            label = tf.constant(0, tf.int32)
+        return (image, label, tf.strings.substr(record, 0, 64)) if with_ids else (image, label)
+
+    return ds.map(parse, num_parallel_calls=_parallel(pipe), deterministic=pipe.deterministic or None)
+
+
+def _ordered_and_sharded(ds: tf.data.Dataset, n: int, pipe: PipelineConfig, shard: Shard) -> tf.data.Dataset:
+    sh = pipe.shuffle
+    if sh.enabled and sh.files_before_shard:
+        # Same seed on every rank: every epoch all ranks agree on the order, so shards stay disjoint.
+        ds = ds.shuffle(n, seed=sh.seed, reshuffle_each_iteration=True)
+    ds = ds.shard(shard.count, shard.index)
+    if sh.enabled and not sh.files_before_shard:
+        ds = ds.shuffle(max(1, n // shard.count), seed=sh.seed + shard.index, reshuffle_each_iteration=True)
+    return ds
+
+
+def _rotation_transform(angle: tf.Tensor, h: int, w: int) -> tf.Tensor:
+    """Projective transform (output -> input coordinates) rotating about the image centre."""
+    cos, sin = tf.cos(angle), tf.sin(angle)
+    x_off = ((w - 1) - (cos * (w - 1) - sin * (h - 1))) / 2.0
+    y_off = ((h - 1) - (sin * (w - 1) + cos * (h - 1))) / 2.0
+    return tf.reshape(tf.stack([cos, -sin, x_off, sin, cos, y_off, 0.0, 0.0]), [1, 8])
+
+
+def make_augment(aug: AugmentConfig, size: int):
+    """The per-image augmentation: flip, rotation, crop-and-resize, brightness, contrast."""
+    s = aug.strength
+    min_area = max(0.05, 1.0 - (1.0 - aug.crop_scale_min) * s)
+    max_angle = math.radians(aug.rotation_deg * s)
+    brightness = aug.brightness * s
+    contrast = min(0.95, aug.contrast * s)
+
+    def augment(image: tf.Tensor, label: tf.Tensor, *rest):
+        if aug.flip:
+            image = tf.image.random_flip_left_right(image)
+        if min_area < 1.0:
+            side = tf.sqrt(tf.random.uniform([], min_area, 1.0))
+            crop = tf.cast(tf.round(side * size), tf.int32)
+            image = tf.image.random_crop(image, tf.stack([crop, crop, 3]))
+            image = tf.image.resize(image, [size, size])
+        if max_angle > 0:
+            angle = tf.random.uniform([], -max_angle, max_angle)
+            image = tf.raw_ops.ImageProjectiveTransformV3(
+                images=image[None], transforms=_rotation_transform(angle, size, size),
+                output_shape=tf.constant([size, size]), fill_value=0.0,
+                interpolation="BILINEAR", fill_mode="REFLECT")[0]
+        if brightness > 0:
+            image = tf.image.random_brightness(image, brightness)
+        if contrast > 0:
+            image = tf.image.random_contrast(image, 1.0 - contrast, 1.0 + contrast)
+        image = tf.clip_by_value(image, 0.0, 1.0)
+        image.set_shape([size, size, 3])
+        return (image, label, *rest)
+
+    return augment
+
+
+def build(
+    data: DataConfig,
+    pipe: PipelineConfig,
+    *,
+    data_root: str,
+    shard: Shard,
+    batch_size: int,
+    cache_prefix: str = "",
+    epochs: int | None = None,
+    with_ids: bool = False,
+) -> tf.data.Dataset:
+    """The real pipeline for one rank: batched (image float32 [B,H,W,3], label int32 [B])."""
+    if data.source == "factory":
+        fn = resolve_callable(data.factory, "data.factory")
+        ds = fn(shard.index, shard.count, data.image_size, data.num_classes)
+        if not isinstance(ds, tf.data.Dataset):
+            raise PipeprofError(f"data.factory {data.factory} returned {type(ds).__name__}, not a tf.data.Dataset")
+    elif data.source == "tfrecord":
+        ds = _tfrecord_source(data, pipe, shard, with_ids)
+    else:
+        ds = _folder_source(data, data_root, pipe, shard, with_ids)
+
+    def cache(d: tf.data.Dataset) -> tf.data.Dataset:
+        if pipe.cache.kind == "file":
+            prefix = pipe.cache.path or cache_prefix
+            if not prefix:
+                raise PipeprofError("pipeline.cache.path is required for a file cache outside a run")
+            Path(prefix).parent.mkdir(parents=True, exist_ok=True)
+            return d.cache(f"{prefix}-shard{shard.index}of{shard.count}")
+        return d.cache()
+
+    cache_on = pipe.cache.enabled
+    augment_on = pipe.augment.enabled
+    if cache_on and pipe.cache.placement == "before_augment":
+        ds = cache(ds)
+    if pipe.shuffle.enabled:
+        ds = ds.shuffle(pipe.shuffle.buffer_size, seed=pipe.shuffle.seed + shard.index, reshuffle_each_iteration=True)
+    augment_fn = make_augment(pipe.augment, data.image_size)
+    if augment_on and cache_on and pipe.cache.placement == "after_augment":
+        ds = cache(ds.map(augment_fn, num_parallel_calls=_parallel(pipe), deterministic=pipe.deterministic or None))
+        augment_on = False
+    elif cache_on and pipe.cache.placement == "after_augment":
+        ds = cache(ds)
+    ds = ds.repeat(epochs)
+    if augment_on:
+        ds = ds.map(augment_fn, num_parallel_calls=_parallel(pipe), deterministic=pipe.deterministic or None)
+    ds = ds.batch(batch_size, drop_remainder=True)
+    if pipe.prefetch.enabled:
+        ds = ds.prefetch(tf.data.AUTOTUNE if pipe.prefetch.depth == "autotune" else int(pipe.prefetch.depth))
+    options = tf.data.Options()
+    options.deterministic = pipe.deterministic
+    if pipe.private_threadpool_size:
+        options.threading.private_threadpool_size = pipe.private_threadpool_size
+    if pipe.max_intra_op_parallelism:
+        options.threading.max_intra_op_parallelism = pipe.max_intra_op_parallelism
+    return ds.with_options(options)
+
+
+def synthetic_batch(element_spec, num_classes: int, seed: int = 0) -> tuple[tf.Tensor, tf.Tensor]:
+    """Random noise shaped exactly like one batch of the real pipeline, made once.
+
+    Created on the rank's default device (its GPU when there is one) and reused every step,
+    so the synthetic variant costs no input work at all: the ceiling, as in Horovod's
+    synthetic benchmark.
+    """
+    image_spec, label_spec = element_spec[0], element_spec[1]
+    if not image_spec.shape.is_fully_defined():
+        raise PipeprofError(f"the real pipeline's batch shape {image_spec.shape} is not static; use drop_remainder batching")
+    gen = tf.random.Generator.from_seed(seed)
+    images = gen.uniform(image_spec.shape, dtype=image_spec.dtype)
+    labels = gen.uniform(label_spec.shape, minval=0, maxval=num_classes, dtype=tf.int64)
+    return tf.identity(images), tf.cast(labels, label_spec.dtype)

@@ -1,0 +1,38 @@
+"""The job one Horovod launch runs: the launcher writes it, every rank reads it.
+
+It travels on the command line (base64 JSON), so ranks on other hosts need no shared file
+system to learn what to run.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class VariantSpec:
+    name: str
+    synthetic: bool
+    pipeline: dict[str, Any] = field(default_factory=dict)  # the resolved PipelineConfig
+
+
+@dataclass(frozen=True)
+class Job:
+    run_dir: str
+    np: int
+    scenario: dict[str, Any]  # Scenario.to_dict() after overrides
+    data_root: str  # resolved dataset location ("" for factory sources)
+    variants: list[VariantSpec]
+    progress_every: int = 5
+
+    def encode(self) -> str:
+        return base64.urlsafe_b64encode(json.dumps(asdict(self)).encode()).decode()
+
+    @classmethod
+    def decode(cls, text: str) -> "Job":
+        d = json.loads(base64.urlsafe_b64decode(text.encode()))
+        d["variants"] = [VariantSpec(**v) for v in d["variants"]]
+        return cls(**d)

@@ -1,0 +1,222 @@
+"""Start Horovod ranks with horovodrun and supervise them.
+
+``horovodrun_argv`` and ``worker_env`` are pure (tested by the command they build); ``run``
+starts the command in its own process group, streams its output line by line, and ends it
+on a rank's death, a timeout or Ctrl-C without hanging.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pipeprof.errors import PipeprofError
+from pipeprof.scenario import LaunchConfig
+
+ERROR_TAG = "PIPEPROF-ERROR"  # mirrors pipeprof.rank.worker (which imports TensorFlow)
+
+
+def worker_counts(spec: str | int | list[int]) -> list[int]:
+    """``32`` → 1, 2, 4, 8, 16, 32 (powers of two up to it, and it); ``1,3,8`` → that list."""
+    if isinstance(spec, list):
+        counts = spec
+    else:
+        text = str(spec).strip()
+        try:
+            if "," in text:
+                counts = [int(p) for p in text.split(",") if p.strip()]
+            else:
+                top = int(text)
+                counts = [n for n in (2 ** i for i in range(0, 31)) if n < top] + [top] if top >= 1 else [top]
+        except ValueError:
+            raise PipeprofError(f"--np {spec!r}: expected a worker count (e.g. 32) or a list (e.g. 1,3,8)") from None
+    if not counts or any(n < 1 for n in counts):
+        raise PipeprofError(f"--np {spec!r}: worker counts must be positive")
+    return sorted(set(counts))
+
+
+def parse_hosts(hosts: str) -> list[tuple[str, int]]:
+    """``node1:8,node2:8`` → [("node1", 8), ("node2", 8)]; a host without slots has 1."""
+    out = []
+    for item in hosts.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        name, _, slots = item.partition(":")
+        try:
+            out.append((name, int(slots) if slots else 1))
+        except ValueError:
+            raise PipeprofError(f"-H {hosts!r}: slots of '{name}' must be an integer, got '{slots}'") from None
+    if not out:
+        raise PipeprofError(f"-H {hosts!r}: no hosts given")
+    return out
+
+
+def hostfile_slots(path: str) -> int:
+    """Total slots in a horovodrun/MPI hostfile (``host slots=N`` or ``host:N`` per line)."""
+    p = Path(path)
+    if not p.is_file():
+        raise PipeprofError(f"--hostfile {path}: file does not exist")
+    total = 0
+    for n, line in enumerate(p.read_text().splitlines(), 1):
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        try:
+            if "slots=" in line:
+                total += int(line.split("slots=", 1)[1].split()[0])
+            elif ":" in line:
+                total += int(line.rsplit(":", 1)[1])
+            else:
+                total += 1
+        except ValueError:
+            raise PipeprofError(f"--hostfile {path}:{n}: cannot read the slot count in {line!r}") from None
+    return total
+
+
+def local_slots(gpu_count: int) -> tuple[int, str]:
+    """Slots on this host when no hosts are given: one per GPU, else one per CPU core."""
+    if gpu_count > 0:
+        return gpu_count, f"{gpu_count} GPU(s)"
+    cores = os.cpu_count() or 1
+    return cores, f"{cores} CPU cores, no GPU"
+
+
+def check_slots(np: int, launch: LaunchConfig, gpu_count: int) -> None:
+    if launch.hosts:
+        slots, what = sum(s for _, s in parse_hosts(launch.hosts)), f"-H {launch.hosts}"
+    elif launch.hostfile:
+        slots, what = hostfile_slots(launch.hostfile), f"--hostfile {launch.hostfile}"
+    else:
+        slots, what = local_slots(gpu_count)
+        what = f"localhost ({what})"
+    if np > slots and not launch.oversubscribe:
+        raise PipeprofError(f"np={np} needs {np} slots but {what} offers {slots}; "
+                            f"add hosts with -H/--hostfile, or pass --oversubscribe to run anyway")
+
+
+def find_horovodrun() -> str:
+    beside = Path(sys.executable).parent / "horovodrun"
+    found = str(beside) if beside.exists() else shutil.which("horovodrun")
+    if not found:
+        raise PipeprofError("horovodrun not found: install Horovod (see README, scripts/setup.sh)")
+    return found
+
+
+def horovodrun_argv(np: int, launch: LaunchConfig, worker: list[str], horovodrun: str = "horovodrun") -> list[str]:
+    """The horovodrun command line that starts ``np`` copies of ``worker``."""
+    argv = [horovodrun, "-np", str(np)]
+    if launch.hosts:
+        argv += ["-H", launch.hosts]
+    elif launch.hostfile:
+        argv += ["--hostfile", launch.hostfile]
+    else:
+        argv += ["-H", f"localhost:{np}"]
+    argv.append("--gloo" if launch.controller == "gloo" else "--mpi")
+    return argv + worker
+
+
+def worker_env(base: dict[str, str], cwd: str) -> dict[str, str]:
+    """The one place configuration becomes the workers' environment."""
+    env = dict(base)
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # keep TensorFlow's start-up chatter out of the log
+    env["PYTHONUNBUFFERED"] = "1"  # progress lines arrive as they happen
+    # user factories ("module:function") are found from the launch directory, on every rank
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (cwd, base.get("PYTHONPATH", "")) if p)
+    return env
+
+
+@dataclass
+class LaunchResult:
+    returncode: int
+    errors: list[str] = field(default_factory=list)  # one line per failing rank
+    timed_out: bool = False
+    interrupted: bool = False
+    tail: list[str] = field(default_factory=list)  # the last lines of output
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0 and not self.timed_out and not self.interrupted
+
+    def reason(self) -> str:
+        if self.interrupted:
+            return "interrupted (Ctrl-C)"
+        if self.timed_out:
+            return "timed out"
+        if self.errors:
+            return self.errors[0] + (f" (and {len(self.errors) - 1} more)" if len(self.errors) > 1 else "")
+        last = next((line for line in reversed(self.tail) if line.strip()), "no output")
+        return f"horovodrun exited with {self.returncode}: {last.strip()[:300]}"
+
+
+def _stop(proc: subprocess.Popen, grace_s: float = 5.0) -> None:
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=grace_s)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def run(argv: list[str], *, env: dict[str, str], log_path: Path, timeout_s: float,
+        on_line: Callable[[str], None] | None = None) -> LaunchResult:
+    """Run ``argv`` to the end, teeing its output to ``log_path`` and each line to ``on_line``."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    lines: queue.Queue[str | None] = queue.Queue()
+    result = LaunchResult(returncode=-1)
+    with log_path.open("w") as log:
+        log.write("$ " + " ".join(argv) + "\n")
+        log.flush()
+        proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                bufsize=1, start_new_session=True, errors="replace")
+
+        def pump() -> None:
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                lines.put(line)
+            lines.put(None)
+
+        reader = threading.Thread(target=pump, name="pipeprof-horovodrun-output", daemon=True)
+        reader.start()
+        deadline = time.monotonic() + timeout_s
+        try:
+            while True:
+                try:
+                    line = lines.get(timeout=0.25)
+                except queue.Empty:
+                    if time.monotonic() > deadline:
+                        result.timed_out = True
+                        _stop(proc)
+                        break
+                    continue
+                if line is None:
+                    break
+                log.write(line)
+                result.tail = (result.tail + [line.rstrip("\n")])[-40:]
+                if ERROR_TAG in line:
+                    result.errors.append(line.split(ERROR_TAG, 1)[1].strip())
+                if on_line is not None:
+                    on_line(line.rstrip("\n"))
+        except KeyboardInterrupt:
+            result.interrupted = True
+            _stop(proc)
+        finally:
+            if proc.poll() is None:
+                _stop(proc)
+            result.returncode = proc.wait()
+            reader.join(timeout=5)
+            log.flush()
+    return result

@@ -1,0 +1,5 @@
+import sys
+
+from pipeprof.rank.worker import main
+
+sys.exit(main())

@@ -1,0 +1,212 @@
+"""What one Horovod rank does: set up, then train every variant of the job in turn.
+
+Run as ``python -m pipeprof.rank <encoded job>`` under horovodrun. TensorFlow and Horovod
+start once; the model and its compiled step are built once and reused by every variant, so
+variants differ only in where their batches come from.
+
+Timing: each iteration is ``next(batches)`` (the input wait) followed by Keras's own
+``train_step`` (forward, backward, Horovod allreduce in the DistributedOptimizer, update)
+and a read of the loss, which waits until the step has really finished on the device.
+"""
+
+from __future__ import annotations
+
+import csv
+import itertools
+import json
+import math
+import os
+import sys
+import time
+import traceback
+from pathlib import Path
+
+from pipeprof.errors import PipeprofError
+from pipeprof.job import Job, VariantSpec
+from pipeprof.records import STEP_COLUMNS, StepRecord, VariantRun
+from pipeprof.scenario import PipelineConfig, Scenario, TrainConfig, _build
+
+PROGRESS_TAG = "PIPEPROF-PROGRESS"
+ERROR_TAG = "PIPEPROF-ERROR"
+
+
+def lr_factor(scaling: str, np: int) -> float:
+    return {"linear": float(np), "sqrt": math.sqrt(np), "none": 1.0}[scaling]
+
+
+def batch_and_lr(train: TrainConfig, np: int) -> tuple[int, float]:
+    """Per-worker batch size and the scaled learning rate at ``np`` workers."""
+    per_worker = train.batch_size if train.batch_mode == "per_worker" else train.batch_size // np
+    if per_worker < 1:
+        raise PipeprofError(f"train.batch_size {train.batch_size} (global) leaves no samples per worker at np={np}")
+    return per_worker, train.learning_rate * lr_factor(train.lr_scaling, np)
+
+
+def _setup_devices(tf, hvd, train: TrainConfig) -> str:
+    """Pin this rank to its GPU by local rank (memory growth on); size CPU thread pools."""
+    gpus = tf.config.list_physical_devices("GPU")
+    for gpu in gpus:
+        tf.config.experimental.set_memory_growth(gpu, True)
+    if gpus:
+        # With CUDA_VISIBLE_DEVICES already narrowed to one GPU per rank, there is only one.
+        tf.config.set_visible_devices(gpus[hvd.local_rank() % len(gpus)], "GPU")
+        return f"GPU:{hvd.local_rank() % len(gpus)}"
+    threads = train.intra_op_threads or max(1, (os.cpu_count() or 1) // hvd.local_size())
+    tf.config.threading.set_intra_op_parallelism_threads(threads)
+    return f"CPU ({threads} intra-op threads)"
+
+
+def _emit(tag: str, payload: dict) -> None:
+    print(f"{tag} {json.dumps(payload)}", flush=True)
+
+
+def run_variant(step_fn, batches, *, np: int, variant: str, rank: int, train: TrainConfig,
+                per_worker_batch: int, on_step=None) -> tuple[list[StepRecord], float, float]:
+    """Train ``warmup_steps + measure_steps`` steps; return step records, mean loss, accuracy."""
+    records: list[StepRecord] = []
+    losses: list[float] = []
+    accs: list[float] = []
+    total = train.warmup_steps + train.measure_steps
+    clock = time.perf_counter
+    for i in range(total):
+        t0 = clock()
+        x, y = next(batches)
+        t1 = clock()
+        logs = step_fn(x, y)
+        loss = float(logs["loss"])  # blocks until the step is done on the device
+        t2 = clock()
+        losses.append(loss)
+        accs.append(float(logs.get("accuracy", float("nan"))))
+        records.append(StepRecord(np=np, variant=variant, rank=rank, step=i, warmup=i < train.warmup_steps,
+                                  input_wait_ms=(t1 - t0) * 1e3, step_time_ms=(t2 - t0) * 1e3,
+                                  batch_size=per_worker_batch, end_unix_s=time.time()))
+        if on_step is not None:
+            on_step(i + 1, total)
+    measured = losses[train.warmup_steps:] or losses
+    measured_acc = accs[train.warmup_steps:] or accs
+    return records, sum(measured) / len(measured), sum(measured_acc) / len(measured_acc)
+
+
+def write_steps(path: Path, records: list[StepRecord]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    with tmp.open("w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=STEP_COLUMNS)
+        w.writeheader()
+        for r in records:
+            w.writerow(r.to_dict())
+    tmp.replace(path)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    job = Job.decode(argv[0])
+    rank = int(os.environ.get("HOROVOD_RANK", os.environ.get("OMPI_COMM_WORLD_RANK", "0")))
+    try:
+        return _run(job)
+    except PipeprofError as exc:
+        print(f"{ERROR_TAG} rank {rank}: {exc.message}", file=sys.stderr, flush=True)
+    except Exception as exc:  # report, then let horovodrun end the other ranks
+        traceback.print_exc()
+        print(f"{ERROR_TAG} rank {rank}: {type(exc).__name__}: {' '.join(str(exc).split())[:500]}",
+              file=sys.stderr, flush=True)
+    return 1
+
+
+def _run(job: Job) -> int:
+    import tensorflow as tf
+    import horovod.tensorflow as hvd_tf
+    import horovod.tensorflow.keras as hvd
+
+    from pipeprof.data import pipeline
+    from pipeprof.models import build_model
+
+    hvd.init()
+    scenario = Scenario.from_dict({k: v for k, v in job.scenario.items() if k != "source_file"}, "job")
+    train = scenario.train
+    device = _setup_devices(tf, hvd, train)
+    rank, size = hvd.rank(), hvd.size()
+    if size != job.np:
+        raise PipeprofError(f"launched {size} ranks but the job is for np={job.np}")
+    per_worker_batch, lr = batch_and_lr(train, size)
+    run_dir = Path(job.run_dir)
+
+    data = scenario.data
+    input_shape = (data.image_size, data.image_size, 3)
+    model = build_model(scenario.model.name, input_shape, data.num_classes)
+    base_opt = (tf.keras.optimizers.SGD(learning_rate=lr, momentum=train.momentum) if train.optimizer == "sgd"
+                else tf.keras.optimizers.Adam(learning_rate=lr))
+    opt = hvd.DistributedOptimizer(base_opt)
+    model.compile(optimizer=opt, loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                  metrics=["accuracy"])
+    step_fn = tf.function(lambda x, y: model.train_step((x, y)))
+
+    def real_dataset(spec: VariantSpec, epochs: int | None = None):
+        pipe: PipelineConfig = _build(PipelineConfig, spec.pipeline, "job", f"variants.{spec.name}.pipeline")
+        return pipeline.build(data, pipe, data_root=job.data_root, shard=pipeline.Shard(rank, size),
+                              batch_size=per_worker_batch, epochs=epochs,
+                              cache_prefix=str(run_dir / "cache" / f"np{size}-{spec.name}"))
+
+    # The synthetic twin takes its shapes from the real pipeline's element spec.
+    first_real = next((v for v in job.variants if not v.synthetic), None)
+    if first_real is not None:
+        element_spec = real_dataset(first_real).element_spec
+    else:
+        element_spec = (tf.TensorSpec([per_worker_batch, *input_shape], tf.float32),
+                        tf.TensorSpec([per_worker_batch], tf.int32))
+
+    # Same starting weights everywhere (what BroadcastGlobalVariablesCallback does in fit).
+    hvd_tf.broadcast_variables(model.variables, root_rank=0)
+    broadcast_opt_pending = True
+    if rank == 0:
+        _emit(PROGRESS_TAG, {"event": "start", "np": size, "device": device, "per_worker_batch": per_worker_batch,
+                             "learning_rate": lr})
+
+    warm_lr_steps, global_step = train.lr_warmup_steps, 0
+    for k, spec in enumerate(job.variants):
+        if spec.synthetic:
+            with tf.device("/GPU:0" if tf.config.list_logical_devices("GPU") else "/CPU:0"):
+                x, y = pipeline.synthetic_batch(element_spec, data.num_classes, seed=rank)
+            batches = itertools.repeat((x, y))
+        else:
+            batches = iter(real_dataset(spec))
+        hvd_tf.allreduce(tf.constant(0.0), name=f"barrier_{k}")  # all ranks start the variant together
+        started = time.perf_counter()
+        total = train.warmup_steps + train.measure_steps
+
+        def on_step(done: int, of: int, name: str = spec.name) -> None:
+            nonlocal broadcast_opt_pending, global_step
+            global_step += 1
+            if broadcast_opt_pending:  # optimizer slots exist only after the first update
+                hvd_tf.broadcast_variables(opt.variables, root_rank=0)
+                broadcast_opt_pending = False
+            if warm_lr_steps and global_step <= warm_lr_steps:
+                opt.learning_rate.assign(lr / size + (lr - lr / size) * global_step / warm_lr_steps)
+            if rank == 0 and (done % job.progress_every == 0 or done == of):
+                _emit(PROGRESS_TAG, {"event": "step", "np": size, "variant": name, "index": k,
+                                     "of_variants": len(job.variants), "step": done, "steps": total})
+
+        if warm_lr_steps and global_step == 0:
+            opt.learning_rate.assign(lr / size)
+        records, loss, acc = run_variant(step_fn, batches, np=size, variant=spec.name, rank=rank, train=train,
+                                         per_worker_batch=per_worker_batch, on_step=on_step)
+        wall = time.perf_counter() - started
+        del batches  # stops this variant's pipeline threads before the next one starts
+        avg = hvd_tf.allreduce(tf.constant([loss, acc], tf.float64), name=f"metrics_{k}").numpy()
+        gathered = hvd_tf.allgather_object([r.to_dict() for r in records], name=f"records_{k}")
+        if rank == 0:
+            all_records = [StepRecord.from_dict(d) for part in gathered for d in part]
+            write_steps(run_dir / "steps" / f"np{size}-{spec.name}.csv", all_records)
+            result = VariantRun(np=size, variant=spec.name, synthetic=spec.synthetic, per_worker_batch=per_worker_batch,
+                                global_batch=per_worker_batch * size, learning_rate=lr, loss_mean=float(avg[0]),
+                                accuracy_mean=float(avg[1]), wall_s=wall)
+            with (run_dir / "variants.jsonl").open("a") as fh:
+                fh.write(json.dumps(result.to_dict()) + "\n")
+            _emit(PROGRESS_TAG, {"event": "variant_done", "np": size, "variant": spec.name, "index": k,
+                                 "of_variants": len(job.variants), "wall_s": wall})
+    hvd_tf.allreduce(tf.constant(0.0), name="barrier_end")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,55 @@
+"""Record types that cross process boundaries: per-step timings from ranks, per-variant facts.
+
+Pure data (no TensorFlow), each with to_dict/from_dict so ranks, the launcher and analysis
+agree on one schema. Units are in the names.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    np: int
+    variant: str
+    rank: int
+    step: int  # 0-based, warm-up steps included
+    warmup: bool
+    input_wait_ms: float  # time blocked in next() on the input pipeline
+    step_time_ms: float  # whole iteration: input wait + forward/backward/allreduce/update
+    batch_size: int  # samples this rank processed in the step
+    end_unix_s: float  # wall clock at the end of the step (aligns ranks on one host)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "StepRecord":
+        return cls(**{f.name: d[f.name] for f in fields(cls)})
+
+
+STEP_COLUMNS = [f.name for f in fields(StepRecord)]
+
+
+@dataclass(frozen=True)
+class VariantRun:
+    """What rank 0 knows about one variant at one worker count once it has run."""
+
+    np: int
+    variant: str
+    synthetic: bool
+    per_worker_batch: int
+    global_batch: int
+    learning_rate: float
+    loss_mean: float  # averaged over ranks (Horovod metric averaging)
+    accuracy_mean: float
+    wall_s: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "VariantRun":
+        return cls(**{f.name: d[f.name] for f in fields(cls)})

@@ -1,0 +1,43 @@
+"""The summary as a rich table in the terminal."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+from rich.console import Console
+from rich.table import Table
+
+VERDICT_STYLE = {"not input-bound": "green", "moderately input-bound": "yellow", "highly input-bound": "bold red",
+                 "ceiling": "dim"}
+
+
+def fmt(value, digits: int = 1, suffix: str = "") -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "–"
+    return f"{value:,.{digits}f}{suffix}"
+
+
+def summary_table(summary: pd.DataFrame, title: str = "pipeprof compare") -> Table:
+    table = Table(title=title, title_justify="left", header_style="bold")
+    for name, justify in [("np", "right"), ("variant", "left"), ("samples/s", "right"), ("±95%", "right"),
+                          ("per worker", "right"), ("gap", "right"), ("scaling eff.", "right"),
+                          ("step p50 ms", "right"), ("input wait", "right"), ("verdict", "left")]:
+        table.add_column(name, justify=justify)
+    for _, r in summary.iterrows():
+        verdict = str(r["verdict"]) if isinstance(r["verdict"], str) else ""
+        table.add_row(
+            str(r["np"]), str(r["variant"]), fmt(r["samples_per_s"]), fmt(r["samples_per_s_ci95"]),
+            fmt(r["samples_per_s_per_worker"]),
+            "" if r["synthetic"] else fmt(r["gap_pct"], 1, "%") + (f" ±{fmt(r['gap_pct_ci95'])}" if not math.isnan(r["gap_pct_ci95"]) else ""),
+            fmt(r["scaling_efficiency_pct"], 0, "%"), fmt(r["step_time_ms_p50"]), fmt(r["input_wait_pct"], 1, "%"),
+            f"[{VERDICT_STYLE.get(verdict, '')}]{verdict}[/]" if verdict in VERDICT_STYLE else verdict,
+        )
+    return table
+
+
+def print_summary(summary: pd.DataFrame, console: Console, title: str = "pipeprof compare") -> None:
+    console.print(summary_table(summary, title))
+    for _, r in summary.iterrows():
+        if isinstance(r["warning"], str) and r["warning"]:
+            console.print(f"[yellow]warning[/] np={r['np']} {r['variant']}: {r['warning']}")

@@ -1,0 +1,90 @@
+"""The run directory: the output contract that later features and users' scripts read.
+
+    RUN_DIR/
+      manifest.json      versions, host, CPU cores, GPUs, the resolved scenario, the command line
+      steps/npN-VARIANT.csv   per-rank, per-step records (warm-up steps flagged)
+      variants.jsonl     one line per (np, variant) run: batch sizes, learning rate, mean loss
+      summary.csv        one row per (np, variant): throughput ±95%, gap, efficiency, verdict
+      logs/npN.log       everything horovodrun printed for that worker count
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import socket
+import sys
+import time
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from pipeprof import __version__
+from pipeprof.records import STEP_COLUMNS
+
+
+def new_run_dir(out: str | None, scenario_name: str) -> Path:
+    if out:
+        path = Path(out)
+    else:
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        path = Path("runs") / f"{stamp}-{scenario_name}"
+        n = 1
+        while path.exists():
+            n += 1
+            path = Path("runs") / f"{stamp}-{scenario_name}-{n}"
+    if path.exists() and any(path.iterdir()):
+        from pipeprof.errors import PipeprofError
+
+        raise PipeprofError(f"--out {path}: directory exists and is not empty (pipeprof never overwrites a run)")
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _version(*dists: str) -> str | None:
+    for d in dists:
+        try:
+            return metadata.version(d)
+        except metadata.PackageNotFoundError:
+            continue
+    return None
+
+
+def manifest(scenario: dict[str, Any], argv: list[str], gpus: list[dict[str, Any]], extra: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "pipeprof": __version__,
+        "python": platform.python_version(),
+        "tensorflow": _version("tensorflow", "tensorflow-cpu", "tensorflow-gpu"),
+        "horovod": _version("horovod"),
+        "host": socket.gethostname(),
+        "platform": platform.platform(),
+        "cpu_cores": os.cpu_count(),
+        "gpus": gpus,
+        "started_unix_s": time.time(),
+        "command_line": [Path(sys.argv[0]).name, *argv],
+        "scenario": scenario,
+        **extra,
+    }
+
+
+def write_json(path: Path, data: dict[str, Any]) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
+    tmp.replace(path)
+
+
+def load_steps(run_dir: Path) -> pd.DataFrame:
+    files = sorted((run_dir / "steps").glob("np*.csv"))
+    if not files:
+        return pd.DataFrame(columns=STEP_COLUMNS)
+    return pd.concat([pd.read_csv(f) for f in files], ignore_index=True)
+
+
+def load_variant_runs(run_dir: Path) -> list[dict[str, Any]]:
+    path = run_dir / "variants.jsonl"
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]

@@ -1,0 +1,384 @@
+"""What to run: scenario dataclasses, TOML loading and validation.
+
+A scenario is plain, frozen data. Precedence is defaults < scenario file < command-line
+overrides; overrides arrive as dotted keys (``pipeline.augment.enabled=false``) and go
+through the same validation as the file, so an error always names the key at fault.
+This module imports neither TensorFlow nor Horovod.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import tomllib
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Union
+
+from pipeprof.errors import PipeprofError
+
+Autotune = Literal["autotune"]
+REPO_SCENARIOS = Path(__file__).resolve().parent.parent / "scenarios"
+DEFAULT_SCENARIO = "quickstart"
+
+
+@dataclass(frozen=True)
+class GenerateConfig:
+    """The built-in dataset generator (used when ``data.source = "generated"``)."""
+
+    images: int = 2000
+    size: int = 96  # side of the square images written to disk, in pixels
+    classes: int = 10
+    seed: int = 0
+    format: Literal["jpeg", "png"] = "jpeg"
+    quality: int = 90
+
+
+@dataclass(frozen=True)
+class DataConfig:
+    source: Literal["generated", "folder", "tfrecord", "factory"] = "generated"
+    # folder: a directory with one sub-folder per class; tfrecord: a directory or glob of
+    # ImageNet-layout TFRecord files; generated: where to write (empty: the data cache).
+    path: str = ""
+    factory: str = ""  # "module:function" when source = "factory"
+    image_size: int = 64  # the model's input side, in pixels
+    num_classes: int = 10
+    label_offset: int = 0  # subtracted from TFRecord labels (ImageNet TFRecords count from 1)
+    generate: GenerateConfig = field(default_factory=GenerateConfig)
+
+
+@dataclass(frozen=True)
+class StageSwitch:
+    enabled: bool = True
+
+
+@dataclass(frozen=True)
+class ShuffleConfig:
+    enabled: bool = True
+    buffer_size: int = 1024
+    # True: shuffle the whole file list with a seed shared by all ranks, then shard (each
+    # rank gets a random disjoint subset, reshuffled every epoch). False: shard first,
+    # then shuffle within the shard (a sorted list then gives class-clustered batches).
+    files_before_shard: bool = True
+    seed: int = 1234
+
+
+@dataclass(frozen=True)
+class AugmentConfig:
+    enabled: bool = True
+    strength: float = 1.0  # multiplies every magnitude below
+    flip: bool = True
+    rotation_deg: float = 15.0
+    crop_scale_min: float = 0.6  # smallest crop, as a fraction of the image area
+    brightness: float = 0.2
+    contrast: float = 0.2
+
+
+@dataclass(frozen=True)
+class CacheConfig:
+    enabled: bool = False
+    kind: Literal["memory", "file"] = "memory"
+    path: str = ""  # file cache prefix (kind = "file"); empty: inside the run directory
+    placement: Literal["before_augment", "after_augment"] = "before_augment"
+
+
+@dataclass(frozen=True)
+class PrefetchConfig:
+    enabled: bool = True
+    depth: Union[int, Autotune] = "autotune"
+
+
+@dataclass(frozen=True)
+class PipelineConfig:
+    read: StageSwitch = field(default_factory=StageSwitch)
+    label: StageSwitch = field(default_factory=StageSwitch)
+    shuffle: ShuffleConfig = field(default_factory=ShuffleConfig)
+    augment: AugmentConfig = field(default_factory=AugmentConfig)
+    cache: CacheConfig = field(default_factory=CacheConfig)
+    prefetch: PrefetchConfig = field(default_factory=PrefetchConfig)
+    parallel_calls: Union[int, Autotune] = "autotune"
+    private_threadpool_size: int = 0  # 0: tf.data's shared pool
+    max_intra_op_parallelism: int = 0  # 0: tf.data's default
+    deterministic: bool = False
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    # small_cnn | resnet50v2 | mobilenetv2 | "module:function" (called as f(input_shape, num_classes))
+    name: str = "small_cnn"
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    batch_size: int = 32  # per worker when batch_mode = "per_worker", else global
+    batch_mode: Literal["per_worker", "global"] = "per_worker"
+    optimizer: Literal["sgd", "adam"] = "sgd"
+    learning_rate: float = 0.01  # for one worker; scaled by lr_scaling
+    lr_scaling: Literal["linear", "sqrt", "none"] = "linear"
+    momentum: float = 0.9
+    lr_warmup_steps: int = 0  # ramp from learning_rate to the scaled rate (Goyal et al.)
+    warmup_steps: int = 5  # timed steps dropped from every variant
+    measure_steps: int = 30
+    # CPU threads TensorFlow may use per rank for the model's ops; 0: cores / local ranks
+    intra_op_threads: int = 0
+
+
+@dataclass(frozen=True)
+class VariantConfig:
+    """A real-data variant: a name and overrides of ``pipeline`` (same keys, any subset)."""
+
+    name: str = "real"
+    pipeline: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class LaunchConfig:
+    np: list[int] = field(default_factory=lambda: [1, 2])
+    hosts: str = ""  # horovodrun -H, e.g. "node1:8,node2:8"
+    hostfile: str = ""
+    controller: Literal["gloo", "mpi"] = "gloo"
+    oversubscribe: bool = False
+    timeout_s: int = 3600  # per worker count; a hung launch is killed after this
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str = "unnamed"
+    description: str = ""
+    data: DataConfig = field(default_factory=DataConfig)
+    pipeline: PipelineConfig = field(default_factory=PipelineConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    variants: list[VariantConfig] = field(default_factory=lambda: [VariantConfig()])
+    launch: LaunchConfig = field(default_factory=LaunchConfig)
+    source_file: str = ""  # where it was loaded from (not a TOML key)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], where: str = "scenario") -> "Scenario":
+        return _build(cls, data, where, "")
+
+    def variant_pipeline(self, variant: VariantConfig) -> PipelineConfig:
+        """The pipeline of a real variant: the scenario's pipeline with its overrides."""
+        merged = _deep_merge(dataclasses.asdict(self.pipeline), variant.pipeline)
+        return _build(PipelineConfig, merged, self.source_file or "scenario", f"variants.{variant.name}.pipeline")
+
+
+NOT_TOML_KEYS = {"source_file"}
+
+
+def _deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    out = copy.deepcopy(base)
+    for key, value in over.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _deep_merge(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def _type_name(tp: Any) -> str:
+    origin = typing.get_origin(tp)
+    if origin is Literal:
+        return " or ".join(repr(a) for a in typing.get_args(tp))
+    if origin in (Union, types.UnionType):
+        return " or ".join(_type_name(a) for a in typing.get_args(tp))
+    if origin is list:
+        return f"a list of {_type_name(typing.get_args(tp)[0])}"
+    if dataclasses.is_dataclass(tp):
+        return "a table"
+    return getattr(tp, "__name__", str(tp))
+
+
+def _coerce(tp: Any, value: Any, where: str, key: str) -> Any:
+    """Check ``value`` against type ``tp``; return it (converted where lossless)."""
+    origin = typing.get_origin(tp)
+
+    def bad() -> PipeprofError:
+        return PipeprofError(f"{where}: {key} must be {_type_name(tp)}, got {type(value).__name__} {value!r}")
+
+    if dataclasses.is_dataclass(tp):
+        if not isinstance(value, dict):
+            raise bad()
+        return _build(tp, value, where, key)
+    if origin is Literal:
+        if value not in typing.get_args(tp) or isinstance(value, bool) != any(isinstance(a, bool) for a in typing.get_args(tp)):
+            raise bad()
+        return value
+    if origin in (Union, types.UnionType):
+        for arm in typing.get_args(tp):
+            try:
+                return _coerce(arm, value, where, key)
+            except PipeprofError:
+                continue
+        raise bad()
+    if origin is list:
+        (item_tp,) = typing.get_args(tp)
+        if not isinstance(value, list):
+            raise bad()
+        return [_coerce(item_tp, v, where, f"{key}[{i}]") for i, v in enumerate(value)]
+    if tp is dict:
+        if not isinstance(value, dict):
+            raise bad()
+        return value
+    if tp is bool:
+        if not isinstance(value, bool):
+            raise bad()
+        return value
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise bad()
+        return value
+    if tp is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise bad()
+        return float(value)
+    if tp is str:
+        if not isinstance(value, str):
+            raise bad()
+        return value
+    raise TypeError(f"scenario field type {tp!r} is not supported")  # a bug in this module
+
+
+def _build(cls: type, data: dict[str, Any], where: str, prefix: str) -> Any:
+    hints = typing.get_type_hints(cls)
+    names = [f.name for f in dataclasses.fields(cls) if f.name not in NOT_TOML_KEYS]
+    kwargs: dict[str, Any] = {}
+    for key, value in data.items():
+        dotted = f"{prefix}.{key}" if prefix else key
+        if key not in names:
+            raise PipeprofError(f"{where}: unknown key '{dotted}' (known here: {', '.join(names)})")
+        kwargs[key] = _coerce(hints[key], value, where, dotted)
+    return cls(**kwargs)
+
+
+def parse_override(text: str) -> tuple[list[str], Any]:
+    """``a.b.c=value`` → (["a","b","c"], value); the value is read as TOML, else as a string."""
+    if "=" not in text:
+        raise PipeprofError(f"--set {text!r}: expected KEY=VALUE, e.g. pipeline.shuffle.buffer_size=512")
+    key, raw = text.split("=", 1)
+    try:
+        value = tomllib.loads(f"v = {raw}")["v"]
+    except tomllib.TOMLDecodeError:
+        value = raw
+    return key.strip().split("."), value
+
+
+def apply_overrides(raw: dict[str, Any], overrides: list[tuple[list[str], Any]]) -> dict[str, Any]:
+    out = copy.deepcopy(raw)
+    for path, value in overrides:
+        node = out
+        for part in path[:-1]:
+            nxt = node.setdefault(part, {})
+            if not isinstance(nxt, dict):
+                raise PipeprofError(f"override {'.'.join(path)}: '{part}' is not a table")
+            node = nxt
+        node[path[-1]] = value
+    return out
+
+
+def resolve_path(name_or_path: str | None) -> Path:
+    """A scenario argument: a path to a TOML file, or the name of a built-in scenario."""
+    if not name_or_path:
+        name_or_path = DEFAULT_SCENARIO
+    path = Path(name_or_path)
+    if path.suffix == ".toml" or path.exists():
+        if not path.is_file():
+            raise PipeprofError(f"scenario file {name_or_path} does not exist")
+        return path
+    builtin = REPO_SCENARIOS / f"{name_or_path}.toml"
+    if builtin.is_file():
+        return builtin
+    known = sorted(p.stem for p in REPO_SCENARIOS.glob("*.toml"))
+    raise PipeprofError(f"unknown scenario '{name_or_path}': not a file, nor a built-in ({', '.join(known)})")
+
+
+def load(name_or_path: str | None = None, overrides: list[tuple[list[str], Any]] | None = None) -> Scenario:
+    """Load, override and validate a scenario. Every problem is a one-line PipeprofError."""
+    path = resolve_path(name_or_path)
+    where = str(path)
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise PipeprofError(f"{where}: not valid TOML: {exc}") from None
+    except OSError as exc:
+        raise PipeprofError(f"{where}: cannot read: {exc.strerror}") from None
+    raw = apply_overrides(raw, overrides or [])
+    scenario = dataclasses.replace(Scenario.from_dict(raw, where), source_file=where)
+    validate(scenario, base_dir=path.parent)
+    return scenario
+
+
+def validate(s: Scenario, base_dir: Path | None = None) -> None:
+    """Checks of meaning (types were checked while building)."""
+    where = s.source_file or "scenario"
+
+    def need(ok: bool, key: str, msg: str) -> None:
+        if not ok:
+            raise PipeprofError(f"{where}: {key} {msg}")
+
+    d = s.data
+    need(d.image_size >= 8, "data.image_size", f"must be at least 8, got {d.image_size}")
+    need(d.num_classes >= 2, "data.num_classes", f"must be at least 2, got {d.num_classes}")
+    if d.source in ("folder", "tfrecord"):
+        need(bool(d.path), "data.path", f"is required when data.source = '{d.source}'")
+        p = Path(d.path).expanduser()
+        if base_dir is not None and not p.is_absolute() and not p.exists():
+            p = base_dir / p
+        if d.source == "folder" or not any(c in d.path for c in "*?["):
+            need(p.exists(), "data.path", f"'{d.path}' does not exist")
+    if d.source == "factory":
+        need(":" in d.factory, "data.factory", f"must be 'module:function', got {d.factory!r}")
+    if d.source == "generated":
+        g = d.generate
+        need(g.images >= g.classes, "data.generate.images", f"must be at least data.generate.classes ({g.classes})")
+        need(g.classes == d.num_classes, "data.generate.classes", f"({g.classes}) must equal data.num_classes ({d.num_classes})")
+        need(g.size >= 8, "data.generate.size", f"must be at least 8, got {g.size}")
+        need(1 <= g.quality <= 100, "data.generate.quality", f"must be 1..100, got {g.quality}")
+    for v in s.variants:
+        _check_pipeline(s.variant_pipeline(v), where, f"variants.{v.name}.pipeline")
+    _check_pipeline(s.pipeline, where, "pipeline")
+    names = [v.name for v in s.variants]
+    need(len(names) == len(set(names)), "variants", f"names must be unique, got {names}")
+    need("synthetic" not in names, "variants", "must not be named 'synthetic' (that one is always run)")
+    t = s.train
+    need(t.batch_size >= 1, "train.batch_size", f"must be at least 1, got {t.batch_size}")
+    need(t.learning_rate > 0, "train.learning_rate", f"must be positive, got {t.learning_rate}")
+    need(t.warmup_steps >= 0, "train.warmup_steps", f"must be >= 0, got {t.warmup_steps}")
+    need(t.measure_steps >= 4, "train.measure_steps", f"must be at least 4 (for an interval), got {t.measure_steps}")
+    need(t.intra_op_threads >= 0, "train.intra_op_threads", f"must be >= 0, got {t.intra_op_threads}")
+    if t.batch_mode == "global":
+        for n in s.launch.np:
+            need(t.batch_size % n == 0, "train.batch_size", f"({t.batch_size}, global) must divide evenly by every worker count; {n} does not")
+    need(bool(s.launch.np) and all(n >= 1 for n in s.launch.np), "launch.np", f"must be positive worker counts, got {s.launch.np}")
+    need(s.launch.timeout_s > 0, "launch.timeout_s", f"must be positive, got {s.launch.timeout_s}")
+    need(not (s.launch.hosts and s.launch.hostfile), "launch.hosts", "and launch.hostfile are exclusive: give one")
+
+
+def _check_pipeline(p: PipelineConfig, where: str, key: str) -> None:
+    def need(ok: bool, sub: str, msg: str) -> None:
+        if not ok:
+            raise PipeprofError(f"{where}: {key}.{sub} {msg}")
+
+    need(p.read.enabled, "read.enabled", "cannot be false for a real variant (the synthetic variant is the run without reading)")
+    need(p.shuffle.buffer_size >= 1, "shuffle.buffer_size", f"must be at least 1, got {p.shuffle.buffer_size}")
+    need(0.0 <= p.augment.strength <= 4.0, "augment.strength", f"must be within 0..4, got {p.augment.strength}")
+    need(0.05 <= p.augment.crop_scale_min <= 1.0, "augment.crop_scale_min", f"must be within 0.05..1, got {p.augment.crop_scale_min}")
+    need(p.augment.rotation_deg >= 0, "augment.rotation_deg", f"must be >= 0, got {p.augment.rotation_deg}")
+    if isinstance(p.parallel_calls, int):
+        need(p.parallel_calls >= 1, "parallel_calls", f"must be >= 1 or 'autotune', got {p.parallel_calls}")
+    if isinstance(p.prefetch.depth, int):
+        need(p.prefetch.depth >= 1, "prefetch.depth", f"must be >= 1 or 'autotune', got {p.prefetch.depth}")
+    need(p.private_threadpool_size >= 0, "private_threadpool_size", f"must be >= 0, got {p.private_threadpool_size}")
+    need(p.max_intra_op_parallelism >= 0, "max_intra_op_parallelism", f"must be >= 0, got {p.max_intra_op_parallelism}")
+
+
+def cache_warning(p: PipelineConfig) -> str | None:
+    if p.cache.enabled and p.augment.enabled and p.cache.placement == "after_augment":
+        return ("cache placed after augment: every epoch replays the first epoch's augmented images, "
+                "so augmentation is frozen (and its cost disappears from the measurement)")
+    return None
