@@ -157,6 +157,8 @@ class PlainReporter(Reporter):
 
 def run(args: argparse.Namespace, argv: list[str]) -> int:
     console = Console()
+    if not console.is_terminal:  # logs and pipes: wide enough for the summary table
+        console = Console(width=max(console.width, 140))
     scenario = scen.load(args.scenario, overrides_from_args(args))
     reporter = PlainReporter(console)
     nps = scenario.launch.np

@@ -70,6 +70,7 @@ def generate(cfg: GenerateConfig, root: Path, progress: Callable[[int, int], Non
     """Write the dataset under ``root`` (class_XX/img_NNNNNN.jpg) unless it is already there."""
     if is_complete(root, cfg):
         return root
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     import tensorflow as tf  # encoding with TF keeps the dependency list to the chosen packages
 
     tmp = root.with_name(root.name + ".partial")

@@ -1,0 +1,180 @@
+"""Does pipeprof's synthetic twin train as fast as a plain Horovod Keras script? One run, side by side.
+
+Method: for each worker count, alternate the two measurements for ``--rounds`` rounds
+(plain, pipeprof, plain, pipeprof, ...) so that slow drift of the machine hits both alike:
+
+* plain: ``horovodrun -np N -H localhost:N --gloo python benchmarks/plain_keras_synthetic.py``,
+  ``model.fit`` on one repeated random batch (see that script); its ``samples_per_s`` is
+  global batch × measured steps / wall seconds between the end of the warm-up and the end of
+  the last batch.
+* pipeprof: ``pipeprof compare SCENARIO --np N --out TMP --steps S --warmup W`` (plus the
+  model, batch, image size and class overrides), and the ``samples_per_s`` of the
+  ``synthetic`` row of ``TMP/summary.csv``. compare also runs the scenario's real variants
+  afterwards in the same launch; they are ignored here.
+
+Both sides use the same model, per-worker batch, learning rate (0.01 × N, SGD momentum 0.9),
+warm-up and measured steps, and CPU intra-op threads (``cpu_count // local ranks``). The
+verdict compares the medians over rounds: pipeprof / plain must be >= ``--threshold`` (0.98).
+The script always exits 0 once both sides have measured; it exits 1 if a launch fails.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+PLAIN_SCRIPT = Path(__file__).resolve().parent / "plain_keras_synthetic.py"
+PLAIN_TAG = "PLAIN-SYNTHETIC"
+
+
+@dataclass(frozen=True)
+class Config:
+    scenario: str
+    model: str
+    image_size: int
+    classes: int
+    batch_size: int
+    warmup: int
+    steps: int
+    timeout_s: int
+
+
+@dataclass
+class Round:
+    np: int
+    index: int
+    plain: float
+    pipeprof: float
+
+    @property
+    def ratio(self) -> float:
+        return self.pipeprof / self.plain
+
+
+def tool(name: str) -> str:
+    """A console script of the running interpreter's environment (the venv), else from PATH."""
+    beside = Path(sys.executable).parent / name
+    found = str(beside) if beside.exists() else shutil.which(name)
+    if not found:
+        raise SystemExit(f"{name} not found next to {sys.executable} or on PATH")
+    return found
+
+
+def worker_env() -> dict[str, str]:
+    """The environment pipeprof gives its ranks (pipeprof.launch.horovod.worker_env), for both sides."""
+    env = dict(os.environ)
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    env["PYTHONUNBUFFERED"] = "1"
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)
+    return env
+
+
+def _run(argv: list[str], timeout_s: int, what: str) -> str:
+    proc = subprocess.run(argv, cwd=REPO, env=worker_env(), capture_output=True, text=True, timeout=timeout_s)
+    if proc.returncode != 0:
+        tail = "\n".join((proc.stdout + proc.stderr).splitlines()[-30:])
+        raise RuntimeError(f"{what} failed (exit {proc.returncode}):\n{tail}")
+    return proc.stdout
+
+
+def run_plain(cfg: Config, np: int) -> float:
+    argv = [tool("horovodrun"), "-np", str(np), "-H", f"localhost:{np}", "--gloo", sys.executable, str(PLAIN_SCRIPT),
+            "--model", cfg.model, "--image-size", str(cfg.image_size), "--classes", str(cfg.classes),
+            "--batch-size", str(cfg.batch_size), "--warmup", str(cfg.warmup), "--steps", str(cfg.steps)]
+    out = _run(argv, cfg.timeout_s, f"plain Keras at np={np}")
+    for line in out.splitlines():
+        if PLAIN_TAG in line:
+            return float(json.loads(line.split(PLAIN_TAG, 1)[1])["samples_per_s"])
+    raise RuntimeError(f"plain Keras at np={np} printed no {PLAIN_TAG} line")
+
+
+def run_pipeprof(cfg: Config, np: int, out_dir: Path) -> float:
+    argv = [tool("pipeprof"), "compare", cfg.scenario, "--np", str(np), "--out", str(out_dir),
+            "--steps", str(cfg.steps), "--warmup", str(cfg.warmup), "--batch-size", str(cfg.batch_size),
+            "--model", cfg.model, "--set", f"data.image_size={cfg.image_size}",
+            "--set", f"data.num_classes={cfg.classes}", "--set", f"data.generate.classes={cfg.classes}",
+            "--set", "train.learning_rate=0.01", "--set", "train.lr_scaling=linear",
+            "--set", "train.optimizer=sgd", "--set", "train.momentum=0.9", "--set", "train.batch_mode=per_worker"]
+    _run(argv, cfg.timeout_s, f"pipeprof compare at np={np}")
+    with (out_dir / "summary.csv").open(newline="") as fh:
+        for row in csv.DictReader(fh):
+            if row["variant"] == "synthetic" and int(row["np"]) == np:
+                return float(row["samples_per_s"])
+    raise RuntimeError(f"{out_dir / 'summary.csv'} has no synthetic row at np={np}")
+
+
+def report(cfg: Config, rounds: list[Round], threshold: float) -> None:
+    print()
+    print(f"synthetic throughput, {cfg.model} {cfg.image_size}x{cfg.image_size}x3, {cfg.classes} classes, "
+          f"batch {cfg.batch_size}/worker, {cfg.warmup} warm-up + {cfg.steps} measured steps per run")
+    header = f"{'np':>3}  {'round':>6}  {'plain samples/s':>16}  {'pipeprof samples/s':>19}  {'pipeprof/plain':>15}"
+    print(header)
+    print("-" * len(header))
+    for np in sorted({r.np for r in rounds}):
+        mine = [r for r in rounds if r.np == np]
+        for r in mine:
+            print(f"{np:>3}  {r.index:>6}  {r.plain:>16.1f}  {r.pipeprof:>19.1f}  {r.ratio:>15.3f}")
+        plain = statistics.median(r.plain for r in mine)
+        pp = statistics.median(r.pipeprof for r in mine)
+        ratio = pp / plain
+        verdict = "PASS" if ratio >= threshold else "FAIL"
+        print(f"{np:>3}  {'median':>6}  {plain:>16.1f}  {pp:>19.1f}  {ratio:>15.3f}   "
+              f"{verdict} (pipeprof/plain {ratio:.3f} {'>=' if ratio >= threshold else '<'} {threshold})")
+        print("-" * len(header))
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--np", default="1", help="comma-separated worker counts (default: 1)")
+    p.add_argument("--rounds", type=int, default=3, help="A/B rounds per worker count (default: 3)")
+    p.add_argument("--scenario", default="quickstart", help="pipeprof scenario (default: quickstart)")
+    p.add_argument("--model", default="small_cnn")
+    p.add_argument("--image-size", type=int, default=64)
+    p.add_argument("--classes", type=int, default=10)
+    p.add_argument("--batch-size", type=int, default=32, help="per worker (default: 32)")
+    p.add_argument("--warmup", type=int, default=20, help="warm-up steps dropped per run (default: 20)")
+    p.add_argument("--steps", type=int, default=400, help="measured steps per run (default: 400)")
+    p.add_argument("--threshold", type=float, default=0.98, help="minimum pipeprof/plain ratio (default: 0.98)")
+    p.add_argument("--timeout", type=int, default=900, help="seconds one launch may take (default: 900)")
+    p.add_argument("--keep", action="store_true", help="keep pipeprof's run directories")
+    args = p.parse_args(argv)
+    nps = [int(n) for n in args.np.split(",") if n.strip()]
+    cfg = Config(args.scenario, args.model, args.image_size, args.classes, args.batch_size, args.warmup,
+                 args.steps, args.timeout)
+
+    work = Path(tempfile.mkdtemp(prefix="pipeprof-overhead-"))
+    rounds: list[Round] = []
+    try:
+        for np in nps:
+            for i in range(1, args.rounds + 1):
+                plain = run_plain(cfg, np)
+                print(f"np={np} round {i}: plain    {plain:9.1f} samples/s", flush=True)
+                pp = run_pipeprof(cfg, np, work / f"np{np}-round{i}")
+                print(f"np={np} round {i}: pipeprof {pp:9.1f} samples/s", flush=True)
+                rounds.append(Round(np, i, plain, pp))
+    except (RuntimeError, subprocess.TimeoutExpired) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        if rounds:
+            report(cfg, rounds, args.threshold)
+        return 1
+    finally:
+        if args.keep:
+            print(f"pipeprof run directories kept in {work}")
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+    report(cfg, rounds, args.threshold)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

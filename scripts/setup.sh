@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Set up .venv with TensorFlow 2.15 (Keras 2), Horovod 0.28.1 built from source, pipeprof and
+# its test tools. Safe to run again: it does nothing when the environment is already complete.
+#
+#   PIPEPROF_TF   the TensorFlow requirement (default tensorflow-cpu==2.15.1; on a GPU
+#                 cluster: 'tensorflow[and-cuda]==2.15.1')
+#   HOROVOD_*     Horovod build flags; defaults build TensorFlow + Gloo, no MPI. On a GPU
+#                 cluster set HOROVOD_GPU_OPERATIONS=NCCL and HOROVOD_WITH_MPI=1 (see README).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PY=${PYTHON:-}
+if [ -z "$PY" ]; then
+  for cand in python3.11 python3; do
+    if command -v "$cand" >/dev/null && "$cand" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))'; then
+      PY=$cand; break
+    fi
+  done
+fi
+[ -n "$PY" ] || { echo "setup: Python 3.11 is required (TensorFlow 2.15 + Horovod 0.28.1); set PYTHON=/path/to/python3.11" >&2; exit 2; }
+
+TF_REQ=${PIPEPROF_TF:-tensorflow-cpu==2.15.1}
+stamp_want=$(cat pyproject.toml scripts/setup.sh | sha1sum | cut -c1-16)-$TF_REQ
+if [ -f .venv/.pipeprof-setup ] && [ "$(cat .venv/.pipeprof-setup)" = "$stamp_want" ] \
+   && .venv/bin/python -c 'import horovod.tensorflow, pipeprof, pytest' 2>/dev/null; then
+  exit 0
+fi
+
+[ -x .venv/bin/python ] || "$PY" -m venv .venv
+pip=(.venv/bin/python -m pip --disable-pip-version-check)
+echo "setup: installing TensorFlow ($TF_REQ) and the build tools Horovod needs" >&2
+"${pip[@]}" install -q --upgrade pip 'setuptools<70' wheel 'cmake<4'
+"${pip[@]}" install -q "$TF_REQ" 'numpy<2' 'pandas>=2.0,<2.3' 'nvidia-ml-py>=12' 'psutil>=5.9' 'rich>=13' 'pytest>=7'
+
+if ! .venv/bin/python -c 'import horovod.tensorflow' 2>/dev/null; then
+  echo "setup: building Horovod 0.28.1 from source (about 4 minutes on 2 cores; cached by pip afterwards)" >&2
+  export HOROVOD_WITH_TENSORFLOW=${HOROVOD_WITH_TENSORFLOW:-1}
+  export HOROVOD_WITH_GLOO=${HOROVOD_WITH_GLOO:-1}
+  export HOROVOD_WITHOUT_PYTORCH=${HOROVOD_WITHOUT_PYTORCH:-1}
+  export HOROVOD_WITHOUT_MXNET=${HOROVOD_WITHOUT_MXNET:-1}
+  [ "${HOROVOD_WITH_MPI:-0}" = 1 ] || export HOROVOD_WITHOUT_MPI=1
+  # --no-build-isolation: the build must see the TensorFlow installed above
+  "${pip[@]}" install -q --no-build-isolation horovod==0.28.1
+fi
+
+"${pip[@]}" install -q --no-build-isolation -e '.[test]'
+echo "$stamp_want" > .venv/.pipeprof-setup
+echo "setup: ready (.venv)" >&2

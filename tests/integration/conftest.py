@@ -1,0 +1,30 @@
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+REPO = Path(__file__).resolve().parents[2]
+VENV_BIN = Path(os.environ.get("PIPEPROF_BIN", REPO / ".venv" / "bin"))
+
+
+@pytest.fixture(scope="session")
+def small_dataset(tmp_path_factory):
+    """A real generated image folder: 3 classes, 90 JPEGs of 48px."""
+    from pipeprof.data.generate import generate
+    from pipeprof.scenario import GenerateConfig
+
+    cfg = GenerateConfig(images=90, size=48, classes=3, seed=5)
+    return generate(cfg, tmp_path_factory.mktemp("data") / "small"), cfg
+
+
+@pytest.fixture(scope="session")
+def data_cache_dir(tmp_path_factory):
+    """Where tests let pipeprof generate built-in datasets (shared by the session)."""
+    return tmp_path_factory.mktemp("pipeprof-data")
+
+
+def pipeprof_cmd() -> list[str]:
+    exe = VENV_BIN / "pipeprof"
+    return [str(exe)] if exe.exists() else ["pipeprof"]

@@ -1,0 +1,97 @@
+"""The launcher: the horovodrun command it builds, slot checks, and supervising real processes."""
+
+import sys
+import time
+
+import pytest
+
+from pipeprof.errors import PipeprofError
+from pipeprof.launch import horovod
+from pipeprof.scenario import LaunchConfig
+
+
+@pytest.mark.parametrize("spec,expected", [("32", [1, 2, 4, 8, 16, 32]), ("1", [1]), ("12", [1, 2, 4, 8, 12]),
+                                           ("1,3,8", [1, 3, 8]), ("8,1,8", [1, 8]), ([4, 2], [2, 4])])
+def test_worker_counts(spec, expected):
+    assert horovod.worker_counts(spec) == expected
+
+
+@pytest.mark.parametrize("spec", ["abc", "0", "1,-2", ""])
+def test_bad_worker_counts(spec):
+    with pytest.raises(PipeprofError, match="--np"):
+        horovod.worker_counts(spec)
+
+
+def test_argv_local_gloo():
+    argv = horovod.horovodrun_argv(2, LaunchConfig(), ["python", "-m", "pipeprof.rank", "JOB"])
+    assert argv == ["horovodrun", "-np", "2", "-H", "localhost:2", "--gloo", "python", "-m", "pipeprof.rank", "JOB"]
+
+
+def test_argv_hosts_and_mpi():
+    argv = horovod.horovodrun_argv(16, LaunchConfig(hosts="a:8,b:8", controller="mpi"), ["w"])
+    assert argv == ["horovodrun", "-np", "16", "-H", "a:8,b:8", "--mpi", "w"]
+
+
+def test_argv_hostfile(tmp_path):
+    argv = horovod.horovodrun_argv(4, LaunchConfig(hostfile="/h"), ["w"])
+    assert argv[3:5] == ["--hostfile", "/h"]
+
+
+def test_hosts_parse_and_hostfile_slots(tmp_path):
+    assert horovod.parse_hosts("a:8, b:4,c") == [("a", 8), ("b", 4), ("c", 1)]
+    with pytest.raises(PipeprofError, match="slots of 'a'"):
+        horovod.parse_hosts("a:x")
+    hf = tmp_path / "hosts"
+    hf.write_text("# cluster\nnode1 slots=8\nnode2:4\nnode3\n")
+    assert horovod.hostfile_slots(str(hf)) == 13
+    hf.write_text("node1 slots=many\n")
+    with pytest.raises(PipeprofError, match=r"hosts:1"):
+        horovod.hostfile_slots(str(hf))
+
+
+def test_too_many_ranks_refused_unless_oversubscribed():
+    with pytest.raises(PipeprofError, match="--oversubscribe"):
+        horovod.check_slots(10_000, LaunchConfig(), gpu_count=0)
+    horovod.check_slots(10_000, LaunchConfig(oversubscribe=True), gpu_count=0)
+    with pytest.raises(PipeprofError, match="offers 2"):
+        horovod.check_slots(3, LaunchConfig(), gpu_count=2)  # one rank per GPU
+    with pytest.raises(PipeprofError, match="offers 16"):
+        horovod.check_slots(32, LaunchConfig(hosts="a:8,b:8"), gpu_count=0)
+
+
+def test_worker_env_is_built_in_one_place():
+    env = horovod.worker_env({"PATH": "/bin", "PYTHONPATH": "/x"}, "/launch/dir")
+    assert env["PYTHONPATH"] == "/launch/dir:/x"
+    assert env["PYTHONUNBUFFERED"] == "1" and env["TF_CPP_MIN_LOG_LEVEL"] == "2"
+
+
+def py(code: str) -> list[str]:
+    return [sys.executable, "-c", code]
+
+
+def test_run_streams_lines_and_logs(tmp_path):
+    seen = []
+    res = horovod.run(py("print('a'); print('b')"), env={}, log_path=tmp_path / "l.log", timeout_s=30,
+                      on_line=seen.append)
+    assert res.ok and seen == ["a", "b"]
+    assert "a\nb\n" in (tmp_path / "l.log").read_text()
+
+
+def test_run_reports_a_rank_error_in_one_line(tmp_path):
+    code = "import sys; print('PIPEPROF-ERROR rank 1: ValueError: bad shape', file=sys.stderr); sys.exit(1)"
+    res = horovod.run(py(code), env={}, log_path=tmp_path / "l.log", timeout_s=30)
+    assert not res.ok and res.reason() == "rank 1: ValueError: bad shape"
+
+
+def test_run_kills_a_hung_command_at_its_timeout(tmp_path):
+    t0 = time.monotonic()
+    res = horovod.run(py("import time; print('up', flush=True); time.sleep(60)"), env={},
+                      log_path=tmp_path / "l.log", timeout_s=1.5)
+    assert res.timed_out and not res.ok and res.reason() == "timed out"
+    assert time.monotonic() - t0 < 15
+
+
+def test_run_without_error_tag_quotes_the_last_line(tmp_path):
+    res = horovod.run(py("print('something broke'); raise SystemExit(3)"), env={}, log_path=tmp_path / "l.log",
+                      timeout_s=30)
+    assert res.returncode == 3 and "something broke" in res.reason()
