@@ -17,7 +17,9 @@ prints one JSON line tagged ``PLAIN-SYNTHETIC`` with
 
 * ``samples_per_s``: global batch × measured steps / measured seconds (the headline figure);
 * ``samples_per_s_in_batch``: the same over the sum of begin→end times of each measured batch
-  (excludes the gaps between batches; closer to how pipeprof times its iterations).
+  (excludes the gaps between batches; closer to how pipeprof times its iterations);
+* ``step_time_ms_p50`` and ``samples_per_s_p50``: the median end-to-end batch interval and
+  global batch / that median, a figure robust to a noisy neighbour slowing part of the run.
 
 Run under horovodrun, e.g.::
 
@@ -29,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import time
 from typing import Any
 
@@ -63,7 +66,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--image-size", type=int, default=64, help="square input side in pixels (default: 64)")
     p.add_argument("--classes", type=int, default=10, help="number of classes (default: 10)")
     p.add_argument("--batch-size", type=int, default=32, help="batch size per worker (default: 32)")
-    p.add_argument("--lr", type=float, default=0.01, help="learning rate for one worker, scaled by size (default: 0.01)")
+    p.add_argument("--lr", type=float, default=0.01,
+                   help="learning rate for one worker, scaled by the number of workers (default: 0.01)")
     p.add_argument("--warmup", type=int, default=10, help="batches dropped before measuring (default: 10)")
     p.add_argument("--steps", type=int, default=120, help="measured batches (default: 120)")
     p.add_argument("--intra-op-threads", type=int, default=0,
@@ -117,6 +121,8 @@ def main(argv: list[str] | None = None) -> int:
     start = ends[args.warmup - 1] if args.warmup else timing.train_begin
     wall = ends[-1] - start
     in_batch = sum(e - b for b, e in zip(begins[args.warmup:], ends[args.warmup:]))
+    marks = [start, *ends[args.warmup:]]
+    p50 = statistics.median(b - a for a, b in zip(marks, marks[1:]))
     global_batch = args.batch_size * hvd.size()
     if hvd.rank() == 0:
         print(f"{TAG} " + json.dumps({
@@ -125,6 +131,7 @@ def main(argv: list[str] | None = None) -> int:
             "warmup": args.warmup, "steps": args.steps, "measured_s": wall,
             "samples_per_s": global_batch * args.steps / wall,
             "samples_per_s_in_batch": global_batch * args.steps / in_batch,
+            "step_time_ms_p50": p50 * 1e3, "samples_per_s_p50": global_batch / p50,
         }), flush=True)
     return 0
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
+import socket
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -18,8 +20,12 @@ from pipeprof.errors import PipeprofError
 from pipeprof.job import Job, VariantSpec
 from pipeprof.launch import horovod
 from pipeprof.rundir import load_steps, manifest, new_run_dir, write_json
-from pipeprof.scenario import Scenario, cache_warning
+from pipeprof.analysis.telemetry import add_telemetry
+from pipeprof.rundir import load_telemetry
+from pipeprof.scenario import LaunchConfig, Scenario, cache_warning
 from pipeprof.telemetry.nvml import Nvml
+from pipeprof.telemetry.recorder import Recorder
+from pipeprof.telemetry.stream import Collector
 
 PROGRESS_TAG = "PIPEPROF-PROGRESS"  # mirrors pipeprof.rank.worker
 
@@ -42,16 +48,37 @@ class Reporter:
 
     def data_progress(self, done: int, total: int) -> None: ...
 
+    def record(self, record: dict) -> None:
+        """A record streamed by a rank (called from the collector thread)."""
 
-def variant_specs(scenario: Scenario) -> list[VariantSpec]:
+    def results(self, summary: pd.DataFrame) -> None:
+        """The summary so far, after each launch."""
+
+
+def variant_specs(scenario: Scenario, only: list[str] | None = None, synthetic: bool = True) -> list[VariantSpec]:
     """The synthetic twin first (the ceiling), then each real variant with its resolved pipeline."""
     import dataclasses
 
+    known = [v.name for v in scenario.variants]
+    for name in only or []:
+        if name not in known:
+            raise PipeprofError(f"--variant {name}: the scenario has no such variant (it has: {', '.join(known)})")
+    chosen = [v for v in scenario.variants if not only or v.name in only]
     specs = [VariantSpec(name="synthetic", synthetic=True,
-                         pipeline=dataclasses.asdict(scenario.variant_pipeline(scenario.variants[0])))]
-    for v in scenario.variants:
+                         pipeline=dataclasses.asdict(scenario.variant_pipeline(chosen[0])))] if synthetic else []
+    for v in chosen:
         specs.append(VariantSpec(name=v.name, synthetic=False, pipeline=dataclasses.asdict(scenario.variant_pipeline(v))))
     return specs
+
+
+def stream_endpoint(launch: LaunchConfig, stream_host: str | None) -> tuple[str, str]:
+    """Where the collector listens, and the address ranks are told: loopback for a local run;
+    all interfaces and this host's name when ranks run on other hosts."""
+    if stream_host:
+        return "0.0.0.0", stream_host
+    if launch.hosts or launch.hostfile:
+        return "0.0.0.0", socket.gethostname()
+    return "127.0.0.1", "127.0.0.1"
 
 
 def resolve_data_path(scenario: Scenario, path: str) -> Path:
@@ -81,8 +108,10 @@ def prepare_data(scenario: Scenario, reporter: Reporter) -> str:
     return str(root) if data.source == "folder" else (str(root) if root.exists() else data.path)
 
 
-def _write_summary(run_dir: Path, specs: list[VariantSpec]) -> pd.DataFrame:
-    summary = summarize(load_steps(run_dir), {s.name for s in specs if s.synthetic})
+def write_summary(run_dir: Path, synthetic_variants: set[str]) -> pd.DataFrame:
+    steps = load_steps(run_dir)
+    tel = load_telemetry(run_dir)
+    summary = add_telemetry(summarize(steps, synthetic_variants), steps, tel["gpu"], tel["host"], tel["proc"])
     tmp = run_dir / "summary.csv.tmp"
     summary.to_csv(tmp, index=False, float_format="%.4g")
     tmp.replace(run_dir / "summary.csv")
@@ -90,41 +119,58 @@ def _write_summary(run_dir: Path, specs: list[VariantSpec]) -> pd.DataFrame:
 
 
 def compare(scenario: Scenario, nps: list[int], *, out: str | None = None, argv: list[str] | None = None,
-            reporter: Reporter | None = None, nvml: Nvml | None = None) -> CompareResult:
+            reporter: Reporter | None = None, nvml: Nvml | None = None, only_variants: list[str] | None = None,
+            synthetic: bool = True, stream_host: str | None = None) -> CompareResult:
     reporter = reporter or Reporter()
     nvml = nvml or Nvml()
     gpus = nvml.inventory()
     for n in nps:  # refuse before spending anything
         horovod.check_slots(n, scenario.launch, len(gpus))
+    specs = variant_specs(scenario, only_variants, synthetic)
     for spec_warning in {w for v in scenario.variants if (w := cache_warning(scenario.variant_pipeline(v)))}:
         reporter.warning(spec_warning)
     horovodrun = horovod.find_horovodrun()
     data_root = prepare_data(scenario, reporter)
     run_dir = new_run_dir(out, scenario.name).resolve()
-    specs = variant_specs(scenario)
     write_json(run_dir / "manifest.json", manifest(scenario.to_dict(), list(argv or []), gpus, {
         "worker_counts": nps, "variants": [s.name for s in specs], "data_root": data_root,
         "launcher": "horovodrun", "controller": scenario.launch.controller}))
     env = horovod.worker_env(dict(os.environ), str(Path.cwd()))
+    recorder = Recorder(run_dir)
+
+    def on_record(record: dict) -> None:
+        recorder.write(record)
+        reporter.record(record)
+
+    synthetic_names = {s.name for s in specs if s.synthetic}
+    bind, advertise = stream_endpoint(scenario.launch, stream_host)
+    token = secrets.token_hex(8)
     summary = pd.DataFrame()
-    for n in nps:
-        job = Job(run_dir=str(run_dir), np=n, scenario=scenario.to_dict(), data_root=data_root, variants=specs)
-        argv_n = horovod.horovodrun_argv(n, scenario.launch, [sys.executable, "-m", "pipeprof.rank", job.encode()],
-                                         horovodrun=horovodrun)
-        reporter.progress({"event": "launch", "np": n, "of_variants": len(specs)})
+    failure = None
+    with Collector(on_record, bind=bind, advertise=advertise, token=token) as collector:
+        for n in nps:
+            job = Job(run_dir=str(run_dir), np=n, scenario=scenario.to_dict(), data_root=data_root, variants=specs,
+                      stream=collector.address if scenario.telemetry.enabled else "", stream_token=token)
+            argv_n = horovod.horovodrun_argv(n, scenario.launch, [sys.executable, "-m", "pipeprof.rank", job.encode()],
+                                             horovodrun=horovodrun)
+            reporter.progress({"event": "launch", "np": n, "of_variants": len(specs)})
 
-        def on_line(line: str) -> None:
-            if PROGRESS_TAG in line:
-                try:
-                    reporter.progress(json.loads(line.split(PROGRESS_TAG, 1)[1]))
-                except ValueError:
-                    pass  # a progress line cut by another rank's output: the next one will do
+            def on_line(line: str) -> None:
+                if PROGRESS_TAG in line:
+                    try:
+                        reporter.progress(json.loads(line.split(PROGRESS_TAG, 1)[1]))
+                    except ValueError:
+                        pass  # a progress line cut by another rank's output: the next one will do
 
-        result = horovod.run(argv_n, env=env, log_path=run_dir / "logs" / f"np{n}.log",
-                             timeout_s=scenario.launch.timeout_s, on_line=on_line)
-        summary = _write_summary(run_dir, specs)
-        if not result.ok:
-            failure = f"np={n}: {result.reason()} (log: {run_dir / 'logs' / f'np{n}.log'})"
-            return CompareResult(run_dir, summary, failure)
-    return CompareResult(run_dir, summary)
-
+            result = horovod.run(argv_n, env=env, log_path=run_dir / "logs" / f"np{n}.log",
+                                 timeout_s=scenario.launch.timeout_s, on_line=on_line)
+            recorder.ingest_fallback_files()
+            recorder.flush()
+            summary = write_summary(run_dir, synthetic_names)
+            reporter.results(summary)
+            if not result.ok:
+                failure = f"np={n}: {result.reason()} (log: {run_dir / 'logs' / f'np{n}.log'})"
+                break
+    recorder.close()
+    summary = write_summary(run_dir, synthetic_names)
+    return CompareResult(run_dir, summary, failure)

@@ -27,6 +27,8 @@ class Job:
     data_root: str  # resolved dataset location ("" for factory sources)
     variants: list[VariantSpec]
     progress_every: int = 5
+    stream: str = ""  # host:port of the launcher's collector; "" streams nothing
+    stream_token: str = ""
 
     def encode(self) -> str:
         return base64.urlsafe_b64encode(json.dumps(asdict(self)).encode()).decode()

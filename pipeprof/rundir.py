@@ -6,6 +6,7 @@
       variants.jsonl     one line per (np, variant) run: batch sizes, learning rate, mean loss
       summary.csv        one row per (np, variant): throughput ±95%, gap, efficiency, verdict
       logs/npN.log       everything horovodrun printed for that worker count
+      live/, telemetry/  everything the ranks streamed while running (see telemetry.recorder)
 """
 
 from __future__ import annotations
@@ -76,11 +77,29 @@ def write_json(path: Path, data: dict[str, Any]) -> None:
     tmp.replace(path)
 
 
+def _read_csv(path: Path) -> pd.DataFrame | None:
+    try:
+        return pd.read_csv(path)
+    except (FileNotFoundError, pd.errors.EmptyDataError):
+        return None
+
+
 def load_steps(run_dir: Path) -> pd.DataFrame:
-    files = sorted((run_dir / "steps").glob("np*.csv"))
-    if not files:
-        return pd.DataFrame(columns=STEP_COLUMNS)
-    return pd.concat([pd.read_csv(f) for f in files], ignore_index=True)
+    """Step records: rank 0's complete files, plus streamed ones for any (np, variant) that
+    never completed (an interrupted or failed launch), so what was measured is not lost."""
+    frames = [f for f in (_read_csv(p) for p in sorted((run_dir / "steps").glob("np*.csv"))) if f is not None]
+    done = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=STEP_COLUMNS)
+    live = _read_csv(run_dir / "live" / "steps.csv")
+    if live is not None and not live.empty:
+        have = set(zip(done["np"], done["variant"]))
+        partial = live[[(n, v) not in have for n, v in zip(live["np"], live["variant"])]]
+        if not partial.empty:
+            done = pd.concat([done, partial[STEP_COLUMNS]], ignore_index=True) if not done.empty else partial[STEP_COLUMNS]
+    return done
+
+
+def load_telemetry(run_dir: Path) -> dict[str, pd.DataFrame | None]:
+    return {k: _read_csv(run_dir / "telemetry" / f"{k}.csv") for k in ("gpu", "host", "proc")}
 
 
 def load_variant_runs(run_dir: Path) -> list[dict[str, Any]]:

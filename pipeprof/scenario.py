@@ -144,6 +144,13 @@ class LaunchConfig:
 
 
 @dataclass(frozen=True)
+class TelemetryConfig:
+    enabled: bool = True
+    gpu_interval_ms: int = 100  # NVML sampling, 10 Hz
+    host_interval_ms: int = 500  # psutil host and process sampling
+
+
+@dataclass(frozen=True)
 class Scenario:
     name: str = "unnamed"
     description: str = ""
@@ -153,6 +160,7 @@ class Scenario:
     train: TrainConfig = field(default_factory=TrainConfig)
     variants: list[VariantConfig] = field(default_factory=lambda: [VariantConfig()])
     launch: LaunchConfig = field(default_factory=LaunchConfig)
+    telemetry: TelemetryConfig = field(default_factory=TelemetryConfig)
     source_file: str = ""  # where it was loaded from (not a TOML key)
 
     def to_dict(self) -> dict[str, Any]:
@@ -357,6 +365,8 @@ def validate(s: Scenario, base_dir: Path | None = None) -> None:
     need(bool(s.launch.np) and all(n >= 1 for n in s.launch.np), "launch.np", f"must be positive worker counts, got {s.launch.np}")
     need(s.launch.timeout_s > 0, "launch.timeout_s", f"must be positive, got {s.launch.timeout_s}")
     need(not (s.launch.hosts and s.launch.hostfile), "launch.hosts", "and launch.hostfile are exclusive: give one")
+    need(s.telemetry.gpu_interval_ms >= 10, "telemetry.gpu_interval_ms", f"must be at least 10, got {s.telemetry.gpu_interval_ms}")
+    need(s.telemetry.host_interval_ms >= 10, "telemetry.host_interval_ms", f"must be at least 10, got {s.telemetry.host_interval_ms}")
 
 
 def _check_pipeline(p: PipelineConfig, where: str, key: str) -> None:

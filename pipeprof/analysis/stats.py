@@ -28,8 +28,9 @@ MAX_BLOCKS = 10
 SUMMARY_COLUMNS = [
     "np", "variant", "synthetic", "samples_per_s", "samples_per_s_ci95", "samples_per_s_per_worker",
     "gap_pct", "gap_pct_ci95", "scaling_efficiency_pct", "step_time_ms_p50", "step_time_ms_p95",
-    "input_wait_pct", "measured_steps", "verdict", "warning",
+    "input_wait_pct", "gpu_util_pct", "cpu_util_pct", "rss_mb_max", "measured_steps", "verdict", "warning",
 ]
+TELEMETRY_COLUMNS = ("gpu_util_pct", "cpu_util_pct", "rss_mb_max")  # filled by analysis.telemetry
 
 
 def t975(dof: int) -> float:
@@ -117,7 +118,7 @@ def summarize(steps: pd.DataFrame, synthetic_variants: set[str]) -> pd.DataFrame
         rows.append(row)
     out = pd.DataFrame(rows, columns=[c for c in SUMMARY_COLUMNS if c not in
                                       ("gap_pct", "gap_pct_ci95", "scaling_efficiency_pct", "verdict", "warning",
-                                       "samples_per_s_per_worker")])
+                                       "samples_per_s_per_worker", *TELEMETRY_COLUMNS)])
     if out.empty:
         return pd.DataFrame(columns=SUMMARY_COLUMNS)
     out["samples_per_s_per_worker"] = out["samples_per_s"] / out["np"]
@@ -138,5 +139,7 @@ def summarize(steps: pd.DataFrame, synthetic_variants: set[str]) -> pd.DataFrame
     out["gap_pct"], out["gap_pct_ci95"] = gaps, halves
     out["scaling_efficiency_pct"] = effs
     out["verdict"], out["warning"] = verdicts, warnings
+    for c in TELEMETRY_COLUMNS:
+        out[c] = math.nan
     out = out.sort_values(["np", "synthetic", "variant"], ascending=[True, False, True]).reset_index(drop=True)
     return out[SUMMARY_COLUMNS]

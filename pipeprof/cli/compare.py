@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import argparse
-import time
 from typing import Any
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from pipeprof import scenario as scen
-from pipeprof.compare import Reporter, compare
+from pipeprof.compare import CompareResult, compare
 from pipeprof.errors import PipeprofError
 from pipeprof.launch.horovod import worker_counts
 from pipeprof.report.table import print_summary
+from pipeprof.tui.reporter import DashboardReporter, PlainReporter
 
 # --flag → (dotted scenario key, value); value None means "the flag's argument"
 STAGE_SWITCHES = {
@@ -25,6 +24,7 @@ STAGE_SWITCHES = {
     "deterministic": ("pipeline.deterministic", True),
     "shard_then_shuffle": ("pipeline.shuffle.files_before_shard", False),
     "oversubscribe": ("launch.oversubscribe", True),
+    "no_telemetry": ("telemetry.enabled", False),
 }
 VALUE_FLAGS = {
     "steps": "train.measure_steps",
@@ -55,11 +55,22 @@ def add_parser(sub: Any) -> None:
     p = sub.add_parser("compare", help="synthetic vs real throughput, gap and scaling per worker count",
                        description="Run the same Horovod data-parallel Keras training at each worker count, on "
                                    "synthetic noise (the ceiling) and on the real pipeline, and report the gap.")
-    p.add_argument("scenario", nargs="?", default=None,
-                   help=f"scenario TOML file or built-in name (default: {scen.DEFAULT_SCENARIO})")
     p.add_argument("--np", dest="np_spec", metavar="N|LIST",
                    help="worker counts: 32 means 1,2,4,8,16,32; or a list such as 1,3,8 (default: the scenario's)")
+    add_common_arguments(p)
+    p.set_defaults(run=run)
+
+
+def add_common_arguments(p: argparse.ArgumentParser) -> None:
+    """Flags shared by compare and run: the scenario, launch, training and pipeline overrides."""
+    p.add_argument("scenario", nargs="?", default=None,
+                   help=f"scenario TOML file or built-in name (default: {scen.DEFAULT_SCENARIO})")
     p.add_argument("--out", metavar="DIR", help="run directory (default: runs/<time>-<scenario>)")
+    p.add_argument("--no-dashboard", action="store_true",
+                   help="plain progress lines instead of the live dashboard (the default without a terminal)")
+    p.add_argument("--no-telemetry", action="store_true", help="no NVML/host sampling and no record stream")
+    p.add_argument("--stream-host", metavar="ADDR",
+                   help="the launcher address ranks stream to (default: loopback, or this host's name with -H)")
     p.add_argument("-H", "--hosts", metavar="HOST:SLOTS,...", help="hosts for horovodrun -H")
     p.add_argument("--hostfile", metavar="FILE", help="hostfile for horovodrun --hostfile")
     ctl = p.add_mutually_exclusive_group()
@@ -87,7 +98,6 @@ def add_parser(sub: Any) -> None:
     stages.add_argument("--deterministic", action="store_true", help="keep element order deterministic")
     p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
                    help="override any scenario key, e.g. --set pipeline.augment.rotation_deg=30 (repeatable)")
-    p.set_defaults(run=run)
 
 
 def overrides_from_args(args: argparse.Namespace) -> list[tuple[list[str], Any]]:
@@ -108,66 +118,44 @@ def overrides_from_args(args: argparse.Namespace) -> list[tuple[list[str], Any]]
         out.append((["pipeline", "parallel_calls"], args.parallel_calls))
     if args.controller:
         out.append((["launch", "controller"], args.controller))
-    if args.np_spec:
+    if getattr(args, "np_spec", None):
         out.append((["launch", "np"], worker_counts(args.np_spec)))
     return out
 
 
-class PlainReporter(Reporter):
-    """Progress as plain lines (no terminal needed); a bar while generating data."""
-
-    def __init__(self, console: Console) -> None:
-        self.console = console
-        self._bar: Progress | None = None
-        self._task = None
-        self._t0 = time.monotonic()
-
-    def message(self, text: str) -> None:
-        self.console.print(text)
-
-    def warning(self, text: str) -> None:
-        self.console.print(f"[yellow]warning:[/] {text}")
-
-    def data_progress(self, done: int, total: int) -> None:
-        if self._bar is None:
-            self._bar = Progress(TextColumn("data"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-                                 console=self.console, transient=False)
-            self._bar.start()
-            self._task = self._bar.add_task("data", total=total)
-        self._bar.update(self._task, completed=done)
-        if done >= total:
-            self._bar.stop()
-            self._bar = None
-
-    def progress(self, event: dict) -> None:
-        elapsed = time.monotonic() - self._t0
-        kind = event.get("event")
-        if kind == "launch":
-            self.console.print(f"[{elapsed:6.0f}s] np={event['np']}: starting {event['np']} Horovod rank(s), "
-                               f"{event['of_variants']} variants")
-        elif kind == "start":
-            self.console.print(f"[{elapsed:6.0f}s] np={event['np']}: ranks up on {event['device']}, "
-                               f"batch {event['per_worker_batch']}/worker, lr {event['learning_rate']:g}")
-        elif kind == "step" and event["step"] in (event["steps"] // 2,):
-            self.console.print(f"[{elapsed:6.0f}s] np={event['np']}: {event['variant']} "
-                               f"({event['index'] + 1}/{event['of_variants']}) step {event['step']}/{event['steps']}")
-        elif kind == "variant_done":
-            self.console.print(f"[{elapsed:6.0f}s] np={event['np']}: {event['variant']} done in {event['wall_s']:.1f}s")
+def make_reporter(args: argparse.Namespace, console: Console, *, command: str, scenario: str,
+                  steps_total: int) -> PlainReporter:
+    if console.is_terminal and not args.no_dashboard:
+        return DashboardReporter(console, command=command, scenario=scenario, steps_total=steps_total)
+    return PlainReporter(console)
 
 
-def run(args: argparse.Namespace, argv: list[str]) -> int:
+def console_for_output() -> Console:
     console = Console()
     if not console.is_terminal:  # logs and pipes: wide enough for the summary table
         console = Console(width=max(console.width, 140))
-    scenario = scen.load(args.scenario, overrides_from_args(args))
-    reporter = PlainReporter(console)
-    nps = scenario.launch.np
-    console.print(f"pipeprof compare: scenario [bold]{scenario.name}[/] ({scenario.source_file}), "
-                  f"worker counts {', '.join(map(str, nps))}")
-    result = compare(scenario, nps, out=args.out, argv=argv, reporter=reporter)
+    return console
+
+
+def finish(result: CompareResult, console: Console, title: str) -> int:
     if not result.summary.empty:
-        print_summary(result.summary, console, title=f"pipeprof compare · {scenario.name}")
+        print_summary(result.summary, console, title=title)
     console.print(f"run directory: {result.run_dir}")
     if result.failure:
-        raise PipeprofError(result.failure, exit_code=1)
+        raise PipeprofError(result.failure, exit_code=130 if "interrupted" in result.failure else 1)
     return 0
+
+
+def run(args: argparse.Namespace, argv: list[str]) -> int:
+    console = console_for_output()
+    scenario = scen.load(args.scenario, overrides_from_args(args))
+    nps = scenario.launch.np
+    steps = (scenario.train.warmup_steps + scenario.train.measure_steps) * (len(scenario.variants) + 1) * len(nps)
+    reporter = make_reporter(args, console, command="compare", scenario=scenario.name, steps_total=steps)
+    console.print(f"pipeprof compare: scenario [bold]{scenario.name}[/] ({scenario.source_file}), "
+                  f"worker counts {', '.join(map(str, nps))}")
+    try:
+        result = compare(scenario, nps, out=args.out, argv=argv, reporter=reporter, stream_host=args.stream_host)
+    finally:
+        reporter.close()
+    return finish(result, console, f"pipeprof compare · {scenario.name}")

@@ -62,6 +62,7 @@ def _emit(tag: str, payload: dict) -> None:
 
 def run_variant(step_fn, batches, *, np: int, variant: str, rank: int, train: TrainConfig,
                 per_worker_batch: int, on_step=None) -> tuple[list[StepRecord], float, float]:
+    """``on_step(record, total)`` runs after each step, outside the timed region."""
     """Train ``warmup_steps + measure_steps`` steps; return step records, mean loss, accuracy."""
     records: list[StepRecord] = []
     losses: list[float] = []
@@ -77,11 +78,12 @@ def run_variant(step_fn, batches, *, np: int, variant: str, rank: int, train: Tr
         t2 = clock()
         losses.append(loss)
         accs.append(float(logs.get("accuracy", float("nan"))))
-        records.append(StepRecord(np=np, variant=variant, rank=rank, step=i, warmup=i < train.warmup_steps,
-                                  input_wait_ms=(t1 - t0) * 1e3, step_time_ms=(t2 - t0) * 1e3,
-                                  batch_size=per_worker_batch, end_unix_s=time.time()))
+        record = StepRecord(np=np, variant=variant, rank=rank, step=i, warmup=i < train.warmup_steps,
+                            input_wait_ms=(t1 - t0) * 1e3, step_time_ms=(t2 - t0) * 1e3,
+                            batch_size=per_worker_batch, end_unix_s=time.time())
+        records.append(record)
         if on_step is not None:
-            on_step(i + 1, total)
+            on_step(record, total)
     measured = losses[train.warmup_steps:] or losses
     measured_acc = accs[train.warmup_steps:] or accs
     return records, sum(measured) / len(measured), sum(measured_acc) / len(measured_acc)
@@ -113,7 +115,32 @@ def main(argv: list[str] | None = None) -> int:
     return 1
 
 
+def _start_telemetry(job: Job, scenario: Scenario, rank: int, local_rank: int, local_size: int):
+    from pipeprof.telemetry.agent import RankTelemetry
+    from pipeprof.telemetry.stream import StreamClient
+
+    if not scenario.telemetry.enabled or not job.stream:
+        return None
+    client = StreamClient(job.stream, token=job.stream_token, rank=rank, fallback_dir=job.run_dir)
+    return RankTelemetry(client, rank=rank, local_rank=local_rank, local_size=local_size,
+                         gpu_interval_s=scenario.telemetry.gpu_interval_ms / 1e3,
+                         host_interval_s=scenario.telemetry.host_interval_ms / 1e3).start()
+
+
 def _run(job: Job) -> int:
+    import horovod.tensorflow.keras as hvd
+
+    hvd.init()
+    scenario = Scenario.from_dict({k: v for k, v in job.scenario.items() if k != "source_file"}, "job")
+    telemetry = _start_telemetry(job, scenario, hvd.rank(), hvd.local_rank(), hvd.local_size())
+    try:
+        return _train(job, scenario, telemetry)
+    finally:
+        if telemetry is not None:
+            telemetry.stop()
+
+
+def _train(job: Job, scenario: Scenario, telemetry) -> int:
     import tensorflow as tf
     import horovod.tensorflow as hvd_tf
     import horovod.tensorflow.keras as hvd
@@ -121,8 +148,6 @@ def _run(job: Job) -> int:
     from pipeprof.data import pipeline
     from pipeprof.models import build_model
 
-    hvd.init()
-    scenario = Scenario.from_dict({k: v for k, v in job.scenario.items() if k != "source_file"}, "job")
     train = scenario.train
     device = _setup_devices(tf, hvd, train)
     rank, size = hvd.rank(), hvd.size()
@@ -173,9 +198,15 @@ def _run(job: Job) -> int:
         hvd_tf.allreduce(tf.constant(0.0), name=f"barrier_{k}")  # all ranks start the variant together
         started = time.perf_counter()
         total = train.warmup_steps + train.measure_steps
+        if rank == 0:
+            _emit(PROGRESS_TAG, {"event": "variant_start", "np": size, "variant": spec.name, "index": k,
+                                 "of_variants": len(job.variants), "steps": total})
 
-        def on_step(done: int, of: int, name: str = spec.name) -> None:
+        def on_step(record: StepRecord, of: int, name: str = spec.name) -> None:
             nonlocal broadcast_opt_pending, global_step
+            done = record.step + 1
+            if telemetry is not None:
+                telemetry.put("step", record.to_dict())
             global_step += 1
             if broadcast_opt_pending:  # optimizer slots exist only after the first update
                 hvd_tf.broadcast_variables(opt.variables, root_rank=0)
@@ -183,7 +214,7 @@ def _run(job: Job) -> int:
             if warm_lr_steps and global_step <= warm_lr_steps:
                 opt.learning_rate.assign(lr / size + (lr - lr / size) * global_step / warm_lr_steps)
             if rank == 0 and (done % job.progress_every == 0 or done == of):
-                _emit(PROGRESS_TAG, {"event": "step", "np": size, "variant": name, "index": k,
+                _emit(PROGRESS_TAG, {"event": "progress", "np": size, "variant": name, "index": k,
                                      "of_variants": len(job.variants), "step": done, "steps": total})
 
         if warm_lr_steps and global_step == 0:

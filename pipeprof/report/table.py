@@ -22,7 +22,8 @@ def summary_table(summary: pd.DataFrame, title: str = "pipeprof compare") -> Tab
     table = Table(title=title, title_justify="left", header_style="bold")
     for name, justify in [("np", "right"), ("variant", "left"), ("samples/s", "right"), ("±95%", "right"),
                           ("per worker", "right"), ("gap", "right"), ("scaling eff.", "right"),
-                          ("step p50 ms", "right"), ("input wait", "right"), ("verdict", "left")]:
+                          ("step p50 ms", "right"), ("input wait", "right"), ("GPU util", "right"),
+                          ("host CPU", "right"), ("verdict", "left")]:
         table.add_column(name, justify=justify)
     for _, r in summary.iterrows():
         verdict = str(r["verdict"]) if isinstance(r["verdict"], str) else ""
@@ -31,6 +32,7 @@ def summary_table(summary: pd.DataFrame, title: str = "pipeprof compare") -> Tab
             fmt(r["samples_per_s_per_worker"]),
             "" if r["synthetic"] else fmt(r["gap_pct"], 1, "%") + (f" ±{fmt(r['gap_pct_ci95'])}" if not math.isnan(r["gap_pct_ci95"]) else ""),
             fmt(r["scaling_efficiency_pct"], 0, "%"), fmt(r["step_time_ms_p50"]), fmt(r["input_wait_pct"], 1, "%"),
+            fmt(r.get("gpu_util_pct", math.nan), 0, "%"), fmt(r.get("cpu_util_pct", math.nan), 0, "%"),
             f"[{VERDICT_STYLE.get(verdict, '')}]{verdict}[/]" if verdict in VERDICT_STYLE else verdict,
         )
     return table

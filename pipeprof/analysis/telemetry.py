@@ -1,0 +1,62 @@
+"""Telemetry per (np, variant): GPU utilisation, host CPU, peak RSS over the measured steps.
+
+Samples and steps meet on the wall clock (``t_unix_s`` / ``end_unix_s``), which is exact on
+one host and as good as the hosts' clock sync across hosts.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+# NVML's "utilisation" is the share of time any kernel ran, not how busy the SMs were, so a
+# GPU can read ~100% while steps wait on input. Flag it when the two differ by this much.
+DISAGREEMENT_POINTS = 25.0
+
+
+def windows(steps: pd.DataFrame) -> pd.DataFrame:
+    """Wall-clock window of the measured steps of each (np, variant)."""
+    m = steps[~steps["warmup"].astype(bool)].copy()
+    if m.empty:
+        return pd.DataFrame(columns=["np", "variant", "start", "end"])
+    m["start"] = m["end_unix_s"] - m["step_time_ms"] / 1e3
+    return m.groupby(["np", "variant"], as_index=False).agg(start=("start", "min"), end=("end_unix_s", "max"))
+
+
+def _in(frame: pd.DataFrame, start: float, end: float) -> pd.DataFrame:
+    if frame is None or frame.empty:
+        return pd.DataFrame()
+    return frame[(frame["t_unix_s"] >= start) & (frame["t_unix_s"] <= end)]
+
+
+def add_telemetry(summary: pd.DataFrame, steps: pd.DataFrame, gpu: pd.DataFrame | None,
+                  host: pd.DataFrame | None, proc: pd.DataFrame | None) -> pd.DataFrame:
+    out = summary.copy()
+    gpu_util, cpu_util, rss_max, notes = [], [], [], []
+    win = windows(steps).set_index(["np", "variant"]) if not steps.empty else pd.DataFrame()
+    for _, r in out.iterrows():
+        key = (r["np"], r["variant"])
+        g = c = m = math.nan
+        if not win.empty and key in win.index:
+            start, end = win.loc[key, "start"], win.loc[key, "end"]
+            gs = _in(gpu, start, end)
+            if not gs.empty and gs["gpu_util_pct"].notna().any():
+                g = float(gs["gpu_util_pct"].mean())
+            hs = _in(host, start, end)
+            if not hs.empty:
+                c = float(hs["cpu_pct"].mean())
+            ps = _in(proc, start, end)
+            if not ps.empty:
+                m = float(ps["rss_mb"].max())
+        gpu_util.append(g), cpu_util.append(c), rss_max.append(m)
+        busy = 100.0 - r["input_wait_pct"] if not math.isnan(r["input_wait_pct"]) else math.nan
+        note = ""
+        if not math.isnan(g) and not math.isnan(busy) and g - busy > DISAGREEMENT_POINTS:
+            note = (f"NVML reports the GPU {g:.0f}% utilised while {r['input_wait_pct']:.0f}% of step time is "
+                    f"input wait: NVML counts time with any kernel running, not how busy the GPU is")
+        notes.append(note)
+    out["gpu_util_pct"], out["cpu_util_pct"], out["rss_mb_max"] = gpu_util, cpu_util, rss_max
+    out["warning"] = [("; ".join(w for w in (str(a) if isinstance(a, str) else "", b) if w))
+                      for a, b in zip(out["warning"], notes)]
+    return out

@@ -1,0 +1,95 @@
+"""Launcher side: keep every streamed record in the run directory as CSV.
+
+    RUN_DIR/live/steps.csv        step records as they streamed in (all ranks, all variants)
+    RUN_DIR/telemetry/gpu.csv     NVML samples, one row per GPU and sample
+    RUN_DIR/telemetry/host.csv    host samples (CPU per core, memory, disk and network rates)
+    RUN_DIR/telemetry/proc.csv    each rank's process tree (CPU %, RSS)
+    RUN_DIR/live/events.jsonl     hellos and progress events
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import threading
+import time
+from pathlib import Path
+from typing import Any, IO
+
+from pipeprof.records import STEP_COLUMNS
+from pipeprof.telemetry.samples import GpuSample, HostSample, ProcSample
+
+FILES = {
+    "step": ("live/steps.csv", STEP_COLUMNS),
+    "gpu": ("telemetry/gpu.csv", GpuSample.columns()),
+    "host": ("telemetry/host.csv", HostSample.columns()),
+    "proc": ("telemetry/proc.csv", ProcSample.columns()),
+}
+
+
+class Recorder:
+    def __init__(self, run_dir: Path, flush_interval_s: float = 0.5) -> None:
+        self.run_dir = run_dir
+        self._lock = threading.Lock()
+        self._writers: dict[str, tuple[IO[str], csv.DictWriter]] = {}
+        self._events: IO[str] | None = None
+        self._flush_interval_s = flush_interval_s
+        self._last_flush = time.monotonic()
+        self.counts: dict[str, int] = {}
+
+    def write(self, record: dict[str, Any]) -> None:
+        kind = record.get("kind", "")
+        with self._lock:
+            self.counts[kind] = self.counts.get(kind, 0) + 1
+            if kind in FILES:
+                rel, columns = FILES[kind]
+                if kind not in self._writers:
+                    path = self.run_dir / rel
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                    fh = path.open("w", newline="")
+                    w = csv.DictWriter(fh, fieldnames=columns, extrasaction="ignore")
+                    w.writeheader()
+                    self._writers[kind] = (fh, w)
+                self._writers[kind][1].writerow(record)
+            else:
+                if self._events is None:
+                    (self.run_dir / "live").mkdir(parents=True, exist_ok=True)
+                    self._events = (self.run_dir / "live" / "events.jsonl").open("w")
+                self._events.write(json.dumps(record) + "\n")
+            if time.monotonic() - self._last_flush > self._flush_interval_s:
+                self._flush_locked()
+
+    def flush(self) -> None:
+        with self._lock:
+            self._flush_locked()
+
+    def _flush_locked(self) -> None:
+        for fh, _ in self._writers.values():
+            fh.flush()
+        if self._events is not None:
+            self._events.flush()
+        self._last_flush = time.monotonic()
+
+    def ingest_fallback_files(self) -> int:
+        """Records ranks wrote to RUN_DIR/stream/*.jsonl because they could not reach us."""
+        n = 0
+        for path in sorted((self.run_dir / "stream").glob("rank*.jsonl")):
+            for line in path.read_text().splitlines():
+                if line.strip():
+                    try:
+                        self.write(json.loads(line))
+                        n += 1
+                    except ValueError:
+                        continue  # a line cut short when the rank died
+            path.rename(path.with_suffix(".jsonl.ingested"))
+        return n
+
+    def close(self) -> None:
+        with self._lock:
+            self._flush_locked()
+            for fh, _ in self._writers.values():
+                fh.close()
+            if self._events is not None:
+                self._events.close()
+            self._writers.clear()
+            self._events = None

@@ -1,0 +1,94 @@
+"""How a running job shows itself: a live dashboard on a terminal, plain lines elsewhere."""
+
+from __future__ import annotations
+
+import math
+import time
+
+import pandas as pd
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+from pipeprof.compare import Reporter
+from pipeprof.tui.dashboard import LiveDashboard
+from pipeprof.tui.state import LiveState, ResultRow
+
+
+class PlainReporter(Reporter):
+    """Progress as plain lines (logs, CI, --no-dashboard); a bar while generating data."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self._bar: Progress | None = None
+        self._task = None
+        self._t0 = time.monotonic()
+
+    def message(self, text: str) -> None:
+        self.console.print(text)
+
+    def warning(self, text: str) -> None:
+        self.console.print(f"[yellow]warning:[/] {text}")
+
+    def data_progress(self, done: int, total: int) -> None:
+        if self._bar is None:
+            self._bar = Progress(TextColumn("data"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                                 console=self.console, transient=False)
+            self._bar.start()
+            self._task = self._bar.add_task("data", total=total)
+        self._bar.update(self._task, completed=done)
+        if done >= total:
+            self._bar.stop()
+            self._bar = None
+
+    def progress(self, event: dict) -> None:
+        elapsed = time.monotonic() - self._t0
+        kind = event.get("event")
+        if kind == "launch":
+            self.console.print(f"[{elapsed:6.0f}s] np={event['np']}: starting {event['np']} Horovod rank(s), "
+                               f"{event['of_variants']} variant(s)")
+        elif kind == "start":
+            self.console.print(f"[{elapsed:6.0f}s] np={event['np']}: ranks up on {event['device']}, "
+                               f"batch {event['per_worker_batch']}/worker, lr {event['learning_rate']:g}")
+        elif kind == "progress" and event["step"] == event["steps"] // 2:
+            self.console.print(f"[{elapsed:6.0f}s] np={event['np']}: {event['variant']} "
+                               f"({event['index'] + 1}/{event['of_variants']}) step {event['step']}/{event['steps']}")
+        elif kind == "variant_done":
+            self.console.print(f"[{elapsed:6.0f}s] np={event['np']}: {event['variant']} done in {event['wall_s']:.1f}s")
+
+    def close(self) -> None:
+        """Nothing to tear down."""
+
+
+def result_rows(summary: pd.DataFrame) -> list[ResultRow]:
+    return [ResultRow(np=int(r["np"]), variant=str(r["variant"]), samples_per_s=float(r["samples_per_s"]),
+                      gap_pct=None if math.isnan(r["gap_pct"]) else float(r["gap_pct"]))
+            for _, r in summary.iterrows()]
+
+
+class DashboardReporter(PlainReporter):
+    """The live dashboard from the first launch until ``close()``."""
+
+    def __init__(self, console: Console, *, command: str, scenario: str, steps_total: int) -> None:
+        super().__init__(console)
+        self.state = LiveState(command=command, scenario=scenario, steps_total=steps_total)
+        self._dash: LiveDashboard | None = None
+
+    def _ensure_live(self) -> None:
+        if self._dash is None:
+            self._dash = LiveDashboard(self.state.snapshot, self.console).__enter__()
+
+    def progress(self, event: dict) -> None:
+        self.state.apply(event)
+        if event.get("event") == "launch":
+            self._ensure_live()
+
+    def record(self, record: dict) -> None:
+        self.state.apply(record)
+
+    def results(self, summary: pd.DataFrame) -> None:
+        self.state.set_results(result_rows(summary))
+
+    def close(self) -> None:
+        if self._dash is not None:
+            self._dash.__exit__(None, None, None)
+            self._dash = None

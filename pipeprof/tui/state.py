@@ -1,0 +1,173 @@
+"""What the live dashboard shows, as plain data; and the thread-safe state that builds it from
+streamed records. No rich here: the dashboard renders a ``DashboardState``; tests feed canned ones.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+RECENT_STEPS = 20  # the per-rank window the dashboard's rates come from
+
+
+@dataclass(frozen=True)
+class RankView:
+    rank: int
+    host: str = ""
+    samples_per_s: float | None = None
+    step_time_ms_p50: float | None = None
+    step_time_ms_p95: float | None = None
+    input_wait_pct: float | None = None
+    gpu_util_pct: float | None = None
+    gpu_mem_used_mb: float | None = None
+    gpu_mem_total_mb: float | None = None
+    cpu_pct: float | None = None
+    rss_mb: float | None = None
+    steps: int = 0
+
+
+@dataclass(frozen=True)
+class HostView:
+    host: str
+    cpu_per_core_pct: list[float] = field(default_factory=list)
+    mem_used_mb: float | None = None
+    mem_total_mb: float | None = None
+    ranks_rss_mb: float | None = None
+    disk_read_mb_per_s: float | None = None
+    net_mb_per_s: float | None = None
+
+
+@dataclass(frozen=True)
+class ResultRow:
+    np: int
+    variant: str
+    samples_per_s: float
+    gap_pct: float | None
+
+
+@dataclass(frozen=True)
+class DashboardState:
+    command: str = "compare"
+    scenario: str = ""
+    np: int | None = None
+    variant: str = ""
+    variant_index: int = 0  # 1-based; 0 before the first
+    variants_total: int = 0
+    elapsed_s: float = 0.0
+    steps_done: int = 0
+    steps_total: int = 0
+    eta_s: float | None = None
+    ranks: list[RankView] = field(default_factory=list)
+    hosts: list[HostView] = field(default_factory=list)
+    results: list[ResultRow] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+class LiveState:
+    """Applies streamed records (from the collector thread) and progress events; snapshots on demand."""
+
+    def __init__(self, *, command: str = "compare", scenario: str = "", steps_total: int = 0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self._lock = threading.Lock()
+        self._clock = clock
+        self._t0 = clock()
+        self.command, self.scenario, self.steps_total = command, scenario, steps_total
+        self._np: int | None = None
+        self._variant, self._vi, self._vn = "", 0, 0
+        self._steps_done = 0
+        self._steps: dict[int, deque] = {}
+        self._rank_host: dict[int, tuple[str, int]] = {}
+        self._gpu: dict[tuple[str, int], dict[str, Any]] = {}  # (host, local_rank) -> latest sample
+        self._host: dict[str, dict[str, Any]] = {}
+        self._proc: dict[int, dict[str, Any]] = {}
+        self._results: list[ResultRow] = []
+        self._notes: dict[str, str] = {}
+
+    def apply(self, record: dict[str, Any]) -> None:
+        kind = record.get("kind") or record.get("event")
+        with self._lock:
+            if kind == "step":
+                rank = int(record["rank"])
+                if record.get("variant") != self._variant or record.get("np") != self._np:
+                    self._np, self._variant = record.get("np"), record.get("variant", "")
+                    self._steps.clear()
+                self._steps.setdefault(rank, deque(maxlen=RECENT_STEPS)).append(record)
+                if rank == 0:
+                    self._steps_done += 1
+            elif kind == "hello":
+                self._rank_host[int(record["rank"])] = (record.get("host", ""), int(record.get("local_rank", 0)))
+                if record.get("nvml") not in (None, "ok", "not sampled"):
+                    self._notes["nvml"] = str(record["nvml"])
+            elif kind == "gpu":
+                for lr in str(record.get("local_ranks", "")).split(";"):
+                    if lr != "":
+                        self._gpu[(record.get("host", ""), int(lr))] = record
+            elif kind == "host":
+                self._host[record.get("host", "")] = record
+            elif kind == "proc":
+                self._proc[int(record["rank"])] = record
+            elif kind in ("launch", "variant_start", "step_progress"):
+                self._np = record.get("np", self._np)
+                if kind == "launch":
+                    self._steps.clear()
+                if "variant" in record:
+                    self._variant = record["variant"]
+                if "index" in record:
+                    self._vi = int(record["index"]) + 1
+                if "of_variants" in record:
+                    self._vn = int(record["of_variants"])
+
+    def set_results(self, rows: list[ResultRow]) -> None:
+        with self._lock:
+            self._results = list(rows)
+
+    def note(self, key: str, text: str) -> None:
+        with self._lock:
+            self._notes[key] = text
+
+    def snapshot(self) -> DashboardState:
+        with self._lock:
+            elapsed = self._clock() - self._t0
+            ranks = [self._rank_view(r) for r in sorted(set(self._steps) | set(self._rank_host) | set(self._proc))]
+            hosts = [self._host_view(h, rec) for h, rec in sorted(self._host.items())]
+            eta = None
+            if self.steps_total and self._steps_done:
+                eta = elapsed / self._steps_done * max(0, self.steps_total - self._steps_done)
+            return DashboardState(
+                command=self.command, scenario=self.scenario, np=self._np, variant=self._variant,
+                variant_index=self._vi, variants_total=self._vn, elapsed_s=elapsed, steps_done=self._steps_done,
+                steps_total=self.steps_total, eta_s=eta, ranks=ranks, hosts=hosts, results=list(self._results),
+                notes=list(self._notes.values()))
+
+    def _rank_view(self, rank: int) -> RankView:
+        host, local_rank = self._rank_host.get(rank, ("", rank))
+        recent = list(self._steps.get(rank, ()))
+        kw: dict[str, Any] = {}
+        if recent:
+            times = np.array([r["step_time_ms"] for r in recent], dtype=float)
+            waits = np.array([r["input_wait_ms"] for r in recent], dtype=float)
+            kw = dict(samples_per_s=1e3 * sum(r["batch_size"] for r in recent) / times.sum(),
+                      step_time_ms_p50=float(np.percentile(times, 50)),
+                      step_time_ms_p95=float(np.percentile(times, 95)),
+                      input_wait_pct=float(100 * waits.sum() / times.sum()), steps=int(recent[-1]["step"]) + 1)
+        gpu = self._gpu.get((host, local_rank))
+        if gpu:
+            kw.update(gpu_util_pct=gpu.get("gpu_util_pct"), gpu_mem_used_mb=gpu.get("mem_used_mb"),
+                      gpu_mem_total_mb=gpu.get("mem_total_mb"))
+        proc = self._proc.get(rank)
+        if proc:
+            kw.update(cpu_pct=proc.get("cpu_pct"), rss_mb=proc.get("rss_mb"))
+        return RankView(rank=rank, host=host, **kw)
+
+    def _host_view(self, host: str, rec: dict[str, Any]) -> HostView:
+        cores = [float(c) for c in str(rec.get("cpu_per_core_pct", "")).split(";") if c != ""]
+        rss = [p.get("rss_mb") or 0.0 for r, p in self._proc.items() if self._rank_host.get(r, ("",))[0] == host]
+        return HostView(host=host, cpu_per_core_pct=cores, mem_used_mb=rec.get("mem_used_mb"),
+                        mem_total_mb=rec.get("mem_total_mb"), ranks_rss_mb=sum(rss) if rss else None,
+                        disk_read_mb_per_s=rec.get("disk_read_mb_per_s"), net_mb_per_s=rec.get("net_mb_per_s"))
