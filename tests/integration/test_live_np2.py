@@ -1,0 +1,133 @@
+"""Telemetry and the dashboard around real Horovod ranks: a pseudo-terminal, `watch`, Ctrl-C."""
+
+import os
+import pty
+import re
+import select
+import signal
+import subprocess
+import textwrap
+import time
+
+import pandas as pd
+import pytest
+
+from tests.integration.conftest import REPO, VENV_BIN, pipeprof_cmd
+
+pytestmark = pytest.mark.horovod
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07|\r")
+
+SMALL = """
+name = "small"
+[data]
+source = "generated"
+image_size = 32
+num_classes = 3
+[data.generate]
+images = 90
+size = 40
+classes = 3
+[train]
+batch_size = 8
+warmup_steps = 5
+measure_steps = {steps}
+"""
+
+
+def env_with(data_dir, **extra):
+    return dict(os.environ, PIPEPROF_DATA_DIR=str(data_dir), **extra)
+
+
+def test_compare_np2_under_a_terminal_shows_the_live_dashboard_with_both_ranks(tmp_path, data_cache_dir):
+    (tmp_path / "small.toml").write_text(SMALL.format(steps=150))
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(pipeprof_cmd() + ["compare", "small.toml", "--np", "2", "--out", str(tmp_path / "run")],
+                            cwd=tmp_path, stdin=slave, stdout=slave, stderr=slave, close_fds=True,
+                            env=env_with(data_cache_dir, TERM="xterm-256color", COLUMNS="150", LINES="60"))
+    os.close(slave)
+    chunks = []
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([master], [], [], 1.0)
+        if ready:
+            try:
+                data = os.read(master, 65536)
+            except OSError:  # the terminal closed: the process is gone
+                break
+            if not data:
+                break
+            chunks.append(data.decode(errors="replace"))
+        elif proc.poll() is not None:
+            break
+    proc.wait(timeout=30)
+    os.close(master)
+    screen = ANSI.sub("", "".join(chunks))
+    assert proc.returncode == 0, screen[-3000:]
+    frames = screen.split("ranks (last 20 steps)")[1:]
+    assert len(frames) >= 4, f"{len(frames)} dashboard frames"
+    progress = re.findall(r"(\d+)/(\d+) steps", screen)
+    assert len({done for done, _ in progress}) >= 3, "the step counter never moved"
+    # some frame has a row with a samples/s figure for each of the two ranks
+    rows = [re.findall(r"│\s+([01])\s+│\s+\S+\s+│\s+([\d,.]+)\s+│", f) for f in frames]
+    assert any({r for r, _ in found} == {"0", "1"} for found in rows), "no frame showed both ranks with samples/s"
+    assert "hosts" in screen and "cpu0" in screen
+    assert (tmp_path / "run" / "summary.csv").exists()
+
+
+def test_watch_runs_a_user_script_with_the_callback_over_horovodrun(tmp_path):
+    (tmp_path / "train.py").write_text(textwrap.dedent("""
+        import horovod.tensorflow.keras as hvd
+        import tensorflow as tf
+        from pipeprof.keras import PipeprofCallback
+
+        hvd.init()
+        x = tf.random.uniform([256, 32, 32, 3])
+        y = tf.random.uniform([256], maxval=4, dtype=tf.int32)
+        ds = (tf.data.Dataset.from_tensor_slices((x, y)).shard(hvd.size(), hvd.rank()).repeat()
+              .map(lambda a, b: (tf.image.random_flip_left_right(a), b)).batch(16).prefetch(2))
+        model = tf.keras.Sequential([tf.keras.layers.Conv2D(8, 3, activation="relu", input_shape=(32, 32, 3)),
+                                     tf.keras.layers.GlobalAveragePooling2D(), tf.keras.layers.Dense(4)])
+        model.compile(optimizer=hvd.DistributedOptimizer(tf.keras.optimizers.SGD(0.01)),
+                      loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+        model.fit(ds, steps_per_epoch=25, epochs=2, verbose=0,
+                  callbacks=[hvd.callbacks.BroadcastGlobalVariablesCallback(0), PipeprofCallback(warmup_steps=3)])
+        if hvd.rank() == 0:
+            print("user script done")
+    """))
+    out = tmp_path / "run"
+    cmd = pipeprof_cmd() + ["watch", "--no-dashboard", "--out", str(out), "--",
+                            str(VENV_BIN / "horovodrun"), "-np", "2", "-H", "localhost:2", "--gloo",
+                            str(VENV_BIN / "python"), "train.py"]
+    proc = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                          env=dict(os.environ, PYTHONPATH=str(REPO)))
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "user script done" in proc.stdout
+    steps = pd.read_csv(out / "live" / "steps.csv")
+    assert sorted(steps["rank"].unique()) == [0, 1] and steps.groupby("rank").size().tolist() == [50, 50]
+    assert steps["input_wait_ms"].notna().all() and (steps["input_wait_ms"] >= 0).all()
+    assert (steps["input_wait_ms"] < steps["step_time_ms"]).all()
+    assert (steps["batch_size"] == 16).all()
+    summary = pd.read_csv(out / "summary.csv")
+    assert list(zip(summary["np"], summary["variant"])) == [(2, "fit")] and summary["samples_per_s"].iloc[0] > 0
+    assert set(pd.read_csv(out / "telemetry" / "proc.csv")["rank"]) == {0, 1}
+
+
+def test_ctrl_c_stops_cleanly_and_keeps_what_was_measured(tmp_path, data_cache_dir):
+    (tmp_path / "long.toml").write_text(SMALL.format(steps=5000))
+    out = tmp_path / "run"
+    proc = subprocess.Popen(pipeprof_cmd() + ["compare", "long.toml", "--np", "1", "--out", str(out)], cwd=tmp_path,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env_with(data_cache_dir))
+    deadline = time.monotonic() + 240
+    for line in proc.stdout:  # wait until the synthetic variant is past its midpoint... or running a while
+        if "ranks up" in line or time.monotonic() > deadline:
+            break
+    time.sleep(8)  # a few hundred steps
+    t0 = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    out_text, err = proc.communicate(timeout=60)
+    assert time.monotonic() - t0 < 30
+    assert proc.returncode == 130, out_text[-2000:] + err[-2000:]
+    assert "interrupted" in err and err.strip().count("\n") == 0
+    summary = pd.read_csv(out / "summary.csv")
+    assert list(summary["variant"]) == ["synthetic"] and summary["measured_steps"].iloc[0] > 10
+    assert summary["samples_per_s"].iloc[0] > 0

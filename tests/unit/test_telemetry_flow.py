@@ -1,0 +1,167 @@
+"""Fake NVML (two GPUs) → rank samplers → TCP stream → launcher recorder → summary and dashboard."""
+
+import json
+import time
+
+import pandas as pd
+import pytest
+from rich.console import Console
+
+from pipeprof.compare import write_summary
+from pipeprof.records import StepRecord
+from pipeprof.telemetry.agent import RankTelemetry, gpu_targets
+from pipeprof.telemetry.gpu import gpu_for_local_rank
+from pipeprof.telemetry.nvml import Nvml
+from pipeprof.telemetry.recorder import Recorder
+from pipeprof.telemetry.stream import Collector, StreamClient
+from pipeprof.tui.dashboard import render
+from pipeprof.tui.state import LiveState
+from tests.fakes.nvml import FakeGpu, FakeNvml
+
+
+@pytest.fixture(autouse=True)
+def no_cuda_env(monkeypatch):
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+
+
+def two_gpu_fake() -> FakeNvml:
+    return FakeNvml(gpus=[FakeGpu(uuid="GPU-aaa", util_pct=37, mem_used=3 * 2**30),
+                          FakeGpu(uuid="GPU-bbb", util_pct=81, mem_used=9 * 2**30)])
+
+
+def wait_for(cond, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return True
+        time.sleep(0.02)
+    return False
+
+
+def run_two_ranks(tmp_path, fake: FakeNvml, steps_per_rank=12):
+    """Two ranks on one host (local ranks 0 and 1) streaming to one collector."""
+    recorder = Recorder(tmp_path, flush_interval_s=0.0)
+    state = LiveState(scenario="flow", steps_total=steps_per_rank)
+
+    def on_record(r):
+        recorder.write(r)
+        state.apply(r)
+
+    with Collector(on_record, token="t0k") as col:
+        agents = [RankTelemetry(StreamClient(col.address, token="t0k", rank=r), rank=r, local_rank=r, local_size=2,
+                                gpu_interval_s=0.02, host_interval_s=0.05, nvml_factory=lambda: Nvml(fake)).start()
+                  for r in (0, 1)]
+        for i in range(steps_per_rank):
+            for a in agents:
+                a.put("step", StepRecord(np=2, variant="real", rank=a.rank, step=i, warmup=i < 2, input_wait_ms=5.0,
+                                         step_time_ms=20.0, batch_size=32, end_unix_s=time.time()).to_dict())
+            time.sleep(0.02)
+        for a in agents:
+            a.stop()
+        assert wait_for(lambda: recorder.counts.get("step", 0) == 2 * steps_per_rank)
+    recorder.close()
+    return recorder, state
+
+
+def test_two_gpu_values_flow_to_files_summary_and_dashboard(tmp_path):
+    recorder, state = run_two_ranks(tmp_path, two_gpu_fake())
+
+    gpu = pd.read_csv(tmp_path / "telemetry" / "gpu.csv")
+    assert set(gpu["gpu"].astype(str)) == {"0", "1"}  # sampled once per host, by local rank 0
+    assert set(gpu.groupby("gpu")["gpu_util_pct"].mean()) == {37.0, 81.0}
+    assert set(pd.read_csv(tmp_path / "telemetry" / "proc.csv")["rank"]) == {0, 1}
+    assert len(pd.read_csv(tmp_path / "live" / "steps.csv")) == 24
+
+    summary = write_summary(tmp_path, set())
+    row = summary.iloc[0]
+    assert (row["np"], row["variant"]) == (2, "real")
+    assert row["gpu_util_pct"] == pytest.approx(59.0, abs=0.01)  # mean over both GPUs in the window
+    assert row["input_wait_pct"] == pytest.approx(25.0)
+    assert row["rss_mb_max"] > 0
+
+    snap = state.snapshot()
+    by_rank = {r.rank: r for r in snap.ranks}
+    assert by_rank[0].gpu_util_pct == 37 and by_rank[1].gpu_util_pct == 81
+    assert by_rank[1].gpu_mem_used_mb == pytest.approx(9 * 1024)
+    console = Console(record=True, width=140, color_system=None)
+    console.print(render(snap))
+    text = console.export_text()
+    assert " 37%" in text and " 81%" in text and "9.0/80 GB" in text
+
+
+def test_nvml_errors_missing_library_and_unsupported_queries_do_not_break_a_run(tmp_path):
+    fake = two_gpu_fake()
+    fake.unsupported |= {"nvmlDeviceGetPowerUsage", "nvmlDeviceGetClockInfo"}
+    fake.failing.add("nvmlDeviceGetUtilizationRates")
+    run_two_ranks(tmp_path / "errors", fake)
+    gpu = pd.read_csv(tmp_path / "errors" / "telemetry" / "gpu.csv")
+    assert gpu["gpu_util_pct"].isna().all() and gpu["power_w"].isna().all()
+    assert gpu["mem_used_mb"].notna().all() and gpu["temp_c"].notna().all()  # the rest still measured
+    assert fake.calls.count("nvmlDeviceGetPowerUsage") == 1  # unsupported: asked once only
+
+    _, state = run_two_ranks(tmp_path / "missing", FakeNvml(missing_library=True))
+    assert not (tmp_path / "missing" / "telemetry" / "gpu.csv").exists()
+    assert any("no NVML on this host" in n for n in state.snapshot().notes)
+    summary = write_summary(tmp_path / "missing", set())
+    assert summary["gpu_util_pct"].isna().all() and summary["samples_per_s"].iloc[0] > 0
+
+
+def test_nvml_utilisation_disagreeing_with_input_wait_is_flagged(tmp_path):
+    busy = FakeNvml(gpus=[FakeGpu(util_pct=100), FakeGpu(util_pct=100)])
+    recorder = Recorder(tmp_path, flush_interval_s=0.0)
+    with Collector(recorder.write) as col:
+        agent = RankTelemetry(StreamClient(col.address, rank=0), rank=0, local_rank=0, local_size=1,
+                              gpu_interval_s=0.02, nvml_factory=lambda: Nvml(busy)).start()
+        for i in range(10):
+            agent.put("step", StepRecord(np=1, variant="real", rank=0, step=i, warmup=False, input_wait_ms=40.0,
+                                         step_time_ms=100.0, batch_size=8, end_unix_s=time.time()).to_dict())
+            time.sleep(0.03)
+        agent.stop()
+        wait_for(lambda: recorder.counts.get("step", 0) == 10)
+    recorder.close()
+    warning = write_summary(tmp_path, set())["warning"].iloc[0]
+    assert "NVML reports the GPU 100% utilised while 40% of step time is input wait" in warning
+
+
+def test_rank_without_a_launcher_writes_to_the_run_directory(tmp_path):
+    with Collector(lambda r: None) as col:
+        dead = col.address  # a port that will be closed
+    client = StreamClient(dead, rank=3, fallback_dir=tmp_path)
+    assert client.mode == "file"
+    client.put("step", {"np": 1, "variant": "v", "rank": 3, "step": 0, "warmup": False, "input_wait_ms": 1.0,
+                        "step_time_ms": 2.0, "batch_size": 4, "end_unix_s": 0.0})
+    client.close()
+    lines = (tmp_path / "stream" / "rank3.jsonl").read_text().splitlines()
+    assert json.loads(lines[0])["kind"] == "step"
+    rec = Recorder(tmp_path)
+    assert rec.ingest_fallback_files() == 1
+    rec.close()
+    assert len(pd.read_csv(tmp_path / "live" / "steps.csv")) == 1
+
+
+def test_a_client_with_the_wrong_token_is_refused():
+    got = []
+    with Collector(got.append, token="right") as col:
+        bad = StreamClient(col.address, token="wrong", rank=0)
+        bad.put("step", {"x": 1})
+        bad.close()
+        good = StreamClient(col.address, token="right", rank=1)
+        good.put("proc", {"rank": 1})
+        good.close()
+        assert wait_for(lambda: len(got) == 1)
+    assert got == [{"kind": "proc", "rank": 1}] and col.rejected == 1
+
+
+@pytest.mark.parametrize("local_rank,cvd,expected", [
+    (1, None, 1), (1, "4,5", 5), (0, "GPU-abc,GPU-def", "GPU-abc"), (1, "", None), (0, "-1", None), (3, "2,3", 3),
+])
+def test_rank_to_gpu_mapping(local_rank, cvd, expected):
+    assert gpu_for_local_rank(local_rank, cvd) == expected
+
+
+def test_gpus_are_sampled_once_per_host():
+    assert gpu_targets(0, 4, None) == {0: [0], 1: [1], 2: [2], 3: [3]}
+    assert gpu_targets(2, 4, None) == {}  # local rank 0 samples for everyone
+    assert gpu_targets(0, 2, "6,7") == {6: [0], 7: [1]}
+    assert gpu_targets(1, 4, "GPU-x") == {"GPU-x": [1]}  # narrowed per rank (e.g. Slurm): each its own
+    assert gpu_targets(0, 2, "") == {}
