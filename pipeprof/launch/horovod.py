@@ -178,7 +178,7 @@ def run(argv: list[str], *, env: dict[str, str], log_path: Path, timeout_s: floa
     lines: queue.Queue[str | None] = queue.Queue()
     result = LaunchResult(returncode=-1)
     with log_path.open("w") as log:
-        log.write("$ " + " ".join(argv) + "\n")
+        log.write("$ " + " ".join(a if len(a) < 200 else a[:40] + "…" for a in argv) + "\n")
         log.flush()
         proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                 bufsize=1, start_new_session=True, errors="replace")
