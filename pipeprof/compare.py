@@ -10,7 +10,7 @@ import secrets
 import socket
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
@@ -35,6 +35,7 @@ class CompareResult:
     run_dir: Path
     summary: pd.DataFrame
     failure: str | None = None  # one line, when a launch failed; what ran before it is kept
+    verdicts: list = field(default_factory=list)  # analysis.verdict.Verdict per np, with --ablation
 
 
 class Reporter:
@@ -55,20 +56,50 @@ class Reporter:
         """The summary so far, after each launch."""
 
 
-def variant_specs(scenario: Scenario, only: list[str] | None = None, synthetic: bool = True) -> list[VariantSpec]:
-    """The synthetic twin first (the ceiling), then each real variant with its resolved pipeline."""
+def variant_specs(scenario: Scenario, only: list[str] | None = None, synthetic: bool = True,
+                  ablation: bool = False) -> list[VariantSpec]:
+    """The synthetic twin first (the ceiling), then the ablation ladder if asked, then each real
+    variant with its resolved pipeline."""
     import dataclasses
 
+    from pipeprof.analysis.ablation import LADDER, ladder_pipelines
+
     known = [v.name for v in scenario.variants]
+    if ablation and (clash := set(known) & set(LADDER)):
+        raise PipeprofError(f"--ablation: the scenario has variants named like ladder rungs: {sorted(clash)}")
     for name in only or []:
         if name not in known:
             raise PipeprofError(f"--variant {name}: the scenario has no such variant (it has: {', '.join(known)})")
     chosen = [v for v in scenario.variants if not only or v.name in only]
     specs = [VariantSpec(name="synthetic", synthetic=True,
                          pipeline=dataclasses.asdict(scenario.variant_pipeline(chosen[0])))] if synthetic else []
+    if ablation:
+        specs += [VariantSpec(name=name, synthetic=False, pipeline=dataclasses.asdict(p))
+                  for name, p in ladder_pipelines(scenario.variant_pipeline(scenario.variants[0]))]
     for v in chosen:
         specs.append(VariantSpec(name=v.name, synthetic=False, pipeline=dataclasses.asdict(scenario.variant_pipeline(v))))
     return specs
+
+
+def check_memory(scenario: Scenario, specs: list[VariantSpec], data_root: str, nps: list[int],
+                 budget_bytes: int | None) -> None:
+    """Refuse cache/shuffle settings that cannot fit in RAM, before anything runs."""
+    from pipeprof.analysis.memory import check, default_ram_budget_bytes
+    from pipeprof.diagnose import ranks_per_host
+    from pipeprof.scenario import PipelineConfig, _build
+
+    if scenario.data.source not in ("folder", "generated") or not data_root:
+        return
+    from pipeprof.data.files import count_images
+
+    images = count_images(data_root)
+    for n in nps:
+        budget = budget_bytes or default_ram_budget_bytes(ranks_per_host(scenario, n))
+        for spec in specs:
+            if not spec.synthetic:
+                pipe = _build(PipelineConfig, spec.pipeline, "job", spec.name)
+                check(pipe, scenario.data.image_size, -(-images // n), budget,
+                      f"{scenario.source_file or 'scenario'}: variant '{spec.name}' at np={n}")
 
 
 def stream_endpoint(launch: LaunchConfig, stream_host: str | None) -> tuple[str, str]:
@@ -108,10 +139,15 @@ def prepare_data(scenario: Scenario, reporter: Reporter) -> str:
     return str(root) if data.source == "folder" else (str(root) if root.exists() else data.path)
 
 
-def write_summary(run_dir: Path, synthetic_variants: set[str]) -> pd.DataFrame:
+def write_summary(run_dir: Path, synthetic_variants: set[str], order: list[str] | None = None,
+                  reference: str | None = None) -> pd.DataFrame:
+    from pipeprof.analysis.ablation import add_stage_costs
+
     steps = load_steps(run_dir)
     tel = load_telemetry(run_dir)
-    summary = add_telemetry(summarize(steps, synthetic_variants), steps, tel["gpu"], tel["host"], tel["proc"])
+    summary = add_telemetry(summarize(steps, synthetic_variants, order), steps, tel["gpu"], tel["host"], tel["proc"])
+    if reference is not None:
+        summary = add_stage_costs(summary, reference)
     tmp = run_dir / "summary.csv.tmp"
     summary.to_csv(tmp, index=False, float_format="%.4g")
     tmp.replace(run_dir / "summary.csv")
@@ -120,17 +156,19 @@ def write_summary(run_dir: Path, synthetic_variants: set[str]) -> pd.DataFrame:
 
 def compare(scenario: Scenario, nps: list[int], *, out: str | None = None, argv: list[str] | None = None,
             reporter: Reporter | None = None, nvml: Nvml | None = None, only_variants: list[str] | None = None,
-            synthetic: bool = True, stream_host: str | None = None) -> CompareResult:
+            synthetic: bool = True, stream_host: str | None = None, ablation: bool = False,
+            cores_per_rank: float | None = None, ram_budget_bytes: int | None = None) -> CompareResult:
     reporter = reporter or Reporter()
     nvml = nvml or Nvml()
     gpus = nvml.inventory()
     for n in nps:  # refuse before spending anything
         horovod.check_slots(n, scenario.launch, len(gpus))
-    specs = variant_specs(scenario, only_variants, synthetic)
+    specs = variant_specs(scenario, only_variants, synthetic, ablation)
     for spec_warning in {w for v in scenario.variants if (w := cache_warning(scenario.variant_pipeline(v)))}:
         reporter.warning(spec_warning)
     horovodrun = horovod.find_horovodrun()
     data_root = prepare_data(scenario, reporter)
+    check_memory(scenario, specs, data_root, nps, ram_budget_bytes)
     run_dir = new_run_dir(out, scenario.name).resolve()
     write_json(run_dir / "manifest.json", manifest(scenario.to_dict(), list(argv or []), gpus, {
         "worker_counts": nps, "variants": [s.name for s in specs], "data_root": data_root,
@@ -143,6 +181,8 @@ def compare(scenario: Scenario, nps: list[int], *, out: str | None = None, argv:
         reporter.record(record)
 
     synthetic_names = {s.name for s in specs if s.synthetic}
+    order = [s.name for s in specs]
+    reference = scenario.variants[0].name if ablation else None
     bind, advertise = stream_endpoint(scenario.launch, stream_host)
     token = secrets.token_hex(8)
     summary = pd.DataFrame()
@@ -166,11 +206,17 @@ def compare(scenario: Scenario, nps: list[int], *, out: str | None = None, argv:
                                  timeout_s=scenario.launch.timeout_s, on_line=on_line)
             recorder.ingest_fallback_files()
             recorder.flush()
-            summary = write_summary(run_dir, synthetic_names)
+            summary = write_summary(run_dir, synthetic_names, order, reference)
             reporter.results(summary)
             if not result.ok:
                 failure = f"np={n}: {result.reason()} (log: {run_dir / 'logs' / f'np{n}.log'})"
                 break
     recorder.close()
-    summary = write_summary(run_dir, synthetic_names)
-    return CompareResult(run_dir, summary, failure)
+    summary = write_summary(run_dir, synthetic_names, order, reference)
+    verdicts = []
+    if ablation and failure is None and not summary.empty:
+        from pipeprof.diagnose import diagnose
+
+        reporter.message("measuring each stage alone (pipeline only, no model) for the verdict")
+        verdicts = diagnose(scenario, data_root, summary, run_dir, cores_override=cores_per_rank)
+    return CompareResult(run_dir, summary, failure, verdicts)

@@ -276,6 +276,25 @@ def parse_override(text: str) -> tuple[list[str], Any]:
     return key.strip().split("."), value
 
 
+def overlay_overrides(path: str) -> list[tuple[list[str], Any]]:
+    """A TOML fragment (e.g. written by ``pipeprof tune``) as dotted-key overrides."""
+    p = Path(path)
+    try:
+        raw = tomllib.loads(p.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise PipeprofError(f"--overlay {path}: file does not exist") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise PipeprofError(f"--overlay {path}: not valid TOML: {exc}") from None
+
+    def flatten(d: dict[str, Any], prefix: list[str]) -> list[tuple[list[str], Any]]:
+        out = []
+        for k, v in d.items():
+            out += flatten(v, prefix + [k]) if isinstance(v, dict) else [(prefix + [k], v)]
+        return out
+
+    return flatten(raw, [])
+
+
 def apply_overrides(raw: dict[str, Any], overrides: list[tuple[list[str], Any]]) -> dict[str, Any]:
     out = copy.deepcopy(raw)
     for path, value in overrides:

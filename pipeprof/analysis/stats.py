@@ -27,7 +27,7 @@ MAX_BLOCKS = 10
 
 SUMMARY_COLUMNS = [
     "np", "variant", "synthetic", "samples_per_s", "samples_per_s_ci95", "samples_per_s_per_worker",
-    "gap_pct", "gap_pct_ci95", "scaling_efficiency_pct", "step_time_ms_p50", "step_time_ms_p95",
+    "gap_pct", "gap_pct_ci95", "scaling_efficiency_pct", "step_time_ms_mean", "step_time_ms_p50", "step_time_ms_p95",
     "input_wait_pct", "gpu_util_pct", "cpu_util_pct", "rss_mb_max", "measured_steps", "verdict", "warning",
 ]
 TELEMETRY_COLUMNS = ("gpu_util_pct", "cpu_util_pct", "rss_mb_max")  # filled by analysis.telemetry
@@ -66,8 +66,8 @@ def throughput(steps: pd.DataFrame) -> dict[str, float]:
     n = len(ps)
     if n == 0:
         nan = math.nan
-        return dict(samples_per_s=nan, samples_per_s_ci95=nan, step_time_ms_p50=nan, step_time_ms_p95=nan,
-                    input_wait_pct=nan, measured_steps=0)
+        return dict(samples_per_s=nan, samples_per_s_ci95=nan, step_time_ms_mean=nan, step_time_ms_p50=nan,
+                    step_time_ms_p95=nan, input_wait_pct=nan, measured_steps=0)
     seconds = ps["step_time_ms"].to_numpy() / 1e3
     samples = ps["samples"].to_numpy(dtype=float)
     point = samples.sum() / seconds.sum()
@@ -81,6 +81,7 @@ def throughput(steps: pd.DataFrame) -> dict[str, float]:
     return dict(
         samples_per_s=float(point),
         samples_per_s_ci95=float(half),
+        step_time_ms_mean=float(ps["step_time_ms"].mean()),
         step_time_ms_p50=float(np.percentile(ps["step_time_ms"], 50)),
         step_time_ms_p95=float(np.percentile(ps["step_time_ms"], 95)),
         input_wait_pct=float(100.0 * ps["input_wait_ms"].sum() / ps["step_time_ms"].sum()),
@@ -109,8 +110,11 @@ def gap_warning(gap_pct: float, half: float) -> str:
             f"too wide to support '{verdict(gap_pct)}'; raise train.measure_steps")
 
 
-def summarize(steps: pd.DataFrame, synthetic_variants: set[str]) -> pd.DataFrame:
-    """One row per (np, variant): throughput, gap to the synthetic run, scaling efficiency, verdict."""
+def summarize(steps: pd.DataFrame, synthetic_variants: set[str], order: list[str] | None = None) -> pd.DataFrame:
+    """One row per (np, variant): throughput, gap to the synthetic run, scaling efficiency, verdict.
+
+    Rows go by np, then synthetic first, then ``order`` (the launch order) or by name.
+    """
     rows = []
     for (np_, variant), group in steps.groupby(["np", "variant"], sort=True):
         row = {"np": int(np_), "variant": variant, "synthetic": variant in synthetic_variants}
@@ -124,7 +128,7 @@ def summarize(steps: pd.DataFrame, synthetic_variants: set[str]) -> pd.DataFrame
     out["samples_per_s_per_worker"] = out["samples_per_s"] / out["np"]
     gaps, halves, verdicts, warnings, effs = [], [], [], [], []
     for _, r in out.iterrows():
-        synth = out[(out["np"] == r["np"]) & out["synthetic"]]
+        synth = out[(out["np"] == r["np"]) & out["synthetic"].astype(bool)]
         if r["synthetic"]:
             g, h, v, w = math.nan, math.nan, "ceiling", ""
         elif synth.empty:
@@ -141,5 +145,8 @@ def summarize(steps: pd.DataFrame, synthetic_variants: set[str]) -> pd.DataFrame
     out["verdict"], out["warning"] = verdicts, warnings
     for c in TELEMETRY_COLUMNS:
         out[c] = math.nan
-    out = out.sort_values(["np", "synthetic", "variant"], ascending=[True, False, True]).reset_index(drop=True)
+    rank = {v: i for i, v in enumerate(order or [])}
+    out["_order"] = [rank.get(v, len(rank)) for v in out["variant"]]
+    out = out.sort_values(["np", "synthetic", "_order", "variant"], ascending=[True, False, True, True])
+    out = out.drop(columns="_order").reset_index(drop=True)
     return out[SUMMARY_COLUMNS]

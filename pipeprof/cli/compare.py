@@ -51,12 +51,26 @@ def _int_or_autotune(text: str) -> int | str:
         raise argparse.ArgumentTypeError(f"expected an integer or 'autotune', got {text!r}") from None
 
 
+def _size(text: str) -> int:
+    units = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+    t = text.strip().upper().removesuffix("B")
+    try:
+        return int(float(t[:-1]) * units[t[-1]]) if t and t[-1] in units else int(t)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a size such as 512M or 8G, got {text!r}") from None
+
+
 def add_parser(sub: Any) -> None:
     p = sub.add_parser("compare", help="synthetic vs real throughput, gap and scaling per worker count",
                        description="Run the same Horovod data-parallel Keras training at each worker count, on "
                                    "synthetic noise (the ceiling) and on the real pipeline, and report the gap.")
     p.add_argument("--np", dest="np_spec", metavar="N|LIST",
                    help="worker counts: 32 means 1,2,4,8,16,32; or a list such as 1,3,8 (default: the scenario's)")
+    p.add_argument("--ablation", action="store_true",
+                   help="also run the stage ladder (read, +label, +shuffle, +augment, +prefetch, +cache), measure "
+                        "each stage alone, and say which one bounds throughput")
+    p.add_argument("--cores-per-rank", type=float, metavar="N",
+                   help="CPU cores one rank has, for the verdict (default: this host's cores over its ranks)")
     add_common_arguments(p)
     p.set_defaults(run=run)
 
@@ -71,6 +85,10 @@ def add_common_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-telemetry", action="store_true", help="no NVML/host sampling and no record stream")
     p.add_argument("--stream-host", metavar="ADDR",
                    help="the launcher address ranks stream to (default: loopback, or this host's name with -H)")
+    p.add_argument("--ram-budget", type=_size, metavar="SIZE",
+                   help="RAM a rank may use for cache and shuffle buffers, e.g. 8G (default: 80%% of free RAM / ranks)")
+    p.add_argument("--overlay", action="append", default=[], metavar="TOML",
+                   help="a scenario fragment merged over the scenario, e.g. the one pipeprof tune writes (repeatable)")
     p.add_argument("-H", "--hosts", metavar="HOST:SLOTS,...", help="hosts for horovodrun -H")
     p.add_argument("--hostfile", metavar="FILE", help="hostfile for horovodrun --hostfile")
     ctl = p.add_mutually_exclusive_group()
@@ -102,7 +120,10 @@ def add_common_arguments(p: argparse.ArgumentParser) -> None:
 
 def overrides_from_args(args: argparse.Namespace) -> list[tuple[list[str], Any]]:
     """Command-line flags as scenario overrides (they beat the file)."""
-    out: list[tuple[list[str], Any]] = [scen.parse_override(s) for s in args.sets]
+    out: list[tuple[list[str], Any]] = []
+    for path in getattr(args, "overlay", []):
+        out += scen.overlay_overrides(path)
+    out += [scen.parse_override(s) for s in args.sets]
     for attr, (key, value) in STAGE_SWITCHES.items():
         if getattr(args, attr, False):
             out.append((key.split("."), value))
@@ -140,6 +161,14 @@ def console_for_output() -> Console:
 def finish(result: CompareResult, console: Console, title: str) -> int:
     if not result.summary.empty:
         print_summary(result.summary, console, title=title)
+    if result.verdicts:
+        import pandas as pd
+
+        from pipeprof.report.verdict import print_diagnosis
+
+        stages_csv = result.run_dir / "stages.csv"
+        print_diagnosis(result.summary, result.verdicts, pd.read_csv(stages_csv) if stages_csv.exists() else None,
+                        console)
     console.print(f"run directory: {result.run_dir}")
     if result.failure:
         raise PipeprofError(result.failure, exit_code=130 if "interrupted" in result.failure else 1)
@@ -150,12 +179,14 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
     console = console_for_output()
     scenario = scen.load(args.scenario, overrides_from_args(args))
     nps = scenario.launch.np
-    steps = (scenario.train.warmup_steps + scenario.train.measure_steps) * (len(scenario.variants) + 1) * len(nps)
+    rungs = 6 if args.ablation else 0
+    steps = (scenario.train.warmup_steps + scenario.train.measure_steps) * (len(scenario.variants) + 1 + rungs) * len(nps)
     reporter = make_reporter(args, console, command="compare", scenario=scenario.name, steps_total=steps)
     console.print(f"pipeprof compare: scenario [bold]{scenario.name}[/] ({scenario.source_file}), "
                   f"worker counts {', '.join(map(str, nps))}")
     try:
-        result = compare(scenario, nps, out=args.out, argv=argv, reporter=reporter, stream_host=args.stream_host)
+        result = compare(scenario, nps, out=args.out, argv=argv, reporter=reporter, stream_host=args.stream_host,
+                         ablation=args.ablation, cores_per_rank=args.cores_per_rank, ram_budget_bytes=args.ram_budget)
     finally:
         reporter.close()
     return finish(result, console, f"pipeprof compare · {scenario.name}")

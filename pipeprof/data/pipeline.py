@@ -21,7 +21,7 @@ from pipeprof.errors import PipeprofError
 from pipeprof.models import resolve_callable
 from pipeprof.scenario import AugmentConfig, DataConfig, PipelineConfig
 
-IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png")
+from pipeprof.data.files import IMAGE_EXTENSIONS
 
 
 @dataclass(frozen=True)

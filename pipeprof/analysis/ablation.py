@@ -1,0 +1,60 @@
+"""The ablation ladder: each rung adds one stage, so differences in step time are stage costs.
+
+Rungs, in order: synthetic · read · +label · +shuffle · +augment · +prefetch · +cache. A
+rung's marginal cost is its mean step time minus the previous rung's (negative: the stage
+saves time, as prefetch and cache should), and its share of the gap is that over the gap
+between the scenario's real variant and the synthetic run, in ms per step.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import pandas as pd
+
+from pipeprof.scenario import CacheConfig, PipelineConfig, PrefetchConfig, StageSwitch
+
+LADDER = ("read", "+label", "+shuffle", "+augment", "+prefetch", "+cache")
+
+
+def ladder_pipelines(base: PipelineConfig) -> list[tuple[str, PipelineConfig]]:
+    """The rungs for a scenario's pipeline. Cache and prefetch are added last (as configured,
+    or memory cache before augment / AUTOTUNE prefetch when the scenario has them off)."""
+    p = dataclasses.replace(base, label=StageSwitch(False), shuffle=dataclasses.replace(base.shuffle, enabled=False),
+                            augment=dataclasses.replace(base.augment, enabled=False),
+                            cache=CacheConfig(enabled=False), prefetch=PrefetchConfig(enabled=False))
+    rungs = [("read", p)]
+    p = dataclasses.replace(p, label=StageSwitch(True))
+    rungs.append(("+label", p))
+    p = dataclasses.replace(p, shuffle=dataclasses.replace(base.shuffle, enabled=True))
+    rungs.append(("+shuffle", p))
+    p = dataclasses.replace(p, augment=dataclasses.replace(base.augment, enabled=True))
+    rungs.append(("+augment", p))
+    p = dataclasses.replace(p, prefetch=base.prefetch if base.prefetch.enabled else PrefetchConfig(True, "autotune"))
+    rungs.append(("+prefetch", p))
+    p = dataclasses.replace(p, cache=base.cache if base.cache.enabled else CacheConfig(enabled=True))
+    rungs.append(("+cache", p))
+    return rungs
+
+
+def add_stage_costs(summary: pd.DataFrame, reference: str) -> pd.DataFrame:
+    """Per np: each rung's marginal ms per step and its % of the gap (reference vs synthetic)."""
+    out = summary.copy()
+    out["stage_marginal_ms"] = math.nan
+    out["stage_pct_of_gap"] = math.nan
+    for n, group in out.groupby("np"):
+        t = dict(zip(group["variant"], group["step_time_ms_mean"]))
+        if "synthetic" not in t:
+            continue
+        gap_ms = t.get(reference, math.nan) - t["synthetic"]
+        prev = t["synthetic"]
+        for rung in LADDER:
+            if rung not in t:
+                continue
+            marginal = t[rung] - prev
+            prev = t[rung]
+            idx = group.index[group["variant"] == rung]
+            out.loc[idx, "stage_marginal_ms"] = marginal
+            out.loc[idx, "stage_pct_of_gap"] = 100.0 * marginal / gap_ms if gap_ms > 0 else math.nan
+    return out

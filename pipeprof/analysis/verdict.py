@@ -1,0 +1,89 @@
+"""Which stage bounds throughput, in plain words with its numbers, and what to do about it.
+
+Inputs are measurements: each stage's marginal CPU cost per sample (pipeline-only
+benchmark), the synthetic rate per rank (the model's appetite), the cores a rank has, and,
+when the ablation ran, the measured gap. Pure: no TensorFlow.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+ADVICE = {
+    "read": [
+        "cache the decoded images (pipeline.cache, placement before_augment) if they fit in RAM, or in a local file",
+        "store images at the model's size (pre-resized JPEGs or TFRecords) so decoding does less work",
+        "raise pipeline.parallel_calls, or read from faster storage",
+        "offload reading and decoding to tf.data service workers on spare CPU hosts",
+    ],
+    "label": [
+        "precompute labels (TFRecords carry them; or build the (path, label) list once) instead of parsing paths",
+    ],
+    "shuffle": [
+        "shuffle file names (shuffle.files_before_shard) with a smaller element buffer",
+    ],
+    "augment": [
+        "move augmentation onto the accelerator: Keras preprocessing layers (RandomFlip, RandomRotation, "
+        "RandomCrop, RandomContrast) inside the model, or NVIDIA DALI",
+        "cache decoded images before augment, so only augmentation is paid per epoch",
+        "raise pipeline.parallel_calls up to the cores a rank has, and batch before cheap augmentations",
+        "offload to tf.data service workers, or choose nodes with more CPU cores per GPU",
+    ],
+}
+
+
+@dataclass(frozen=True)
+class Verdict:
+    np: int
+    bottleneck: str  # "read" | "label" | "shuffle" | "augment" | "none"
+    input_bound: bool
+    synthetic_per_rank: float  # samples/s one rank would take (the ceiling)
+    pipeline_core_ms_per_sample: float
+    cores_needed: float  # per rank, to feed the synthetic rate
+    cores_per_rank: float
+    pipeline_max_per_rank: float  # what the pipeline alone reached on those cores
+    gap_pct: float | None
+    stage_share_pct: dict[str, float] = field(default_factory=dict)
+    text: list[str] = field(default_factory=list)
+    advice: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def decide(stage_rows: list[dict[str, Any]], *, np: int, synthetic_per_rank: float, cores_per_rank: float,
+           gap_pct: float | None = None, threshold_pct: float = 5.0) -> Verdict:
+    """The verdict at one worker count.
+
+    Input-bound when the measured gap reaches ``threshold_pct`` (the profiler's 'moderately'
+    line); without a measured gap, when a rank needs more cores than it has. The bounding
+    stage is the one with the largest CPU cost per sample.
+    """
+    costs = {r["stage"]: float(r["marginal_core_ms_1"]) for r in stage_rows}
+    total = sum(costs.values())
+    share = {s: (100.0 * c / total if total > 0 else 0.0) for s, c in costs.items()}
+    needed = synthetic_per_rank * total / 1e3
+    pipe_max = float(stage_rows[-1]["samples_per_s_configured"]) if stage_rows else math.inf
+    if gap_pct is not None and not math.isnan(gap_pct):
+        bound = gap_pct >= threshold_pct
+    else:
+        bound = needed > cores_per_rank or pipe_max < synthetic_per_rank
+    worst = max(costs, key=lambda s: costs[s]) if costs else "none"
+    lines = [
+        f"np={np}: each rank would train at {synthetic_per_rank:,.0f} samples/s on synthetic data; the pipeline costs "
+        f"{total:.2f} core-ms per sample, so a rank needs {needed:.2f} cores to keep up and has {cores_per_rank:g}.",
+        "stage costs: " + ", ".join(f"{s} {costs[s]:.2f} core-ms ({share[s]:.0f}%)" for s in costs) + ".",
+        f"the pipeline alone reached {pipe_max:,.0f} samples/s on {cores_per_rank:g} core(s)"
+        + (f"; the measured gap is {gap_pct:.1f}%." if gap_pct is not None and not math.isnan(gap_pct) else "."),
+    ]
+    if bound:
+        lines.insert(0, f"input-bound: the {worst} stage bounds throughput ({share[worst]:.0f}% of the pipeline's CPU).")
+        advice = ADVICE.get(worst, [])
+    else:
+        lines.insert(0, "the input pipeline is not the bottleneck: the model's step is.")
+        worst, advice = "none", []
+    return Verdict(np=np, bottleneck=worst, input_bound=bound, synthetic_per_rank=synthetic_per_rank,
+                   pipeline_core_ms_per_sample=total, cores_needed=needed, cores_per_rank=cores_per_rank,
+                   pipeline_max_per_rank=pipe_max, gap_pct=gap_pct, stage_share_pct=share, text=lines, advice=advice)

@@ -1,0 +1,187 @@
+"""Pipeline-only measurements: how fast the input pipeline alone can go, and what it costs.
+
+No model and no Horovod: batches are pulled as fast as the pipeline yields them. CPU cost is
+the process's CPU time (every tf.data thread included) over the samples produced, in
+core-milliseconds per sample. Measurements run in a worker process pinned to N cores
+(``os.sched_setaffinity`` before TensorFlow starts, so tf.data's thread pools size themselves
+to those cores) to emulate one rank's share of a node.
+
+The worker speaks JSON lines on stdin/stdout, so one TensorFlow start serves many trials:
+``python -m pipeprof.data.stagebench --cores 2`` reads ``{"data":…, "pipeline":…, ...}``
+and answers ``{"samples_per_s":…, "core_ms_per_sample":…, ...}`` per line.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from pipeprof.errors import PipeprofError
+from pipeprof.scenario import CacheConfig, DataConfig, PipelineConfig, PrefetchConfig, StageSwitch, _build
+
+STAGES = ("read", "label", "shuffle", "augment")
+
+
+def stage_ladder(base: PipelineConfig) -> list[tuple[str, PipelineConfig]]:
+    """Cumulative pipelines: read only, then + label, + shuffle, + augment (no cache, no prefetch).
+
+    A stage the scenario has switched off is skipped (its cost is zero by construction).
+    """
+    off = dataclasses.replace(
+        base, label=StageSwitch(False), shuffle=dataclasses.replace(base.shuffle, enabled=False),
+        augment=dataclasses.replace(base.augment, enabled=False), cache=CacheConfig(enabled=False),
+        prefetch=PrefetchConfig(enabled=False))
+    rungs = [("read", off)]
+    current = off
+    for stage in STAGES[1:]:
+        if not getattr(base, stage).enabled:
+            continue
+        current = dataclasses.replace(current, **{stage: getattr(base, stage)})
+        rungs.append((stage, current))
+    return rungs
+
+
+def single_threaded(p: PipelineConfig) -> PipelineConfig:
+    return dataclasses.replace(p, parallel_calls=1, private_threadpool_size=1, max_intra_op_parallelism=1)
+
+
+def measure(data: DataConfig, pipe: PipelineConfig, *, data_root: str, batch_size: int, seconds: float,
+            warmup_batches: int = 5, cache_prefix: str = "") -> dict[str, float]:
+    """Pull batches for ``seconds`` after warm-up; throughput and CPU cost of this process."""
+    from pipeprof.data import pipeline
+
+    ds = pipeline.build(data, pipe, data_root=data_root, shard=pipeline.Shard(0, 1), batch_size=batch_size,
+                        cache_prefix=cache_prefix)
+    it = iter(ds)
+    # fill the shuffle buffer and any cache before timing: those are start-up, not steady state
+    fill = (pipe.shuffle.buffer_size if pipe.shuffle.enabled else 0) // batch_size
+    if pipe.cache.enabled:
+        fill = max(fill, _images(data, data_root) // batch_size + 1)
+    for _ in range(warmup_batches + fill):
+        next(it)
+    n = 0
+    c0, t0 = time.process_time(), time.perf_counter()
+    while True:
+        next(it)
+        n += 1
+        wall = time.perf_counter() - t0
+        if wall >= seconds and n >= 3:
+            break
+    cpu = time.process_time() - c0
+    samples = n * batch_size
+    return {"samples_per_s": samples / wall, "core_ms_per_sample": 1e3 * cpu / samples,
+            "cpu_cores_used": cpu / wall, "batches": n, "seconds": wall}
+
+
+def _images(data: DataConfig, data_root: str) -> int:
+    if data.source in ("folder", "generated"):
+        from pipeprof.data.pipeline import list_image_folder
+
+        return len(list_image_folder(data_root)[0])
+    return 0
+
+
+def serve(cores: int | None) -> int:
+    """Worker loop: one JSON request per stdin line, one JSON answer per stdout line."""
+    out = sys.stdout
+    sys.stdout = sys.stderr  # TensorFlow's chatter must not corrupt the answers
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        req = json.loads(line)
+        try:
+            data = _build(DataConfig, req["data"], "stagebench", "data")
+            pipe = _build(PipelineConfig, req["pipeline"], "stagebench", "pipeline")
+            res = measure(data, pipe, data_root=req["data_root"], batch_size=req["batch_size"],
+                          seconds=req["seconds"], cache_prefix=req.get("cache_prefix", ""))
+            res["cores"] = cores or os.cpu_count()
+        except Exception as exc:  # one bad configuration must not end the whole search
+            res = {"error": f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"}
+        out.write(json.dumps(res) + "\n")
+        out.flush()
+    return 0
+
+
+class StageBench:
+    """A pinned worker process; ``run(pipeline)`` measures one configuration in it."""
+
+    def __init__(self, data: DataConfig, data_root: str, batch_size: int, *, cores: int | None = None,
+                 seconds: float = 2.0, cache_dir: str = "") -> None:
+        self.data, self.data_root, self.batch_size = data, data_root, batch_size
+        self.cores = cores
+        self.seconds = seconds
+        self.cache_dir = cache_dir
+        self.trials = 0
+        available = len(os.sched_getaffinity(0))
+        if cores is not None and not 1 <= cores <= available:
+            raise PipeprofError(f"--cores-per-rank {cores}: this machine lets pipeprof use 1..{available} cores")
+        argv = [sys.executable, "-m", "pipeprof.data.stagebench"] + (["--cores", str(cores)] if cores else [])
+        env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+        self._proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                      text=True, env=env)
+
+    def __enter__(self) -> "StageBench":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def run(self, pipe: PipelineConfig, seconds: float | None = None) -> dict[str, Any]:
+        assert self._proc.stdin is not None and self._proc.stdout is not None
+        self.trials += 1
+        req = {"data": dataclasses.asdict(self.data), "pipeline": dataclasses.asdict(pipe), "data_root": self.data_root,
+               "batch_size": self.batch_size, "seconds": seconds or self.seconds,
+               "cache_prefix": str(Path(self.cache_dir) / f"trial{self.trials}") if self.cache_dir else ""}
+        self._proc.stdin.write(json.dumps(req) + "\n")
+        self._proc.stdin.flush()
+        line = self._proc.stdout.readline()
+        if not line:
+            raise PipeprofError(f"the pipeline benchmark worker died (exit {self._proc.wait()})", exit_code=1)
+        return json.loads(line)
+
+    def close(self) -> None:
+        if self._proc.poll() is None:
+            assert self._proc.stdin is not None
+            self._proc.stdin.close()
+            try:
+                self._proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                self._proc.wait()
+
+
+def stage_costs(bench: StageBench, base: PipelineConfig) -> list[dict[str, Any]]:
+    """Each stage's rate and marginal CPU cost, at one thread and at the configured parallelism."""
+    rows = []
+    prev = {"1": 0.0, "configured": 0.0}
+    for stage, pipe in stage_ladder(base):
+        row: dict[str, Any] = {"stage": stage}
+        for label, p in (("1", single_threaded(pipe)), ("configured", pipe)):
+            res = bench.run(p)
+            if "error" in res:
+                raise PipeprofError(f"pipeline benchmark of stage '{stage}' failed: {res['error']}", exit_code=1)
+            row[f"samples_per_s_{label}"] = res["samples_per_s"]
+            row[f"core_ms_per_sample_{label}"] = res["core_ms_per_sample"]
+            row[f"marginal_core_ms_{label}"] = max(0.0, res["core_ms_per_sample"] - prev[label])
+            prev[label] = res["core_ms_per_sample"]
+        rows.append(row)
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    cores = int(argv[argv.index("--cores") + 1]) if "--cores" in argv else None
+    if cores:
+        os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[:cores])
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    return serve(cores)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

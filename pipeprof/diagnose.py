@@ -1,0 +1,63 @@
+"""After an ablation compare: measure each stage alone and say which one bounds throughput.
+
+Writes ``stages.csv`` (each stage's rate and CPU cost, at one thread and at the configured
+parallelism, on the cores one rank has) and ``verdict.json`` / ``verdict.txt`` (per np).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+
+import pandas as pd
+
+from pipeprof.analysis.verdict import Verdict, decide
+from pipeprof.data.stagebench import StageBench, stage_costs
+from pipeprof.launch.horovod import parse_hosts
+from pipeprof.scenario import Scenario
+
+
+def ranks_per_host(scenario: Scenario, np: int) -> int:
+    if scenario.launch.hosts:
+        return max(1, min(np, parse_hosts(scenario.launch.hosts)[0][1]))
+    return np
+
+
+def cores_per_rank(scenario: Scenario, np: int, override: float | None = None) -> float:
+    """The CPU cores one rank has at ``np``: given, or this host's cores over its ranks."""
+    if override:
+        return float(override)
+    return max(1.0, float(len(os.sched_getaffinity(0)) // ranks_per_host(scenario, np)))
+
+
+def diagnose(scenario: Scenario, data_root: str, summary: pd.DataFrame, run_dir: Path, *,
+             cores_override: float | None = None, seconds: float = 2.0) -> list[Verdict]:
+    base = scenario.variant_pipeline(scenario.variants[0])
+    reference = scenario.variants[0].name
+    nps = sorted(int(n) for n in summary["np"].unique())
+    bench_cores = int(cores_per_rank(scenario, max(nps), cores_override))
+    per_worker = scenario.train.batch_size  # the pipeline's batch on one rank
+    if scenario.train.batch_mode == "global":
+        per_worker = scenario.train.batch_size // max(nps)
+    with StageBench(scenario.data, data_root, per_worker, cores=bench_cores, seconds=seconds,
+                    cache_dir=str(run_dir / "cache" / "stagebench")) as bench:
+        rows = stage_costs(bench, base)
+    stages = pd.DataFrame(rows)
+    stages.insert(1, "cores", bench_cores)
+    stages.to_csv(run_dir / "stages.csv", index=False, float_format="%.4g")
+
+    verdicts = []
+    for n in nps:
+        at = summary[summary["np"] == n].set_index("variant")
+        if "synthetic" not in at.index:
+            continue
+        synth_per_rank = float(at.loc["synthetic", "samples_per_s"]) / n
+        gap = float(at.loc[reference, "gap_pct"]) if reference in at.index else math.nan
+        verdicts.append(decide(rows, np=n, synthetic_per_rank=synth_per_rank,
+                               cores_per_rank=cores_per_rank(scenario, n, cores_override), gap_pct=gap))
+    (run_dir / "verdict.json").write_text(json.dumps([v.to_dict() for v in verdicts], indent=2) + "\n")
+    (run_dir / "verdict.txt").write_text("\n\n".join(
+        "\n".join(v.text + [f"  - {a}" for a in v.advice]) for v in verdicts) + "\n")
+    return verdicts
