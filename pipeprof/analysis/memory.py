@@ -45,7 +45,8 @@ def check(pipe: PipelineConfig, image_size: int, images_per_rank: int, budget_by
         return
     parts = []
     if "cache" in need:
-        parts.append(f"memory cache {images_per_rank:,} images × {image_size}×{image_size}×3 × 4 B = {_gb(need['cache'])}")
+        parts.append(f"memory cache {images_per_rank:,} images × {each:,} B ({image_size}×{image_size}×3 float32 + label) "
+                     f"= {_gb(need['cache'])}")
     if "shuffle" in need:
         parts.append(f"shuffle buffer {need['shuffle'] // each:,} × {each:,} B = {_gb(need['shuffle'])}")
     raise PipeprofError(f"{where}: {' + '.join(parts)} = {_gb(total)} per rank exceeds the RAM budget of "

@@ -17,13 +17,14 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from pipeprof.cli import compare, run, watch
+    from pipeprof.cli import compare, run, tune, watch
 
     parser = _Parser(prog="pipeprof", description="Input-pipeline bottleneck profiler for Horovod Keras training.")
     parser.add_argument("--version", action="version", version=f"pipeprof {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     compare.add_parser(sub)
     run.add_parser(sub)
+    tune.add_parser(sub)
     watch.add_parser(sub)
     return parser
 

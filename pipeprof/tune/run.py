@@ -1,0 +1,126 @@
+"""`pipeprof tune` as a library call: search the pipeline knobs on the cores one rank has.
+
+Every trial is a pipeline-only measurement in a worker pinned to ``cores`` CPUs (affinity set
+before TensorFlow starts, so tf.data's pools cannot use more). Points whose cache or shuffle
+buffer would not fit the RAM budget are refused with the arithmetic, never measured.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from pipeprof.analysis.memory import check, default_ram_budget_bytes
+from pipeprof.compare import CompareResult, Reporter, compare, prepare_data
+from pipeprof.data.files import count_images
+from pipeprof.data.stagebench import StageBench
+from pipeprof.errors import PipeprofError
+from pipeprof.rundir import manifest, new_run_dir, write_json
+from pipeprof.scenario import PipelineConfig, Scenario, VariantConfig
+from pipeprof.tune import space as sp
+from pipeprof.tune.search import SearchResult, Trial, coordinate_descent
+
+
+@dataclass
+class TuneResult:
+    run_dir: Path
+    search: SearchResult
+    scenario_default: dict
+    autotune: dict
+    winner: PipelineConfig
+    refused: list[str] = field(default_factory=list)
+    confirm: CompareResult | None = None
+
+
+def _trials_frame(trials: list[Trial]) -> pd.DataFrame:
+    return pd.DataFrame([{**t.point, "samples_per_s": t.samples_per_s, "cpu_cores_used": t.cpu_cores_used,
+                          "phase": t.phase, "error": t.error} for t in trials])
+
+
+def tune(scenario: Scenario, *, cores: int, budget_s: float, trial_s: float = 1.5, ram_budget_bytes: int | None = None,
+         ranks: int = 1, out: str | None = None, argv: list[str] | None = None, reporter: Reporter | None = None,
+         on_trial: Callable[[Trial, float], None] | None = None, confirm_steps: int = 0) -> TuneResult:
+    reporter = reporter or Reporter()
+    data_root = prepare_data(scenario, reporter)
+    base = scenario.variant_pipeline(scenario.variants[0])
+    run_dir = new_run_dir(out, f"{scenario.name}-tune").resolve()
+    write_json(run_dir / "manifest.json", manifest(scenario.to_dict(), list(argv or []), [], {
+        "command": "tune", "cores_per_rank": cores, "budget_s": budget_s, "data_root": data_root}))
+    space = sp.default_space(cores, shuffle=base.shuffle.enabled)
+    budget = ram_budget_bytes or default_ram_budget_bytes(1)
+    images = -(-count_images(data_root) // ranks) if data_root else 0
+    refused: dict[str, str] = {}
+
+    def allowed(point: sp.Point) -> bool:
+        try:
+            check(sp.apply(base, point), scenario.data.image_size, images, budget, "tune")
+            return True
+        except PipeprofError as exc:
+            refused.setdefault(f"cache={point.get('cache')} shuffle_buffer={point.get('shuffle_buffer')}", exc.message)
+            return False
+
+    start = sp.point_of(base, space)
+    if not allowed(start):  # the scenario's own settings do not fit: start without its memory cache
+        start = {**start, "cache": "off"}
+    batch = scenario.train.batch_size
+    with StageBench(scenario.data, data_root, batch, cores=cores, seconds=trial_s,
+                    cache_dir=str(run_dir / "cache")) as bench:
+        started = time.monotonic()
+
+        def evaluate(point: sp.Point, seconds: float) -> dict:
+            return bench.run(sp.apply(base, point), seconds)
+
+        def trial_done(t: Trial) -> None:
+            if on_trial is not None:
+                on_trial(t, time.monotonic() - started)
+
+        search = coordinate_descent(space, start, evaluate, budget_s=budget_s, trial_s=trial_s, allowed=allowed,
+                                    on_trial=trial_done)
+        default_res = evaluate(start, 2 * trial_s)
+        auto_res = evaluate(sp.autotune_point(base, space), 2 * trial_s)
+    assert search.best is not None
+    winner = sp.apply(base, search.best.point)
+
+    _trials_frame(search.trials).to_csv(run_dir / "trials.csv", index=False, float_format="%.4g")
+    (run_dir / "winner.toml").write_text(sp.fragment_toml(winner))
+    (run_dir / "tfdata.py.txt").write_text(sp.tfdata_code(winner) + "\n")
+    write_json(run_dir / "tune.json", {
+        "cores_per_rank": cores, "budget_s": budget_s, "trials": len(search.trials),
+        "stopped_by_budget": search.stopped_by_budget, "winner": search.best.point,
+        "winner_samples_per_s": search.best.samples_per_s, "winner_cpu_cores_used": search.best.cpu_cores_used,
+        "scenario_default": {"point": start, **default_res}, "autotune": auto_res, "refused": list(refused.values())})
+
+    confirm = None
+    if confirm_steps:
+        reporter.message(f"confirming with a short training run (np=1, {confirm_steps} steps per variant)")
+        tuned_overrides = json.loads(json.dumps(dataclasses.asdict(winner)))
+        warmup = max(5, scenario.train.warmup_steps)
+        if winner.cache.enabled or base.cache.enabled:  # measure the cache's steady state, not its filling
+            warmup = max(warmup, -(-images // batch) + 5)
+        confirm_scenario = dataclasses.replace(
+            scenario,
+            variants=[VariantConfig(name="scenario", pipeline={}), VariantConfig(name="tuned", pipeline=tuned_overrides)],
+            train=dataclasses.replace(scenario.train, measure_steps=confirm_steps, warmup_steps=warmup),
+            launch=dataclasses.replace(scenario.launch, np=[1]))
+        confirm = compare(confirm_scenario, [1], out=str(run_dir / "confirm"), argv=argv, reporter=reporter)
+    return TuneResult(run_dir, search, {"point": start, **default_res}, auto_res, winner, list(refused.values()), confirm)
+
+
+def parse_duration(text: str) -> float:
+    """``90``, ``90s``, ``5m``, ``1h`` → seconds."""
+    t = text.strip().lower()
+    mult = {"s": 1, "m": 60, "h": 3600}.get(t[-1:], None)
+    try:
+        value = float(t[:-1]) * mult if mult else float(t)
+    except ValueError:
+        raise PipeprofError(f"--budget {text!r}: expected a duration such as 90s, 5m or 1h") from None
+    if value <= 0:
+        raise PipeprofError(f"--budget {text!r}: must be positive")
+    return value
+

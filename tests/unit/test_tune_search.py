@@ -1,0 +1,83 @@
+"""The tuner's search, against objectives whose optimum is known."""
+
+import itertools
+
+import pytest
+
+from pipeprof.scenario import PipelineConfig
+from pipeprof.tune import space as sp
+from pipeprof.tune.search import coordinate_descent
+
+SPACE = [sp.Dimension("parallel_calls", (1, 2, 4, "autotune")), sp.Dimension("prefetch", (1, 4, "autotune")),
+         sp.Dimension("private_threadpool_size", (0, 2, 4)), sp.Dimension("max_intra_op_parallelism", (0, 1)),
+         sp.Dimension("cache", ("off", "before_augment"))]
+
+
+def separable(point, seconds):
+    """A smooth objective with a unique optimum: parallel 4, prefetch autotune, pool 2, intra 1, cache on."""
+    score = {1: 100, 2: 180, 4: 240, "autotune": 230}[point["parallel_calls"]]
+    score *= {1: 0.8, 4: 0.97, "autotune": 1.0}[point["prefetch"]]
+    score *= {0: 0.9, 2: 1.0, 4: 0.95}[point["private_threadpool_size"]]
+    score *= {0: 0.98, 1: 1.0}[point["max_intra_op_parallelism"]]
+    score *= {"off": 0.7, "before_augment": 1.0}[point["cache"]]
+    return {"samples_per_s": score, "cpu_cores_used": 1.0}
+
+
+def test_finds_the_optimum_of_a_separable_objective_with_far_fewer_trials_than_the_grid():
+    start = {"parallel_calls": 1, "prefetch": 1, "private_threadpool_size": 0, "max_intra_op_parallelism": 0,
+             "cache": "off"}
+    res = coordinate_descent(SPACE, start, separable, budget_s=1e9)
+    grid_best = max(sp.grid(SPACE), key=lambda p: separable(p, 0)["samples_per_s"])
+    assert res.best.point == grid_best
+    assert len(res.trials) <= 0.5 * len(sp.grid(SPACE))
+
+
+def test_budget_stops_the_search_and_still_returns_the_best_so_far():
+    t = itertools.count()
+    res = coordinate_descent(SPACE, {d.name: d.values[0] for d in SPACE}, separable, budget_s=3.5,
+                             clock=lambda: next(t))
+    assert res.stopped_by_budget and res.best is not None and len(res.trials) < 12
+
+
+def test_disallowed_points_are_never_measured():
+    measured = []
+
+    def f(p, s):
+        measured.append(p)
+        return separable(p, s)
+
+    coordinate_descent(SPACE, {d.name: d.values[0] for d in SPACE}, f, budget_s=1e9,
+                       allowed=lambda p: p["cache"] == "off")
+    assert all(p["cache"] == "off" for p in measured)
+
+
+def test_failing_points_never_win():
+    def f(p, s):
+        if p["parallel_calls"] == 4:
+            return {"error": "boom"}
+        return separable(p, s)
+
+    res = coordinate_descent(SPACE, {d.name: d.values[0] for d in SPACE}, f, budget_s=1e9)
+    assert res.best.point["parallel_calls"] == "autotune" and not res.best.error
+
+
+def test_points_become_pipelines_and_toml_fragments():
+    base = PipelineConfig()
+    p = sp.apply(base, {"parallel_calls": 3, "prefetch": 2, "private_threadpool_size": 4,
+                        "max_intra_op_parallelism": 1, "cache": "before_augment", "shuffle_buffer": 64})
+    assert (p.parallel_calls, p.prefetch.depth, p.private_threadpool_size, p.max_intra_op_parallelism) == (3, 2, 4, 1)
+    assert p.cache.enabled and p.cache.kind == "memory" and p.shuffle.buffer_size == 64
+    import tomllib
+
+    frag = tomllib.loads(sp.fragment_toml(p))
+    assert frag["pipeline"]["parallel_calls"] == 3 and frag["pipeline"]["cache"]["enabled"] is True
+    assert "num_parallel_calls=3" in sp.tfdata_code(p) and "ds.cache()" in sp.tfdata_code(p)
+    assert sp.point_of(base, sp.default_space(2))["cache"] == "off"
+    assert sp.autotune_point(base, sp.default_space(2))["parallel_calls"] == "autotune"
+
+
+@pytest.mark.parametrize("cores", [1, 2, 8])
+def test_default_space_scales_with_cores(cores):
+    dims = {d.name: d.values for d in sp.default_space(cores)}
+    assert cores in dims["parallel_calls"] and "autotune" in dims["parallel_calls"]
+    assert len(set(dims["private_threadpool_size"])) == len(dims["private_threadpool_size"])

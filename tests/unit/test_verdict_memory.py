@@ -1,0 +1,51 @@
+"""The verdict from stage costs, and the memory arithmetic that refuses settings."""
+
+import pytest
+
+from pipeprof.analysis import memory
+from pipeprof.analysis.verdict import decide
+from pipeprof.errors import PipeprofError
+from pipeprof.scenario import CacheConfig, PipelineConfig, ShuffleConfig
+
+
+def rows(read, label, shuffle, augment, pipe_max=5000.0):
+    return [{"stage": s, "marginal_core_ms_1": c, "samples_per_s_configured": pipe_max}
+            for s, c in (("read", read), ("label", label), ("shuffle", shuffle), ("augment", augment))]
+
+
+def test_expensive_augmentation_is_named_with_its_numbers():
+    v = decide(rows(0.2, 0.01, 0.01, 3.2), np=1, synthetic_per_rank=1000, cores_per_rank=2, gap_pct=42.0)
+    assert v.bottleneck == "augment" and v.input_bound
+    assert v.cores_needed == pytest.approx(3.42) and v.stage_share_pct["augment"] == pytest.approx(93.6, abs=0.1)
+    assert "augment 3.20 core-ms" in v.text[2] and "needs 3.42 cores" in v.text[1] and "has 2" in v.text[1]
+    assert any("accelerator" in a for a in v.advice)
+
+
+def test_expensive_read_is_named():
+    v = decide(rows(4.0, 0.02, 0.0, 0.3), np=2, synthetic_per_rank=500, cores_per_rank=1, gap_pct=30.0)
+    assert v.bottleneck == "read" and any("cache" in a for a in v.advice)
+
+
+def test_small_gap_means_not_the_bottleneck_whatever_the_costs():
+    v = decide(rows(0.2, 0.01, 0.01, 3.2), np=1, synthetic_per_rank=40, cores_per_rank=2, gap_pct=1.5)
+    assert v.bottleneck == "none" and not v.input_bound and "not the bottleneck" in v.text[0]
+
+
+def test_without_a_gap_cores_decide():
+    assert decide(rows(1, 0, 0, 1), np=1, synthetic_per_rank=1000, cores_per_rank=4).bottleneck == "none"
+    assert decide(rows(1, 0, 0, 3), np=1, synthetic_per_rank=1000, cores_per_rank=2).bottleneck == "augment"
+
+
+def test_memory_arithmetic_is_shown_when_a_cache_does_not_fit():
+    pipe = PipelineConfig(cache=CacheConfig(enabled=True), shuffle=ShuffleConfig(buffer_size=10_000))
+    with pytest.raises(PipeprofError) as exc:
+        memory.check(pipe, 224, 1_281_167, 64 * 2**30, "imagenet.toml")
+    msg = exc.value.message
+    assert "memory cache 1,281,167 images × 602,116 B (224×224×3 float32 + label) = 718.43 GB" in msg
+    assert 1_281_167 * 602_116 / 2**30 == pytest.approx(718.43, abs=0.005)
+    assert "shuffle buffer 10,000 × 602,116 B" in msg and "RAM budget of 64.00 GB" in msg and "\n" not in msg
+
+
+def test_settings_that_fit_pass_and_file_caches_cost_no_ram():
+    memory.check(PipelineConfig(cache=CacheConfig(enabled=True)), 64, 3000, 2**30, "q")
+    assert "cache" not in memory.pipeline_bytes(PipelineConfig(cache=CacheConfig(enabled=True, kind="file")), 224, 10**6)
