@@ -139,8 +139,16 @@ def prepare_data(scenario: Scenario, reporter: Reporter) -> str:
     return str(root) if data.source == "folder" else (str(root) if root.exists() else data.path)
 
 
+def device_label(device: str) -> str:
+    """What summary.csv's ``device`` column says: ``real``, or ``emulated:40ms`` for emulated runs."""
+    from pipeprof.scenario import emulated_ms
+
+    ms = emulated_ms(device)
+    return "real" if ms is None else f"emulated:{ms:g}ms"
+
+
 def write_summary(run_dir: Path, synthetic_variants: set[str], order: list[str] | None = None,
-                  reference: str | None = None) -> pd.DataFrame:
+                  reference: str | None = None, device: str = "auto") -> pd.DataFrame:
     from pipeprof.analysis.ablation import add_stage_costs
 
     steps = load_steps(run_dir)
@@ -148,6 +156,7 @@ def write_summary(run_dir: Path, synthetic_variants: set[str], order: list[str] 
     summary = add_telemetry(summarize(steps, synthetic_variants, order), steps, tel["gpu"], tel["host"], tel["proc"])
     if reference is not None:
         summary = add_stage_costs(summary, reference)
+    summary.insert(2, "device", device_label(device))
     tmp = run_dir / "summary.csv.tmp"
     summary.to_csv(tmp, index=False, float_format="%.4g")
     tmp.replace(run_dir / "summary.csv")
@@ -172,7 +181,8 @@ def compare(scenario: Scenario, nps: list[int], *, out: str | None = None, argv:
     run_dir = new_run_dir(out, scenario.name).resolve()
     write_json(run_dir / "manifest.json", manifest(scenario.to_dict(), list(argv or []), gpus, {
         "worker_counts": nps, "variants": [s.name for s in specs], "data_root": data_root,
-        "launcher": "horovodrun", "controller": scenario.launch.controller}))
+        "launcher": "horovodrun", "controller": scenario.launch.controller,
+        "device": device_label(scenario.train.device)}))
     env = horovod.worker_env(dict(os.environ), str(Path.cwd()))
     recorder = Recorder(run_dir)
 
@@ -206,13 +216,13 @@ def compare(scenario: Scenario, nps: list[int], *, out: str | None = None, argv:
                                  timeout_s=scenario.launch.timeout_s, on_line=on_line)
             recorder.ingest_fallback_files()
             recorder.flush()
-            summary = write_summary(run_dir, synthetic_names, order, reference)
+            summary = write_summary(run_dir, synthetic_names, order, reference, scenario.train.device)
             reporter.results(summary)
             if not result.ok:
                 failure = f"np={n}: {result.reason()} (log: {run_dir / 'logs' / f'np{n}.log'})"
                 break
     recorder.close()
-    summary = write_summary(run_dir, synthetic_names, order, reference)
+    summary = write_summary(run_dir, synthetic_names, order, reference, scenario.train.device)
     verdicts = []
     if ablation and failure is None and not summary.empty:
         from pipeprof.diagnose import diagnose

@@ -123,6 +123,9 @@ class TrainConfig:
     measure_steps: int = 30
     # CPU threads TensorFlow may use per rank for the model's ops; 0: cores / local ranks
     intra_op_threads: int = 0
+    # "auto": the rank's GPU (or CPU); "emulated:MS": each model step is MS milliseconds of
+    # device time that uses no CPU, plus a real allreduce of the model's gradient size
+    device: str = "auto"
 
 
 @dataclass(frozen=True)
@@ -378,6 +381,10 @@ def validate(s: Scenario, base_dir: Path | None = None) -> None:
     need(t.warmup_steps >= 0, "train.warmup_steps", f"must be >= 0, got {t.warmup_steps}")
     need(t.measure_steps >= 4, "train.measure_steps", f"must be at least 4 (for an interval), got {t.measure_steps}")
     need(t.intra_op_threads >= 0, "train.intra_op_threads", f"must be >= 0, got {t.intra_op_threads}")
+    try:
+        emulated_ms(t.device)
+    except ValueError as exc:
+        need(False, "train.device", str(exc))
     if t.batch_mode == "global":
         for n in s.launch.np:
             need(t.batch_size % n == 0, "train.batch_size", f"({t.batch_size}, global) must divide evenly by every worker count; {n} does not")
@@ -404,6 +411,21 @@ def _check_pipeline(p: PipelineConfig, where: str, key: str) -> None:
         need(p.prefetch.depth >= 1, "prefetch.depth", f"must be >= 1 or 'autotune', got {p.prefetch.depth}")
     need(p.private_threadpool_size >= 0, "private_threadpool_size", f"must be >= 0, got {p.private_threadpool_size}")
     need(p.max_intra_op_parallelism >= 0, "max_intra_op_parallelism", f"must be >= 0, got {p.max_intra_op_parallelism}")
+
+
+def emulated_ms(device: str) -> float | None:
+    """``"emulated:5"`` or ``"emulated:5ms"`` → 5.0; ``"auto"`` → None; anything else raises ValueError."""
+    if device == "auto":
+        return None
+    head, _, value = device.partition(":")
+    if head == "emulated":
+        try:
+            ms = float(value.removesuffix("ms"))
+        except ValueError:
+            ms = -1.0
+        if ms > 0:
+            return ms
+    raise ValueError(f"must be 'auto' or 'emulated:MS' (device milliseconds per step, e.g. emulated:40), got {device!r}")
 
 
 def cache_warning(p: PipelineConfig) -> str | None:

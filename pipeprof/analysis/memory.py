@@ -23,7 +23,7 @@ def default_ram_budget_bytes(ranks_per_host: int) -> int:
 
 
 def _gb(n: float) -> str:
-    return f"{n / 2**30:,.2f} GB"
+    return f"{n / 2**30:,.2f} GB" if n >= 2**30 else f"{n / 2**20:,.2f} MB"
 
 
 def pipeline_bytes(pipe: PipelineConfig, image_size: int, images_per_rank: int) -> dict[str, int]:

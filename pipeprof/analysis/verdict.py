@@ -54,11 +54,13 @@ class Verdict:
 
 
 def decide(stage_rows: list[dict[str, Any]], *, np: int, synthetic_per_rank: float, cores_per_rank: float,
-           gap_pct: float | None = None, threshold_pct: float = 5.0) -> Verdict:
+           gap_pct: float | None = None, gap_ci95: float | None = None, threshold_pct: float = 5.0) -> Verdict:
     """The verdict at one worker count.
 
-    Input-bound when the measured gap reaches ``threshold_pct`` (the profiler's 'moderately'
-    line); without a measured gap, when a rank needs more cores than it has. The bounding
+    The measured gap decides when its 95% interval lies clear of ``threshold_pct`` (the
+    profiler's 'moderately' line): input-bound above, not below. When there is no gap, or its
+    interval straddles the line, the cost model decides: input-bound when a rank needs more
+    cores than it has, or the pipeline alone cannot reach the synthetic rate. The bounding
     stage is the one with the largest CPU cost per sample.
     """
     costs = {r["stage"]: float(r["marginal_core_ms_1"]) for r in stage_rows}
@@ -66,7 +68,9 @@ def decide(stage_rows: list[dict[str, Any]], *, np: int, synthetic_per_rank: flo
     share = {s: (100.0 * c / total if total > 0 else 0.0) for s, c in costs.items()}
     needed = synthetic_per_rank * total / 1e3
     pipe_max = float(stage_rows[-1]["samples_per_s_configured"]) if stage_rows else math.inf
-    if gap_pct is not None and not math.isnan(gap_pct):
+    measured = gap_pct is not None and not math.isnan(gap_pct)
+    half = gap_ci95 if gap_ci95 is not None and not math.isnan(gap_ci95) else 0.0
+    if measured and (gap_pct - half >= threshold_pct or gap_pct + half < threshold_pct):
         bound = gap_pct >= threshold_pct
     else:
         bound = needed > cores_per_rank or pipe_max < synthetic_per_rank
@@ -76,7 +80,7 @@ def decide(stage_rows: list[dict[str, Any]], *, np: int, synthetic_per_rank: flo
         f"{total:.2f} core-ms per sample, so a rank needs {needed:.2f} cores to keep up and has {cores_per_rank:g}.",
         "stage costs: " + ", ".join(f"{s} {costs[s]:.2f} core-ms ({share[s]:.0f}%)" for s in costs) + ".",
         f"the pipeline alone reached {pipe_max:,.0f} samples/s on {cores_per_rank:g} core(s)"
-        + (f"; the measured gap is {gap_pct:.1f}%." if gap_pct is not None and not math.isnan(gap_pct) else "."),
+        + (f"; the measured gap is {gap_pct:.1f}% ±{half:.1f}." if measured else "."),
     ]
     if bound:
         lines.insert(0, f"input-bound: the {worst} stage bounds throughput ({share[worst]:.0f}% of the pipeline's CPU).")

@@ -39,6 +39,7 @@ VALUE_FLAGS = {
     "hosts": "launch.hosts",
     "hostfile": "launch.hostfile",
     "timeout": "launch.timeout_s",
+    "device": "train.device",
 }
 
 
@@ -100,6 +101,9 @@ def add_common_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--warmup", type=int, metavar="N", help="warm-up steps dropped per variant")
     p.add_argument("--batch-size", type=int, metavar="N", help="batch size (per worker, or global: see the scenario)")
     p.add_argument("--model", metavar="NAME", help="small_cnn, resnet50v2, mobilenetv2 or module:function")
+    p.add_argument("--device", metavar="auto|emulated:MS",
+                   help="emulated:MS replaces each model step by MS ms of device time that uses no CPU, plus a real "
+                        "allreduce of the gradient size: rehearse many ranks' input side on one box")
     stages = p.add_argument_group("pipeline stages (apply to every real variant)")
     for flag in ("label", "shuffle", "augment", "cache", "prefetch"):
         stages.add_argument(f"--no-{flag}", action="store_true", help=f"switch the {flag} stage off")
@@ -184,9 +188,13 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
     reporter = make_reporter(args, console, command="compare", scenario=scenario.name, steps_total=steps)
     console.print(f"pipeprof compare: scenario [bold]{scenario.name}[/] ({scenario.source_file}), "
                   f"worker counts {', '.join(map(str, nps))}")
+    if scenario.train.device != "auto":
+        console.print(f"[bold magenta]EMULATED device[/]: {scenario.train.device} — the model's compute is emulated; "
+                      f"the input pipeline and the allreduce are real")
     try:
         result = compare(scenario, nps, out=args.out, argv=argv, reporter=reporter, stream_host=args.stream_host,
                          ablation=args.ablation, cores_per_rank=args.cores_per_rank, ram_budget_bytes=args.ram_budget)
     finally:
         reporter.close()
-    return finish(result, console, f"pipeprof compare · {scenario.name}")
+    emulated = " · EMULATED " + scenario.train.device if scenario.train.device != "auto" else ""
+    return finish(result, console, f"pipeprof compare · {scenario.name}{emulated}")

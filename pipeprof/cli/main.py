@@ -17,7 +17,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from pipeprof.cli import compare, run, tune, watch
+    from pipeprof.cli import compare, predict, run, tune, watch
 
     parser = _Parser(prog="pipeprof", description="Input-pipeline bottleneck profiler for Horovod Keras training.")
     parser.add_argument("--version", action="version", version=f"pipeprof {__version__}")
@@ -25,6 +25,7 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_parser(sub)
     run.add_parser(sub)
     tune.add_parser(sub)
+    predict.add_parser(sub)
     watch.add_parser(sub)
     return parser
 

@@ -24,7 +24,7 @@ from pathlib import Path
 from pipeprof.errors import PipeprofError
 from pipeprof.job import Job, VariantSpec
 from pipeprof.records import STEP_COLUMNS, StepRecord, VariantRun
-from pipeprof.scenario import PipelineConfig, Scenario, TrainConfig, _build
+from pipeprof.scenario import PipelineConfig, Scenario, TrainConfig, _build, emulated_ms
 
 PROGRESS_TAG = "PIPEPROF-PROGRESS"
 ERROR_TAG = "PIPEPROF-ERROR"
@@ -87,6 +87,21 @@ def run_variant(step_fn, batches, *, np: int, variant: str, rank: int, train: Tr
     measured = losses[train.warmup_steps:] or losses
     measured_acc = accs[train.warmup_steps:] or accs
     return records, sum(measured) / len(measured), sum(measured_acc) / len(measured_acc)
+
+
+def emulated_step(tf, hvd_tf, device_ms: float, gradient_floats: int):
+    """A model step that keeps the device busy for ``device_ms`` without using the CPU (the
+    rank sleeps, as its host thread would while a GPU computes), then allreduces a gradient
+    of the model's size through Horovod for real."""
+    gradient = tf.zeros([gradient_floats], tf.float32)
+    loss = tf.constant(0.0)
+
+    def step(x, y):
+        time.sleep(device_ms / 1e3)
+        reduced = hvd_tf.allreduce(gradient, name="pipeprof_emulated_gradient")
+        return {"loss": loss + tf.reduce_sum(reduced[:1]), "accuracy": loss}
+
+    return step
 
 
 def write_steps(path: Path, records: list[StepRecord]) -> None:
@@ -165,6 +180,11 @@ def _train(job: Job, scenario: Scenario, telemetry) -> int:
     model.compile(optimizer=opt, loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
                   metrics=["accuracy"])
     step_fn = tf.function(lambda x, y: model.train_step((x, y)))
+    gradient_floats = int(sum(int(tf.size(v)) for v in model.trainable_variables))
+    device_ms = emulated_ms(train.device)
+    if device_ms is not None:
+        step_fn = emulated_step(tf, hvd_tf, device_ms, gradient_floats)
+        device = f"emulated ({device_ms:g} ms/step + allreduce of {gradient_floats * 4 / 2**20:.1f} MB)"
 
     def real_dataset(spec: VariantSpec, epochs: int | None = None):
         pipe: PipelineConfig = _build(PipelineConfig, spec.pipeline, "job", f"variants.{spec.name}.pipeline")
@@ -186,6 +206,9 @@ def _train(job: Job, scenario: Scenario, telemetry) -> int:
     if rank == 0:
         _emit(PROGRESS_TAG, {"event": "start", "np": size, "device": device, "per_worker_batch": per_worker_batch,
                              "learning_rate": lr})
+        (run_dir / "model.json").write_text(json.dumps({
+            "model": scenario.model.name, "parameters": gradient_floats, "gradient_bytes": 4 * gradient_floats,
+            "device": train.device}) + "\n")
 
     warm_lr_steps, global_step = train.lr_warmup_steps, 0
     for k, spec in enumerate(job.variants):

@@ -31,6 +31,12 @@ def test_small_gap_means_not_the_bottleneck_whatever_the_costs():
     assert v.bottleneck == "none" and not v.input_bound and "not the bottleneck" in v.text[0]
 
 
+def test_a_gap_whose_interval_straddles_the_line_leaves_it_to_the_cost_model():
+    cheap = rows(0.08, 0.02, 0.02, 0.0)
+    assert decide(cheap, np=1, synthetic_per_rank=30, cores_per_rank=2, gap_pct=6.8, gap_ci95=12.1).bottleneck == "none"
+    assert decide(cheap, np=1, synthetic_per_rank=30, cores_per_rank=2, gap_pct=25.0, gap_ci95=12.1).input_bound
+
+
 def test_without_a_gap_cores_decide():
     assert decide(rows(1, 0, 0, 1), np=1, synthetic_per_rank=1000, cores_per_rank=4).bottleneck == "none"
     assert decide(rows(1, 0, 0, 3), np=1, synthetic_per_rank=1000, cores_per_rank=2).bottleneck == "augment"

@@ -1,0 +1,67 @@
+"""``pipeprof predict RUN_DIR --np 32 --gpus-per-node 8 --cores-per-node 64``: the gap to
+expect on a cluster, from a run on one machine."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from rich.table import Table
+
+from pipeprof.analysis.predict import Target
+from pipeprof.cli.compare import console_for_output
+from pipeprof.errors import PipeprofError
+from pipeprof.launch.horovod import worker_counts
+from pipeprof.prediction import advice, run_predict
+from pipeprof.report.table import fmt
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser("predict", help="predict throughput and the gap at N workers on a target cluster",
+                       description="Model each term (device, input CPU, storage, stragglers, allreduce) from what "
+                                   "an np=1 run measured, for a cluster of the given shape.")
+    p.add_argument("run_dir", help="a compare run directory with an np=1 run (best with --ablation)")
+    p.add_argument("--np", dest="np_spec", default="32", metavar="N|LIST", help="worker counts (default 32: 1..32)")
+    p.add_argument("--gpus-per-node", type=int, required=True, metavar="N")
+    p.add_argument("--cores-per-node", type=float, required=True, metavar="N")
+    p.add_argument("--storage-mbps", type=float, metavar="MB/S", help="shared storage bandwidth for all readers")
+    p.add_argument("--network-gbps", type=float, metavar="GB/S", help="per-node network bandwidth, gigabits/s")
+    p.add_argument("--step-ms", type=float, metavar="MS",
+                   help="the target accelerator's step time (default: the run's synthetic step)")
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace, argv: list[str]) -> int:
+    console = console_for_output()
+    run_dir = Path(args.run_dir)
+    if not run_dir.is_dir():
+        raise PipeprofError(f"predict: run directory {run_dir} does not exist")
+    for name in ("gpus_per_node", "cores_per_node"):
+        if getattr(args, name) <= 0:
+            raise PipeprofError(f"predict: --{name.replace('_', '-')} must be positive")
+    target = Target(gpus_per_node=args.gpus_per_node, cores_per_node=args.cores_per_node,
+                    storage_mbps=args.storage_mbps, network_gbps=args.network_gbps, step_ms=args.step_ms)
+    preds, src, ctx = run_predict(run_dir, target, worker_counts(args.np_spec))
+    device = ctx["manifest"].get("device", "real")
+    title = (f"pipeprof predict · {ctx['scenario'].name} · {args.gpus_per_node} GPUs × "
+             f"{args.cores_per_node:g} cores per node" + (f" · from an EMULATED run ({device})" if device != "real" else ""))
+    t = Table(title=title, title_justify="left", header_style="bold")
+    for name in ("np", "cores/rank", "device ms", "input CPU ms", "storage ms", "allreduce ms", "straggler ×",
+                 "synthetic/s", "real/s", "gap", "dominant"):
+        t.add_column(name, justify="left" if name == "dominant" else "right")
+    for p in preds:
+        t.add_row(str(p.np), fmt(p.cores_per_rank, 2), fmt(p.device_ms), fmt(p.input_cpu_ms), fmt(p.storage_ms),
+                  fmt(p.allreduce_ms, 2), fmt(p.straggler_real, 3), fmt(p.synthetic_samples_per_s, 0),
+                  fmt(p.real_samples_per_s, 0), fmt(p.gap_pct, 1, "%"), p.dominant)
+    console.print(t)
+    console.print(f"from np=1: device {src.device_ms:.1f} ms/step, training loop {src.sync_cpu_ms:.1f} CPU-ms/step, "
+                  f"pipeline {src.pipeline_core_ms_per_sample:.3f} core-ms/sample × {src.batch_per_rank} samples"
+                  + (f", {src.bytes_per_sample / 1e3:.0f} KB/sample" if src.bytes_per_sample else "")
+                  + (f", gradient {src.gradient_bytes / 2**20:.1f} MB" if src.gradient_bytes else ""))
+    for note in ctx["notes"]:
+        console.print(f"[yellow]note:[/] {note}")
+    last = preds[-1]
+    console.print(f"at np={last.np}: [bold]{last.dominant}[/] dominates → {advice(last, run_dir)}")
+    console.print(f"written: {run_dir / 'prediction.csv'}")
+    return 0

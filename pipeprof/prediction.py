@@ -1,0 +1,117 @@
+"""`pipeprof predict` as a library call: read a run directory into the predictor's inputs.
+
+Everything comes from what the run measured at np=1: the synthetic step (device time), the
+training loop's own CPU per step (process telemetry over the synthetic steps), each stage's
+CPU cost (``stages.csv``, measured now if the run has none), the step-time spread of the
+synthetic and real runs (the straggler term), the gradient size (``model.json``) and the
+bytes per sample (the data set's files).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from pipeprof.analysis.predict import TERMS_ADVICE, Prediction, Source, Target, predict
+from pipeprof.analysis.telemetry import windows
+from pipeprof.errors import PipeprofError
+from pipeprof.rundir import load_steps, load_telemetry
+from pipeprof.scenario import Scenario
+
+
+def _read_json(path: Path, what: str) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        raise PipeprofError(f"{path.parent}: no {path.name} ({what}); is this a pipeprof run directory?") from None
+
+
+def _bytes_per_sample(data_root: str) -> float | None:
+    root = Path(data_root) if data_root else None
+    if root is None or not root.is_dir():
+        return None
+    sizes = [f.stat().st_size for c in root.iterdir() if c.is_dir() for f in c.iterdir() if f.is_file()]
+    return float(np.mean(sizes)) if sizes else None
+
+
+def load_source(run_dir: Path, *, measure_missing_stages: bool = True) -> tuple[Source, dict]:
+    manifest = _read_json(run_dir / "manifest.json", "the run's manifest")
+    scenario = Scenario.from_dict({k: v for k, v in manifest["scenario"].items() if k != "source_file"}, "manifest")
+    reference = scenario.variants[0].name
+    steps = load_steps(run_dir)
+    one = steps[(steps["np"] == 1) & ~steps["warmup"].astype(bool)]
+    synth = one[one["variant"] == "synthetic"].groupby("step")["step_time_ms"].mean()
+    real = one[one["variant"] == reference].groupby("step")["step_time_ms"].mean()
+    if synth.empty or real.empty:
+        raise PipeprofError(f"{run_dir}: predict needs an np=1 run with the synthetic and '{reference}' variants "
+                            f"(run: pipeprof compare {scenario.name} --np 1 --ablation)")
+
+    tel = load_telemetry(run_dir)
+    sync_cpu_ms, notes = math.nan, []
+    win = windows(steps)
+    proc = tel["proc"]
+    if proc is not None and not proc.empty:
+        w = win[(win["np"] == 1) & (win["variant"] == "synthetic")]
+        if not w.empty:
+            inside = proc[(proc["t_unix_s"] >= w["start"].iloc[0]) & (proc["t_unix_s"] <= w["end"].iloc[0])]
+            if not inside.empty:
+                sync_cpu_ms = float(inside["cpu_pct"].mean()) / 100.0 * float(synth.mean())
+    if math.isnan(sync_cpu_ms):
+        sync_cpu_ms = 0.0
+        notes.append("no process telemetry over the synthetic steps: the training loop's own CPU is taken as 0")
+    if manifest.get("device", "real") == "real" and not manifest.get("gpus"):
+        notes.append("the source run computed its model on the CPU, so its CPU per step includes the model: on GPUs "
+                     "the input term will be smaller than shown; pass --step-ms for the target accelerator")
+
+    stages_csv = run_dir / "stages.csv"
+    if not stages_csv.exists():
+        if not measure_missing_stages:
+            raise PipeprofError(f"{run_dir}: no stages.csv (run compare with --ablation, or let predict measure it)")
+        from pipeprof.data.stagebench import StageBench, stage_costs
+
+        cores = max(1, min(len(os.sched_getaffinity(0)), int(manifest.get("cpu_cores") or 1)))
+        with StageBench(scenario.data, manifest.get("data_root", ""), scenario.train.batch_size, cores=cores) as bench:
+            pd.DataFrame(stage_costs(bench, scenario.variant_pipeline(scenario.variants[0]))).assign(cores=cores).to_csv(
+                stages_csv, index=False, float_format="%.4g")
+        notes.append(f"measured the pipeline's stages now ({stages_csv})")
+    stages = pd.read_csv(stages_csv)
+    model = json.loads((run_dir / "model.json").read_text()) if (run_dir / "model.json").exists() else {}
+    per_worker = scenario.train.batch_size if scenario.train.batch_mode == "per_worker" else scenario.train.batch_size
+    src = Source(
+        batch_per_rank=per_worker,
+        device_ms=float(synth.mean()),
+        sync_cpu_ms=sync_cpu_ms,
+        pipeline_core_ms_per_sample=float(stages["core_ms_per_sample_configured"].iloc[-1]),
+        gradient_bytes=float(model.get("gradient_bytes", 0.0)),
+        bytes_per_sample=_bytes_per_sample(manifest.get("data_root", "")),
+        synth_jitter=tuple((synth / synth.mean()).tolist()),
+        real_jitter=tuple((real / real.mean()).tolist()),
+        stage_core_ms=dict(zip(stages["stage"], stages["marginal_core_ms_configured"])),
+    )
+    return src, {"manifest": manifest, "scenario": scenario, "notes": notes}
+
+
+def advice(pred: Prediction, run_dir: Path) -> str:
+    text = TERMS_ADVICE[pred.dominant].format(cores=pred.cores_per_rank)
+    winner = run_dir / "winner.toml"
+    if pred.dominant == "input" and winner.exists():
+        text += f"; tuned settings from this run: {winner}"
+    return text
+
+
+def run_predict(run_dir: Path, target: Target, nps: list[int]) -> tuple[list[Prediction], Source, dict]:
+    src, ctx = load_source(run_dir)
+    preds = predict(src, target, nps)
+    rows = [p.to_dict() | {"advice": advice(p, run_dir)} for p in preds]
+    frame = pd.DataFrame(rows)
+    frame.insert(0, "device", ctx["manifest"].get("device", "real"))
+    frame.to_csv(run_dir / "prediction.csv", index=False, float_format="%.4g")
+    (run_dir / "prediction.json").write_text(json.dumps({
+        "target": target.__dict__, "source": {k: v for k, v in src.__dict__.items() if "jitter" not in k},
+        "notes": ctx["notes"], "predictions": rows}, indent=2, default=str) + "\n")
+    return preds, src, ctx

@@ -1,0 +1,124 @@
+"""The verdict names the stage that costs, on real pipelines; tune runs end to end."""
+
+import json
+import os
+import subprocess
+
+import pytest
+
+from tests.integration.conftest import pipeprof_cmd
+
+pytestmark = pytest.mark.horovod
+
+TRAIN = """
+[train]
+batch_size = 16
+warmup_steps = 3
+measure_steps = 16
+"""
+
+CASES = {
+    # large images and arbitrary-angle rotation: augmentation dominates the pipeline's CPU
+    "augment": """
+name = "expensive-augment"
+[data]
+source = "generated"
+image_size = 160
+num_classes = 3
+[data.generate]
+images = 150
+size = 64
+classes = 3
+[pipeline.augment]
+strength = 2.0
+rotation_deg = 45.0
+crop_scale_min = 0.3
+""",
+    # large noisy PNGs decoded and scaled down, augmentation almost free: reading dominates
+    "read": """
+name = "expensive-read"
+[data]
+source = "generated"
+image_size = 48
+num_classes = 3
+[data.generate]
+images = 150
+size = 448
+classes = 3
+format = "png"
+[pipeline.augment]
+rotation_deg = 0.0
+crop_scale_min = 1.0
+brightness = 0.0
+contrast = 0.0
+""",
+    # small images, no augmentation, a heavy model: the step, not the pipeline, bounds it
+    "none": """
+name = "model-bound"
+[data]
+source = "generated"
+image_size = 96
+num_classes = 3
+[data.generate]
+images = 150
+size = 64
+classes = 3
+[pipeline.augment]
+enabled = false
+[model]
+name = "mobilenetv2"
+""",
+}
+
+
+def run(args, cwd, data_dir, timeout=600):
+    return subprocess.run(pipeprof_cmd() + args, cwd=cwd, capture_output=True, text=True, timeout=timeout,
+                          env=dict(os.environ, PIPEPROF_DATA_DIR=str(data_dir)))
+
+
+@pytest.mark.parametrize("expected", ["augment", "read", "none"])
+def test_ablation_verdict_names_the_costly_stage(expected, tmp_path, data_cache_dir):
+    (tmp_path / "s.toml").write_text(CASES[expected] + TRAIN)
+    proc = run(["compare", "s.toml", "--np", "1", "--ablation", "--out", "run"], tmp_path, data_cache_dir)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    verdict = json.loads((tmp_path / "run" / "verdict.json").read_text())[0]
+    assert verdict["bottleneck"] == expected, verdict["text"]
+    if expected == "none":
+        assert "not the bottleneck" in proc.stdout
+    else:
+        assert verdict["stage_share_pct"][expected] > 50
+        assert f"the {expected} stage bounds throughput" in proc.stdout.replace("\n", " ")
+    import pandas as pd
+
+    summary = pd.read_csv(tmp_path / "run" / "summary.csv")
+    ladder = summary[summary["stage_marginal_ms"].notna()]["variant"].tolist()
+    assert ladder == ["read", "+label", "+shuffle", "+augment", "+prefetch", "+cache"]
+    stages = pd.read_csv(tmp_path / "run" / "stages.csv")
+    assert (stages["core_ms_per_sample_1"] > 0).all()
+
+
+def test_tune_writes_a_fragment_that_compare_accepts(tmp_path, data_cache_dir):
+    (tmp_path / "s.toml").write_text(CASES["augment"].replace("image_size = 160", "image_size = 64") + TRAIN)
+    proc = run(["tune", "s.toml", "--budget", "25s", "--trial-seconds", "0.5", "--cores-per-rank", "1",
+                "--confirm-steps", "0", "--out", "tuned"], tmp_path, data_cache_dir)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    fragment = tmp_path / "tuned" / "winner.toml"
+    assert fragment.exists() and "[pipeline]" in fragment.read_text()
+    report = json.loads((tmp_path / "tuned" / "tune.json").read_text())
+    assert report["trials"] >= 5 and report["winner_samples_per_s"] > 0
+    assert report["autotune"]["samples_per_s"] > 0 and report["scenario_default"]["samples_per_s"] > 0
+    assert "num_parallel_calls=" in (tmp_path / "tuned" / "tfdata.py.txt").read_text()
+    again = run(["compare", "s.toml", "--overlay", str(fragment), "--np", "1", "--steps", "6", "--warmup", "2",
+                 "--out", "with-winner"], tmp_path, data_cache_dir)
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    manifest = json.loads((tmp_path / "with-winner" / "manifest.json").read_text())
+    winner_cache = "cache=before_augment" in " ".join(f"{k}={v}" for k, v in report["winner"].items())
+    assert manifest["scenario"]["pipeline"]["cache"]["enabled"] == winner_cache
+
+
+def test_a_cache_that_does_not_fit_the_ram_budget_is_refused_before_running(tmp_path, data_cache_dir):
+    (tmp_path / "s.toml").write_text(CASES["none"] + TRAIN)
+    proc = run(["compare", "s.toml", "--np", "1", "--cache", "memory", "--ram-budget", "1M"], tmp_path, data_cache_dir)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1
+    assert "memory cache 150 images × 110,596 B" in proc.stderr and "RAM budget of 1.00 MB" in proc.stderr
+    assert not (tmp_path / "runs").exists()
