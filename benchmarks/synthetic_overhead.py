@@ -20,8 +20,16 @@ round is a pair; the verdict takes the median over rounds of the per-round ratio
 plain, which must be >= ``--threshold`` (0.98). The ratio of the two medians is printed too;
 it agrees on a steady machine but is thrown off by drift between rounds.
 A second ratio, from each run's median step time (pipeprof's ``step_time_ms_p50``, the plain
-script's median batch interval), is printed as a cross-check: on a shared machine a noisy
-neighbour can slow a whole stretch of one run, which moves samples/s but hardly the median.
+script's median batch interval), is printed as a cross-check: a neighbour that slows a stretch
+of one run moves samples/s but hardly the median.
+
+Other load: on a shared machine, other processes competing for the cores bias whichever side
+they happen to overlap. For each launch the script takes the machine's busy CPU time from
+/proc/stat minus the CPU time of this script and its (waited-for) descendants, divided by the
+wall time: the cores used by everything else. A round in which either launch saw more than
+``--max-other-load`` cores is measured again after a pause (up to ``--retries`` times); a
+round kept despite that is marked ``*`` and the verdict is flagged as unreliable.
+
 The script always exits 0 once both sides have measured; it exits 1 if a launch fails.
 """
 
@@ -30,13 +38,18 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import math
 import os
+import resource
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
-from dataclasses import dataclass
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -61,6 +74,7 @@ class Config:
 class Measurement:
     samples_per_s: float  # the headline figure: samples over the measured steps / their time
     samples_per_s_p50: float  # global batch / median step time
+    other_load: float = math.nan  # mean cores busy with other processes during the launch
 
 
 @dataclass(frozen=True)
@@ -77,6 +91,35 @@ class Round:
     @property
     def ratio_p50(self) -> float:
         return self.pipeprof.samples_per_s_p50 / self.plain.samples_per_s_p50
+
+    @property
+    def other_load(self) -> float:
+        return max(self.plain.other_load, self.pipeprof.other_load)
+
+
+def cpu_seconds() -> tuple[float, float] | None:
+    """(busy CPU-seconds of the whole machine, CPU-seconds of this process and its waited-for children)."""
+    try:
+        with open("/proc/stat") as fh:
+            fields = [int(v) for v in fh.readline().split()[1:9]]
+    except (OSError, ValueError):
+        return None
+    user, nice, system, _idle, _iowait, irq, softirq, steal = fields
+    machine = (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+    ours = sum(r.ru_utime + r.ru_stime for r in (resource.getrusage(resource.RUSAGE_SELF),
+                                                 resource.getrusage(resource.RUSAGE_CHILDREN)))
+    return machine, ours
+
+
+def with_other_load(launch: Callable[[], Measurement]) -> Measurement:
+    """Run ``launch`` and attach the cores other processes used meanwhile (nan where unknown)."""
+    before, t0 = cpu_seconds(), time.monotonic()
+    result = launch()
+    after, wall = cpu_seconds(), time.monotonic() - t0
+    if before is None or after is None or wall <= 0:
+        return result
+    other = ((after[0] - before[0]) - (after[1] - before[1])) / wall
+    return replace(result, other_load=max(0.0, other))
 
 
 def tool(name: str) -> str:
@@ -139,15 +182,17 @@ def spread(values: list[float]) -> float:
     return (max(values) - min(values)) / statistics.median(values)
 
 
-def report(cfg: Config, rounds: list[Round], threshold: float) -> None:
+def report(cfg: Config, rounds: list[Round], threshold: float, max_other_load: float) -> None:
     print()
     print(f"synthetic throughput, {cfg.model} {cfg.image_size}x{cfg.image_size}x3, {cfg.classes} classes, "
           f"batch {cfg.batch_size}/worker, {cfg.warmup} warm-up + {cfg.steps} measured steps per run")
     print("samples/s: samples / measured time (the acceptance figure); "
           "p50-step: global batch / median step time (cross-check)")
     print("ratio: pipeprof / plain; its 'median' row is the median of the per-round ratios (paired)")
+    print("others: the most CPU cores other processes used during either launch of the round "
+          f"(* above {max_other_load:g})")
     header = (f"{'np':>3}  {'round':>6}  {'plain samples/s':>15}  {'pipeprof samples/s':>18}  {'ratio':>6}  "
-              f"{'plain p50-step':>14}  {'pipeprof p50-step':>17}  {'ratio':>6}")
+              f"{'plain p50-step':>14}  {'pipeprof p50-step':>17}  {'ratio':>6}  {'others':>7}")
     rule = "-" * len(header)
     print(rule)
     print(header)
@@ -155,9 +200,10 @@ def report(cfg: Config, rounds: list[Round], threshold: float) -> None:
     for np in sorted({r.np for r in rounds}):
         mine = [r for r in rounds if r.np == np]
         for r in mine:
+            mark = "*" if r.other_load > max_other_load else " "
             print(f"{np:>3}  {r.index:>6}  {r.plain.samples_per_s:>15.1f}  {r.pipeprof.samples_per_s:>18.1f}  "
                   f"{r.ratio:>6.3f}  {r.plain.samples_per_s_p50:>14.1f}  {r.pipeprof.samples_per_s_p50:>17.1f}  "
-                  f"{r.ratio_p50:>6.3f}")
+                  f"{r.ratio_p50:>6.3f}  {r.other_load:>6.2f}{mark}")
 
         def med(side: str, field: str) -> float:
             return statistics.median(getattr(getattr(r, side), field) for r in mine)
@@ -172,6 +218,11 @@ def report(cfg: Config, rounds: list[Round], threshold: float) -> None:
         print(f"np={np}: {'PASS' if ok else 'FAIL'}: pipeprof/plain samples/s = {ratio:.3f} "
               f"({'>=' if ok else '<'} {threshold}; median of per-round ratios; "
               f"ratio of the medians: {unpaired:.3f})")
+        loaded = [r.index for r in mine if r.other_load > max_other_load]
+        if loaded:
+            print(f"np={np}: warning: other processes used more than {max_other_load:g} cores during round(s) "
+                  f"{', '.join(map(str, loaded))} (marked *): those ratios measure the neighbours as much as "
+                  f"pipeprof; rerun when the machine is otherwise idle")
         spreads = {side: spread([getattr(r, side).samples_per_s for r in mine]) for side in ("plain", "pipeprof")}
         if max(spreads.values()) > NOISY_SPREAD:
             print(f"np={np}: warning: run-to-run spread (max-min)/median is {spreads['plain']:.0%} for plain and "
@@ -193,6 +244,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--steps", type=int, default=300, help="measured steps per run (default: 300)")
     p.add_argument("--threshold", type=float, default=0.98, help="minimum pipeprof/plain ratio (default: 0.98)")
     p.add_argument("--timeout", type=int, default=900, help="seconds one launch may take (default: 900)")
+    p.add_argument("--max-other-load", type=float, default=0.25, metavar="CORES",
+                   help="repeat a round when other processes used more cores than this (default: 0.25)")
+    p.add_argument("--retries", type=int, default=2, help="repeats of a loaded round (default: 2)")
+    p.add_argument("--retry-wait", type=float, default=20.0, metavar="S",
+                   help="pause before repeating a loaded round (default: 20)")
     p.add_argument("--keep", action="store_true", help="keep pipeprof's run directories")
     args = p.parse_args(argv)
     nps = [int(n) for n in args.np.split(",") if n.strip()]
@@ -204,24 +260,34 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for np in nps:
             for i in range(1, args.rounds + 1):
-                got: dict[str, Measurement] = {}
-                # plain first in odd rounds, pipeprof first in even ones (A B B A ...): drift cancels
-                for side in ("plain", "pipeprof") if i % 2 else ("pipeprof", "plain"):
-                    got[side] = (run_plain(cfg, np) if side == "plain"
-                                 else run_pipeprof(cfg, np, work / f"np{np}-round{i}"))
-                    print(f"np={np} round {i}: {side:<8} {got[side].samples_per_s:9.1f} samples/s", flush=True)
-                rounds.append(Round(np, i, got["plain"], got["pipeprof"]))
+                for attempt in range(args.retries + 1):
+                    got: dict[str, Measurement] = {}
+                    # plain first in odd rounds, pipeprof first in even ones (A B B A ...): drift cancels
+                    for side in ("plain", "pipeprof") if i % 2 else ("pipeprof", "plain"):
+                        out_dir = work / f"np{np}-round{i}-try{attempt + 1}"
+                        launch = (partial(run_plain, cfg, np) if side == "plain"
+                                  else partial(run_pipeprof, cfg, np, out_dir))
+                        got[side] = with_other_load(launch)
+                        print(f"np={np} round {i}: {side:<8} {got[side].samples_per_s:9.1f} samples/s "
+                              f"(other processes: {got[side].other_load:.2f} cores)", flush=True)
+                    result = Round(np, i, got["plain"], got["pipeprof"])
+                    if not result.other_load > args.max_other_load or attempt == args.retries:
+                        break
+                    print(f"np={np} round {i}: other processes used {result.other_load:.2f} cores; "
+                          f"repeating the round in {args.retry_wait:g} s", flush=True)
+                    time.sleep(args.retry_wait)
+                rounds.append(result)
     except (RuntimeError, subprocess.TimeoutExpired) as exc:
         print(f"error: {exc}", file=sys.stderr)
         if rounds:
-            report(cfg, rounds, args.threshold)
+            report(cfg, rounds, args.threshold, args.max_other_load)
         return 1
     finally:
         if args.keep:
             print(f"pipeprof run directories kept in {work}")
         else:
             shutil.rmtree(work, ignore_errors=True)
-    report(cfg, rounds, args.threshold)
+    report(cfg, rounds, args.threshold, args.max_other_load)
     return 0
 
 

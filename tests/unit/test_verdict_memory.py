@@ -34,7 +34,18 @@ def test_small_gap_means_not_the_bottleneck_whatever_the_costs():
 def test_a_gap_whose_interval_straddles_the_line_leaves_it_to_the_cost_model():
     cheap = rows(0.08, 0.02, 0.02, 0.0)
     assert decide(cheap, np=1, synthetic_per_rank=30, cores_per_rank=2, gap_pct=6.8, gap_ci95=12.1).bottleneck == "none"
-    assert decide(cheap, np=1, synthetic_per_rank=30, cores_per_rank=2, gap_pct=25.0, gap_ci95=12.1).input_bound
+    costly = rows(1.5, 0.02, 0.02, 2.0, pipe_max=900.0)
+    assert decide(costly, np=1, synthetic_per_rank=700, cores_per_rank=2, gap_pct=25.0, gap_ci95=12.1).input_bound
+
+
+def test_a_gap_the_pipeline_cannot_explain_is_not_blamed_on_it():
+    cheap = rows(0.08, 0.02, 0.02, 0.0, pipe_max=6000.0)  # 0.12 core-ms × 128/s = 0.015 cores of 2
+    v = decide(cheap, np=1, synthetic_per_rank=128, cores_per_rank=2, gap_pct=27.9, gap_ci95=7.2)
+    assert v.bottleneck == "none" and not v.input_bound
+    assert "cannot explain a 28% gap" in v.text[0] and "47× faster" in v.text[0]
+    # the same gap with a pipeline that takes a real share of the CPU is the pipeline's
+    costly = rows(1.5, 0.02, 0.02, 2.0, pipe_max=900.0)
+    assert decide(costly, np=1, synthetic_per_rank=700, cores_per_rank=2, gap_pct=27.9, gap_ci95=7.2).input_bound
 
 
 def test_without_a_gap_cores_decide():

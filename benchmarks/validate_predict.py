@@ -1,0 +1,74 @@
+"""Validate `pipeprof predict` against emulated runs measured here, in one run.
+
+1. An emulated compare at np=1 with the ablation (stage costs) on the seed-gap scenario.
+2. `pipeprof predict` from that run, for this machine as the "cluster": one node with all
+   ranks on it and this machine's cores.
+3. Emulated compares at np = 2, 4, 8 (and more with --nps) with real Horovod ranks.
+4. Predicted against measured gap per np; each must land within ±5 points.
+
+    .venv/bin/python benchmarks/validate_predict.py [--nps 2,4,8,16,32] [--steps 80]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pandas as pd
+
+REPO = Path(__file__).resolve().parents[1]
+PIPEPROF = str(REPO / ".venv" / "bin" / "pipeprof")
+TOLERANCE_POINTS = 5.0
+
+
+def sh(args: list[str]) -> None:
+    proc = subprocess.run([PIPEPROF, *args], cwd=REPO, capture_output=True, text=True)
+    if proc.returncode != 0:
+        sys.exit(f"pipeprof {' '.join(args)} failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--scenario", default="seed-gap")
+    ap.add_argument("--nps", default="2,4,8")
+    ap.add_argument("--steps", type=int, default=80)
+    args = ap.parse_args()
+    nps = [int(n) for n in args.nps.split(",")]
+    cores = len(os.sched_getaffinity(0))
+    with tempfile.TemporaryDirectory() as tmp:
+        one, multi = Path(tmp) / "np1", Path(tmp) / "multi"
+        print(f"1/3 emulated compare at np=1 with the ablation ({args.scenario}, {args.steps} steps)", flush=True)
+        sh(["compare", args.scenario, "--np", "1", "--ablation", "--steps", str(args.steps), "--out", str(one)])
+        print(f"2/3 predict for one node of {cores} cores with up to {max(nps)} ranks", flush=True)
+        sh(["predict", str(one), "--np", ",".join(map(str, [1, *nps])), "--gpus-per-node", str(max(nps)),
+            "--cores-per-node", str(cores)])
+        predicted = pd.read_csv(one / "prediction.csv").set_index("np")
+        print(f"3/3 emulated compares at np = {', '.join(map(str, nps))} (real Horovod ranks)", flush=True)
+        sh(["compare", args.scenario, "--np", ",".join(map(str, nps)), "--steps", str(args.steps), "--oversubscribe",
+            "--out", str(multi)])
+        measured = pd.read_csv(multi / "summary.csv")
+        measured = measured[measured["variant"] == "real"].set_index("np")
+        base = pd.read_csv(one / "summary.csv").set_index(["np", "variant"])
+
+    print()
+    print(f"{'np':>4} {'predicted gap':>14} {'measured gap':>16} {'difference':>11} {'dominant term':>15}  within ±5?")
+    rows = [(1, base.loc[(1, "real"), "gap_pct"], base.loc[(1, "real"), "gap_pct_ci95"])]
+    rows += [(n, measured.loc[n, "gap_pct"], measured.loc[n, "gap_pct_ci95"]) for n in nps]
+    ok = True
+    for n, gap, ci in rows:
+        pred = predicted.loc[n, "gap_pct"]
+        diff = pred - gap
+        good = abs(diff) <= TOLERANCE_POINTS
+        ok &= good if n != 1 else True
+        print(f"{n:>4} {pred:13.1f}% {gap:9.1f}% ±{ci:4.1f} {diff:+10.1f} {predicted.loc[n, 'dominant']:>15}  "
+              f"{'yes' if good else 'NO'}{' (the source run itself)' if n == 1 else ''}")
+    print()
+    print("PASS: every prediction within ±5 points" if ok else "FAIL: a prediction missed by more than 5 points")
+
+
+if __name__ == "__main__":
+    main()
