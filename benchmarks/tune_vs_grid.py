@@ -1,0 +1,91 @@
+"""The tuner against an exhaustive grid over the same space, in one run, on the quickstart pipeline.
+
+Both search the same space (parallel calls, prefetch depth, private thread pool, max
+intra-op parallelism, cache placement; the shuffle buffer is held at the scenario's) with
+the same trial length, in the same worker pinned to --cores cores. Then the tuner's winner,
+the grid's winner, tf.data AUTOTUNE and the scenario's own settings are measured again
+head to head, in alternating rounds of longer trials, so the comparison does not rest on
+the grid's single luckiest short measurement. Targets: tuner >= 95% of the grid's best,
+tuner wall time <= 25% of the grid's.
+
+    .venv/bin/python benchmarks/tune_vs_grid.py [--cores 1] [--trial-seconds 1.0]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from pipeprof import scenario as scen  # noqa: E402
+from pipeprof.compare import Reporter, prepare_data  # noqa: E402
+from pipeprof.data.stagebench import StageBench  # noqa: E402
+from pipeprof.tune import space as sp  # noqa: E402
+from pipeprof.tune.search import coordinate_descent  # noqa: E402
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--scenario", default="quickstart")
+    ap.add_argument("--cores", type=int, default=1)
+    ap.add_argument("--trial-seconds", type=float, default=1.0)
+    ap.add_argument("--rounds", type=int, default=3)
+    args = ap.parse_args()
+    s = scen.load(args.scenario)
+    base = s.variant_pipeline(s.variants[0])
+    data_root = prepare_data(s, Reporter())
+    space = [d for d in sp.default_space(args.cores, shuffle=False)]
+    points = sp.grid(space)
+    print(f"tune vs grid · {s.name} · {args.cores} core(s) · {len(points)} grid points · {args.trial_seconds}s per trial")
+
+    with StageBench(s.data, data_root, s.train.batch_size, cores=args.cores, seconds=args.trial_seconds,
+                    cache_dir=f"/tmp/pipeprof-tvg-{os.getpid()}") as bench:
+        def evaluate(point: sp.Point, seconds: float) -> dict:
+            return bench.run(sp.apply(base, point), seconds)
+
+        t0 = time.monotonic()
+        tuned = coordinate_descent(space, sp.point_of(base, space), evaluate, budget_s=1e9,
+                                   trial_s=args.trial_seconds)
+        tune_wall = time.monotonic() - t0
+        print(f"  tuner: {len(tuned.trials)} trials in {tune_wall:.0f}s, best {tuned.best.samples_per_s:,.0f} samples/s",
+              flush=True)
+
+        t0 = time.monotonic()
+        grid_results = []
+        for i, p in enumerate(points):
+            r = evaluate(p, args.trial_seconds)
+            grid_results.append((r.get("samples_per_s", 0.0), p))
+            if (i + 1) % 20 == 0:
+                print(f"  grid: {i + 1}/{len(points)}", flush=True)
+        grid_wall = time.monotonic() - t0
+        grid_best_sps, grid_best = max(grid_results, key=lambda r: r[0])
+        print(f"  grid:  {len(points)} trials in {grid_wall:.0f}s, best {grid_best_sps:,.0f} samples/s", flush=True)
+
+        contenders = {"tuner's winner": tuned.best.point, "grid's winner": grid_best,
+                      "AUTOTUNE": sp.autotune_point(base, space), "scenario default": sp.point_of(base, space)}
+        final: dict[str, list[float]] = {k: [] for k in contenders}
+        for _ in range(args.rounds):
+            for name, p in contenders.items():
+                final[name].append(evaluate(p, 3 * args.trial_seconds)["samples_per_s"])
+
+    med = {k: statistics.median(v) for k, v in final.items()}
+    print()
+    print(f"  {'configuration':<18} {'samples/s (median of ' + str(args.rounds) + ')':>28}  settings")
+    for name, p in contenders.items():
+        print(f"  {name:<18} {med[name]:28,.0f}  {' '.join(f'{k}={v}' for k, v in p.items())}")
+    ratio = med["tuner's winner"] / med["grid's winner"]
+    wall = tune_wall / grid_wall
+    print()
+    print(f"  tuner / grid best samples/s: {ratio:.3f}  (target >= 0.95)  {'PASS' if ratio >= 0.95 else 'FAIL'}")
+    print(f"  tuner / grid wall time:      {wall:.3f}  (target <= 0.25)  {'PASS' if wall <= 0.25 else 'FAIL'}")
+    print(f"  in the search itself: tuner {tuned.best.samples_per_s:,.0f} vs grid {grid_best_sps:,.0f} samples/s")
+
+
+if __name__ == "__main__":
+    main()
