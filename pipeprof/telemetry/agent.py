@@ -19,6 +19,7 @@ from pipeprof.telemetry.gpu import GpuSampler, gpu_for_local_rank
 from pipeprof.telemetry.host import HostSampler, ProcSampler
 from pipeprof.telemetry.nvml import Nvml
 from pipeprof.telemetry.stream import StreamClient
+from pipeprof.telemetry.priority import lower_this_thread
 
 
 def gpu_targets(local_rank: int, local_size: int, cuda_visible_devices: str | None) -> dict[int | str, list[int]]:
@@ -65,6 +66,7 @@ class RankTelemetry:
         self.stream.put(kind, payload)
 
     def _loop(self) -> None:
+        lower_this_thread()
         next_gpu = next_host = time.monotonic()
         tick = min(self.gpu_interval_s, self.host_interval_s)
         while not self._stop.wait(max(0.0, min(next_gpu, next_host) - time.monotonic())):

@@ -21,6 +21,7 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from pipeprof.telemetry.priority import lower_this_thread
 
 log = logging.getLogger("pipeprof.stream")
 ENV_ADDRESS = "PIPEPROF_STREAM"
@@ -66,6 +67,7 @@ class Collector:
         self._sel.close()
 
     def _loop(self) -> None:
+        lower_this_thread()
         while not self._stop.is_set():
             for key, _ in self._sel.select(timeout=0.1):
                 if key.data is None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 
 from rich.console import Console, Group, RenderableType
@@ -13,8 +14,13 @@ from rich.table import Table
 from rich.text import Text
 
 from pipeprof.tui.state import DashboardState
+from pipeprof.telemetry.priority import lower_this_thread
 
 MAX_REFRESH_PER_S = 4
+# The dashboard spaces its redraws so that rendering takes at most this share of one core:
+# on a host whose cores are all training, every redraw is taken from the ranks.
+CPU_BUDGET = 0.005
+MAX_INTERVAL_S = 2.0
 
 
 def _n(value: float | None, digits: int = 1, suffix: str = "") -> str:
@@ -106,7 +112,8 @@ def render(s: DashboardState) -> RenderableType:
 
 
 class LiveDashboard:
-    """Redraws ``snapshot()`` on its own thread, at most ``MAX_REFRESH_PER_S`` times a second."""
+    """Redraws ``snapshot()`` on its own low-priority thread, at most ``MAX_REFRESH_PER_S`` times a
+    second, and less often when a redraw costs more CPU than ``CPU_BUDGET`` allows."""
 
     def __init__(self, snapshot: Callable[[], DashboardState], console: Console,
                  refresh_per_s: float = MAX_REFRESH_PER_S) -> None:
@@ -129,10 +136,16 @@ class LiveDashboard:
         self.redraw()
         self._live.stop()
 
-    def redraw(self) -> None:
+    def redraw(self) -> float:
+        """Draw once; return the CPU seconds it took."""
+        t = time.thread_time()
         self._live.update(render(self._snapshot()), refresh=True)
         self.frames += 1
+        return time.thread_time() - t
 
     def _loop(self) -> None:
-        while not self._stop.wait(self._interval):
-            self.redraw()
+        lower_this_thread()
+        interval = self._interval
+        while not self._stop.wait(interval):
+            cost = self.redraw()
+            interval = min(MAX_INTERVAL_S, max(self._interval, cost / CPU_BUDGET))
