@@ -183,7 +183,9 @@ def compare(scenario: Scenario, nps: list[int], *, out: str | None = None, argv:
         "worker_counts": nps, "variants": [s.name for s in specs], "data_root": data_root,
         "launcher": "horovodrun", "controller": scenario.launch.controller,
         "device": device_label(scenario.train.device)}))
-    env = horovod.worker_env(dict(os.environ), str(Path.cwd()))
+    from pipeprof.scenario import emulated_ms
+
+    env = horovod.worker_env(dict(os.environ), str(Path.cwd()), emulated=emulated_ms(scenario.train.device) is not None)
     recorder = Recorder(run_dir)
 
     def on_record(record: dict) -> None:
