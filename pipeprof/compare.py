@@ -9,7 +9,6 @@ import os
 import secrets
 import socket
 import sys
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
