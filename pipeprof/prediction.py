@@ -82,6 +82,10 @@ def load_source(run_dir: Path, *, measure_missing_stages: bool = True) -> tuple[
     stages = pd.read_csv(stages_csv)
     model = json.loads((run_dir / "model.json").read_text()) if (run_dir / "model.json").exists() else {}
     per_worker = scenario.train.batch_size if scenario.train.batch_mode == "per_worker" else scenario.train.batch_size
+    pipeline_ms = per_worker * float(stages["core_ms_per_sample_configured"].iloc[-1])
+    source_cores = float(stages["cores"].iloc[0]) if "cores" in stages else float(manifest.get("cpu_cores") or 1)
+    cpu_bound_np1 = (sync_cpu_ms + pipeline_ms) / source_cores
+    wake_delay = max(0.0, float(real.mean()) - max(float(synth.mean()), cpu_bound_np1))
     src = Source(
         batch_per_rank=per_worker,
         device_ms=float(synth.mean()),
@@ -92,6 +96,8 @@ def load_source(run_dir: Path, *, measure_missing_stages: bool = True) -> tuple[
         synth_jitter=tuple((synth / synth.mean()).tolist()),
         real_jitter=tuple((real / real.mean()).tolist()),
         stage_core_ms=dict(zip(stages["stage"], stages["marginal_core_ms_configured"])),
+        wake_delay_ms=wake_delay,
+        source_cores_per_rank=source_cores,
     )
     return src, {"manifest": manifest, "scenario": scenario, "notes": notes}
 

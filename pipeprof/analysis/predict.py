@@ -10,9 +10,15 @@ Per rank and step, in milliseconds:
 - storage ``N × B × bytes_per_sample / storage bandwidth``: every reader shares the file system;
 - allreduce ``2(N−1)/N × gradient bytes / network bandwidth`` (ring allreduce), after the step;
 - stragglers: a synchronous step waits for the slowest of N ranks, so the step is the
-  expected maximum of N draws from the measured per-step distribution, not its mean.
+  expected maximum of N draws from the measured per-step distribution, not its mean;
+- contention latency: a busy input pipeline delays a rank's critical path each time a
+  thread must wake for it. At np=1 that costs δ per step (real minus synthetic step, beyond
+  any CPU bound). At N ranks every one of the ring's 2(N−1) hops waits for such a wake-up,
+  and the step waits for the last of N ranks to wake (H_N × δ for exponential delays).
+  δ shrinks in proportion where the target gives a rank more cores than the source had.
 
     step(N) = E[max of N draws of jitter] × max(D, CPU bound, storage) + allreduce(N)
+              + contention latency(N)   (real steps only)
 
 Pure: numpy only.
 """
@@ -54,6 +60,8 @@ class Source:
     synth_jitter: tuple[float, ...]  # per-step times at np=1 over their mean
     real_jitter: tuple[float, ...]
     stage_core_ms: dict[str, float] = field(default_factory=dict)
+    wake_delay_ms: float = 0.0  # δ: what a busy pipeline adds to one rank's step at np=1
+    source_cores_per_rank: float = 0.0  # cores the np=1 rank had (scales δ to the target)
 
 
 @dataclass(frozen=True)
@@ -74,6 +82,7 @@ class Prediction:
     input_cpu_ms: float  # CPU bound of a real step on one rank's cores
     storage_ms: float
     allreduce_ms: float
+    contention_ms: float
     straggler_synth: float  # E[max_N jitter] for synthetic steps
     straggler_real: float
     synth_step_ms: float
@@ -81,7 +90,7 @@ class Prediction:
     synthetic_samples_per_s: float
     real_samples_per_s: float
     gap_pct: float
-    dominant: str  # compute | input | storage | stragglers | allreduce
+    dominant: str  # compute | input | storage | stragglers | allreduce | contention
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -97,6 +106,9 @@ TERMS_ADVICE = {
     "allreduce": "gradient exchange dominates: fp16 compression (hvd.Compression.fp16), larger batches per rank, or a "
                  "faster interconnect",
     "compute": "the model's step dominates: the input pipeline keeps up",
+    "contention": "busy input threads delay every synchronisation hop: give ranks more cores, lower the pipeline's "
+                  "CPU (tuned settings, cache before augment, augmentation on the accelerator), or fewer ranks per "
+                  "node",
 }
 
 
@@ -118,19 +130,26 @@ def predict(src: Source, tgt: Target, nps: list[int]) -> list[Prediction]:
         s_real = expected_max(np.array(src.real_jitter), n)
         base_synth = max(device, cpu_synth)
         base_real = max(device, cpu_real, storage)
+        delta = src.wake_delay_ms
+        if src.source_cores_per_rank and cores > src.source_cores_per_rank:
+            delta *= src.source_cores_per_rank / cores
+        harmonic = sum(1.0 / k for k in range(1, n + 1))
+        contention = delta * (2 * (n - 1) + harmonic)
         synth_step = s_syn * base_synth + allreduce
-        real_step = s_real * base_real + allreduce
+        real_step = s_real * base_real + allreduce + contention
         synth_sps = n * src.batch_per_rank / synth_step * 1e3
         real_sps = n * src.batch_per_rank / real_step * 1e3
         # what each term adds to the real step beyond the device's compute
         extra = {"input": max(0.0, cpu_real - max(device, storage)),
                  "storage": max(0.0, storage - max(device, cpu_real)),
                  "stragglers": (s_real - 1.0) * base_real,
-                 "allreduce": allreduce}
+                 "allreduce": allreduce,
+                 "contention": contention}
         top = max(extra, key=lambda k: extra[k])
         dominant = top if extra[top] > 0.05 * device else "compute"
         out.append(Prediction(np=n, ranks_per_node=r, cores_per_rank=cores, device_ms=device, input_cpu_ms=cpu_real,
-                              storage_ms=storage, allreduce_ms=allreduce, straggler_synth=s_syn, straggler_real=s_real,
+                              storage_ms=storage, allreduce_ms=allreduce, contention_ms=contention,
+                              straggler_synth=s_syn, straggler_real=s_real,
                               synth_step_ms=synth_step, real_step_ms=real_step, synthetic_samples_per_s=synth_sps,
                               real_samples_per_s=real_sps, gap_pct=100.0 * (1.0 - real_sps / synth_sps),
                               dominant=dominant))

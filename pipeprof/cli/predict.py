@@ -47,15 +47,16 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
     title = (f"pipeprof predict · {ctx['scenario'].name} · {args.gpus_per_node} GPUs × "
              f"{args.cores_per_node:g} cores per node" + (f" · from an EMULATED run ({device})" if device != "real" else ""))
     t = Table(title=title, title_justify="left", header_style="bold")
-    for name in ("np", "cores/rank", "device ms", "input CPU ms", "storage ms", "allreduce ms", "straggler ×",
-                 "synthetic/s", "real/s", "gap", "dominant"):
+    for name in ("np", "cores/rank", "device ms", "input CPU ms", "storage ms", "allreduce ms", "contention ms",
+                 "straggler ×", "synthetic/s", "real/s", "gap", "dominant"):
         t.add_column(name, justify="left" if name == "dominant" else "right")
     for p in preds:
         t.add_row(str(p.np), fmt(p.cores_per_rank, 2), fmt(p.device_ms), fmt(p.input_cpu_ms), fmt(p.storage_ms),
-                  fmt(p.allreduce_ms, 2), fmt(p.straggler_real, 3), fmt(p.synthetic_samples_per_s, 0),
+                  fmt(p.allreduce_ms, 2), fmt(p.contention_ms, 1), fmt(p.straggler_real, 3), fmt(p.synthetic_samples_per_s, 0),
                   fmt(p.real_samples_per_s, 0), fmt(p.gap_pct, 1, "%"), p.dominant)
     console.print(t)
     console.print(f"from np=1: device {src.device_ms:.1f} ms/step, training loop {src.sync_cpu_ms:.1f} CPU-ms/step, "
+                  f"busy-pipeline wake delay {src.wake_delay_ms:.2f} ms/step, "
                   f"pipeline {src.pipeline_core_ms_per_sample:.3f} core-ms/sample × {src.batch_per_rank} samples"
                   + (f", {src.bytes_per_sample / 1e3:.0f} KB/sample" if src.bytes_per_sample else "")
                   + (f", gradient {src.gradient_bytes / 2**20:.1f} MB" if src.gradient_bytes else ""))

@@ -59,3 +59,13 @@ def test_stragglers_grow_with_n_and_cost_the_gap_when_real_steps_are_noisier():
     gaps = [p.gap_pct for p in preds]
     assert gaps[0] == pytest.approx(0.0, abs=1.0) and gaps[0] < gaps[1] < gaps[2]
     assert preds[2].dominant == "stragglers"
+
+
+def test_contention_latency_grows_with_ring_hops_and_shrinks_with_more_cores():
+    src = source(pipeline_core_ms_per_sample=0.0, wake_delay_ms=1.5, source_cores_per_rank=2.0)
+    p = {x.np: x for x in predict(src, Target(gpus_per_node=32, cores_per_node=2.0), [1, 8])}
+    assert p[1].contention_ms == pytest.approx(1.5)  # np=1 reproduces what was measured
+    assert p[8].contention_ms == pytest.approx(1.5 * (14 + sum(1 / k for k in range(1, 9))))
+    assert p[8].gap_pct > p[1].gap_pct > 0
+    roomy = predict(src, Target(gpus_per_node=8, cores_per_node=64.0), [8])[0]  # 8 cores a rank, not 2
+    assert roomy.contention_ms == pytest.approx(p[8].contention_ms / 4)
