@@ -69,7 +69,7 @@ def test_predict_on_the_run_directory_of_a_real_compare(tmp_path, data_cache_dir
     assert pred.returncode == 0, pred.stdout[-3000:] + pred.stderr[-3000:]
     table = pd.read_csv(tmp_path / "run" / "prediction.csv")
     assert list(table["np"]) == [1, 2, 4, 8, 16, 32]
-    assert table["dominant"].isin(["compute", "input", "storage", "stragglers", "allreduce"]).all()
+    assert table["dominant"].isin(["compute", "input", "storage", "stragglers", "allreduce", "contention"]).all()
     assert (table["allreduce_ms"].iloc[1:] > 0).all() and table["allreduce_ms"].iloc[0] == 0
     assert (table["straggler_real"].diff().iloc[1:] >= -1e-9).all()  # the slowest of more ranks is never faster
     assert (tmp_path / "run" / "stages.csv").exists()  # measured by predict, the run had no ablation
