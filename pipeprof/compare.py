@@ -16,7 +16,7 @@ import pandas as pd
 
 from pipeprof.analysis.stats import summarize
 from pipeprof.errors import PipeprofError
-from pipeprof.job import Job, VariantSpec
+from pipeprof.job import PROGRESS_TAG, Job, VariantSpec
 from pipeprof.launch import horovod
 from pipeprof.rundir import load_steps, manifest, new_run_dir, write_json
 from pipeprof.analysis.telemetry import add_telemetry
@@ -26,7 +26,6 @@ from pipeprof.telemetry.nvml import Nvml
 from pipeprof.telemetry.recorder import Recorder
 from pipeprof.telemetry.stream import Collector
 
-PROGRESS_TAG = "PIPEPROF-PROGRESS"  # mirrors pipeprof.rank.worker
 
 
 @dataclass

@@ -12,6 +12,10 @@ import zlib
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+# Lines ranks print for the launcher (horovodrun merges every rank's output into one stream).
+PROGRESS_TAG = "PIPEPROF-PROGRESS"
+ERROR_TAG = "PIPEPROF-ERROR"
+
 
 @dataclass(frozen=True)
 class VariantSpec:

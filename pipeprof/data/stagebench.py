@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from pipeprof.data.files import count_images
 from pipeprof.errors import PipeprofError
 from pipeprof.scenario import CacheConfig, DataConfig, PipelineConfig, PrefetchConfig, StageSwitch, _build
 
@@ -62,7 +63,7 @@ def measure(data: DataConfig, pipe: PipelineConfig, *, data_root: str, batch_siz
     # fill the shuffle buffer and any cache before timing: those are start-up, not steady state
     fill = (pipe.shuffle.buffer_size if pipe.shuffle.enabled else 0) // batch_size
     if pipe.cache.enabled:
-        fill = max(fill, _images(data, data_root) // batch_size + 1)
+        fill = max(fill, (count_images(data_root) if data.source in ("folder", "generated") else 0) // batch_size + 1)
     for _ in range(warmup_batches + fill):
         next(it)
     n = 0
@@ -77,14 +78,6 @@ def measure(data: DataConfig, pipe: PipelineConfig, *, data_root: str, batch_siz
     samples = n * batch_size
     return {"samples_per_s": samples / wall, "core_ms_per_sample": 1e3 * cpu / samples,
             "cpu_cores_used": cpu / wall, "batches": n, "seconds": wall}
-
-
-def _images(data: DataConfig, data_root: str) -> int:
-    if data.source in ("folder", "generated"):
-        from pipeprof.data.pipeline import list_image_folder
-
-        return len(list_image_folder(data_root)[0])
-    return 0
 
 
 def serve(cores: int | None) -> int:

@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pipeprof.errors import PipeprofError
+from pipeprof.job import ERROR_TAG
 from pipeprof.scenario import LaunchConfig
 
-ERROR_TAG = "PIPEPROF-ERROR"  # mirrors pipeprof.rank.worker (which imports TensorFlow)
 
 
 def worker_counts(spec: str | int | list[int]) -> list[int]:

@@ -22,12 +22,10 @@ import traceback
 from pathlib import Path
 
 from pipeprof.errors import PipeprofError
-from pipeprof.job import Job, VariantSpec
+from pipeprof.job import ERROR_TAG, PROGRESS_TAG, Job, VariantSpec
 from pipeprof.records import STEP_COLUMNS, StepRecord, VariantRun
 from pipeprof.scenario import PipelineConfig, Scenario, TrainConfig, _build, emulated_ms
 
-PROGRESS_TAG = "PIPEPROF-PROGRESS"
-ERROR_TAG = "PIPEPROF-ERROR"
 
 
 def lr_factor(scaling: str, np: int) -> float:
