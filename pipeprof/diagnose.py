@@ -56,8 +56,10 @@ def diagnose(scenario: Scenario, data_root: str, summary: pd.DataFrame, run_dir:
         synth_per_rank = float(at.loc["synthetic", "samples_per_s"]) / n
         gap = float(at.loc[reference, "gap_pct"]) if reference in at.index else math.nan
         half = float(at.loc[reference, "gap_pct_ci95"]) if reference in at.index else math.nan
+        busy = float(at.loc["synthetic", "cpu_util_pct"]) if "cpu_util_pct" in at.columns else math.nan
         verdicts.append(decide(rows, np=n, synthetic_per_rank=synth_per_rank,
-                               cores_per_rank=cores_per_rank(scenario, n, cores_override), gap_pct=gap, gap_ci95=half))
+                               cores_per_rank=cores_per_rank(scenario, n, cores_override), gap_pct=gap, gap_ci95=half,
+                               host_busy_pct=busy))
     (run_dir / "verdict.json").write_text(json.dumps([v.to_dict() for v in verdicts], indent=2) + "\n")
     (run_dir / "verdict.txt").write_text("\n\n".join(
         "\n".join(v.text + [f"  - {a}" for a in v.advice]) for v in verdicts) + "\n")

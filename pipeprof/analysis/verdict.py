@@ -52,6 +52,7 @@ class Verdict:
     cores_per_rank: float
     pipeline_max_per_rank: float  # what the pipeline alone reached on those cores
     gap_pct: float | None
+    contention_gap_pct: float | None = None  # expected from CPU the step itself uses (CPU-trained ranks)
     stage_share_pct: dict[str, float] = field(default_factory=dict)
     text: list[str] = field(default_factory=list)
     advice: list[str] = field(default_factory=list)
@@ -61,7 +62,8 @@ class Verdict:
 
 
 def decide(stage_rows: list[dict[str, Any]], *, np: int, synthetic_per_rank: float, cores_per_rank: float,
-           gap_pct: float | None = None, gap_ci95: float | None = None, threshold_pct: float = 5.0) -> Verdict:
+           gap_pct: float | None = None, gap_ci95: float | None = None, threshold_pct: float = 5.0,
+           host_busy_pct: float | None = None) -> Verdict:
     """The verdict at one worker count.
 
     The measured gap decides when its 95% interval lies clear of ``threshold_pct`` (the
@@ -77,7 +79,12 @@ def decide(stage_rows: list[dict[str, Any]], *, np: int, synthetic_per_rank: flo
     pipe_max = float(stage_rows[-1]["samples_per_s_configured"]) if stage_rows else math.inf
     measured = gap_pct is not None and not math.isnan(gap_pct)
     half = gap_ci95 if gap_ci95 is not None and not math.isnan(gap_ci95) else 0.0
-    cost_says = needed > cores_per_rank or pipe_max < synthetic_per_rank
+    contention = None
+    if host_busy_pct is not None and not math.isnan(host_busy_pct) and cores_per_rank > 0:
+        idle = cores_per_rank * max(0.0, 1.0 - host_busy_pct / 100.0)
+        contention = 100.0 * max(0.0, needed - idle) / cores_per_rank
+    cost_says = (needed > cores_per_rank or pipe_max < synthetic_per_rank
+                 or (contention is not None and contention >= threshold_pct))
     unexplained = False
     if measured and (gap_pct - half >= threshold_pct or gap_pct + half < threshold_pct):
         bound = gap_pct >= threshold_pct
@@ -96,6 +103,10 @@ def decide(stage_rows: list[dict[str, Any]], *, np: int, synthetic_per_rank: flo
         f"the pipeline alone reached {pipe_max:,.0f} samples/s on {cores_per_rank:g} core(s)"
         + (f"; the measured gap is {gap_pct:.1f}% ±{half:.1f}." if measured else "."),
     ]
+    if contention is not None and contention > 0:
+        lines.append(f"the step alone keeps the host {host_busy_pct:.0f}% busy, so the pipeline's "
+                     f"{needed:.2f} cores come out of the step's: expect a gap of about {contention:.0f}% from "
+                     "CPU contention.")
     if bound:
         lines.insert(0, f"input-bound: the {worst} stage bounds throughput ({share[worst]:.0f}% of the pipeline's CPU).")
         advice = ADVICE.get(worst, [])
@@ -111,4 +122,4 @@ def decide(stage_rows: list[dict[str, Any]], *, np: int, synthetic_per_rank: flo
         worst, advice = "none", []
     return Verdict(np=np, bottleneck=worst, input_bound=bound, synthetic_per_rank=synthetic_per_rank,
                    pipeline_core_ms_per_sample=total, cores_needed=needed, cores_per_rank=cores_per_rank,
-                   pipeline_max_per_rank=pipe_max, gap_pct=gap_pct, stage_share_pct=share, text=lines, advice=advice)
+                   pipeline_max_per_rank=pipe_max, gap_pct=gap_pct, contention_gap_pct=contention, stage_share_pct=share, text=lines, advice=advice)

@@ -53,6 +53,23 @@ def test_without_a_gap_cores_decide():
     assert decide(rows(1, 0, 0, 3), np=1, synthetic_per_rank=1000, cores_per_rank=2).bottleneck == "augment"
 
 
+def test_a_step_that_keeps_the_cpu_busy_turns_pipeline_cores_into_gap():
+    # The CI case: CPU-trained ranks, 1.7 core-ms per sample at 179 samples/s = 0.30 of 2 cores,
+    # the gap's interval straddles 5%. A GPU host (CPU idle during the synthetic run) has room.
+    costs = rows(0.35, 0.0, 0.01, 1.34, pipe_max=1171.0)
+    gpu_host = decide(costs, np=1, synthetic_per_rank=179, cores_per_rank=2, gap_pct=11.0, gap_ci95=10.2,
+                      host_busy_pct=12.0)
+    assert gpu_host.bottleneck == "none" and gpu_host.contention_gap_pct == 0.0
+    cpu_host = decide(costs, np=1, synthetic_per_rank=179, cores_per_rank=2, gap_pct=11.0, gap_ci95=10.2,
+                      host_busy_pct=96.0)
+    # idle cores 2 × 0.04 = 0.08; (0.305 − 0.08) / 2 = 11% expected
+    assert cpu_host.bottleneck == "augment" and cpu_host.contention_gap_pct == pytest.approx(11.3, abs=0.1)
+    assert any("CPU contention" in line for line in cpu_host.text)
+    # a cheap pipeline stays under the line even on a saturated host
+    cheap = decide(rows(0.1, 0.0, 0.0, 0.0), np=1, synthetic_per_rank=150, cores_per_rank=2, host_busy_pct=100.0)
+    assert cheap.bottleneck == "none" and cheap.contention_gap_pct == pytest.approx(0.75)
+
+
 def test_memory_arithmetic_is_shown_when_a_cache_does_not_fit():
     pipe = PipelineConfig(cache=CacheConfig(enabled=True), shuffle=ShuffleConfig(buffer_size=10_000))
     with pytest.raises(PipeprofError) as exc:
