@@ -1,10 +1,15 @@
 """Validate `pipeprof predict` against emulated runs measured here, in one run.
 
-1. An emulated compare at np=1 with the ablation (stage costs) on the seed-gap scenario.
-2. `pipeprof predict` from that run, for this machine as the "cluster": one node with all
-   ranks on it and this machine's cores.
-3. Emulated compares at np = 2, 4, 8 (and more with --nps) with real Horovod ranks.
-4. Predicted against measured gap per np; each must land within ±5 points.
+1. An emulated compare at np=1 with the ablation (stage costs) on the seed-gap scenario:
+   the source of every input-side figure (pipeline CPU, jitter, the loop's CPU).
+2. A synthetic-only compare at np = 2, 4, 8 on the "cluster" (this machine, all ranks on one
+   node): the target's synchronisation cost and CPU use with no input pipeline running, as
+   one would measure in the first minutes of a booking. It reads no data.
+3. `pipeprof predict` from the np=1 run, with that ceiling (and, for comparison, without it:
+   the network model alone, which knows nothing of Horovod's coordination on this box).
+4. Emulated compares at np = 2, 4, 8 (and more with --nps), synthetic and real, with real
+   Horovod ranks: the measured gaps, from runs independent of steps 1-3.
+5. Predicted against measured gap per np; each must land within ±5 points.
 
     .venv/bin/python benchmarks/validate_predict.py [--nps 2,4,8,16,32] [--steps 80]
 """
@@ -40,14 +45,19 @@ def main() -> None:
     nps = [int(n) for n in args.nps.split(",")]
     cores = len(os.sched_getaffinity(0))
     with tempfile.TemporaryDirectory() as tmp:
-        one, multi = Path(tmp) / "np1", Path(tmp) / "multi"
-        print(f"1/3 emulated compare at np=1 with the ablation ({args.scenario}, {args.steps} steps)", flush=True)
+        one, ceiling, multi = Path(tmp) / "np1", Path(tmp) / "ceiling", Path(tmp) / "multi"
+        print(f"1/4 emulated compare at np=1 with the ablation ({args.scenario}, {args.steps} steps)", flush=True)
         sh(["compare", args.scenario, "--np", "1", "--ablation", "--steps", str(args.steps), "--out", str(one)])
-        print(f"2/3 predict for one node of {cores} cores with up to {max(nps)} ranks", flush=True)
-        sh(["predict", str(one), "--np", ",".join(map(str, [1, *nps])), "--gpus-per-node", str(max(nps)),
-            "--cores-per-node", str(cores)])
+        print(f"2/4 synthetic-only compare at np = {', '.join(map(str, nps))} (the target's ceiling)", flush=True)
+        sh(["compare", args.scenario, "--np", ",".join(map(str, nps)), "--synthetic-only", "--steps", str(args.steps),
+            "--oversubscribe", "--out", str(ceiling)])
+        print(f"3/4 predict for one node of {cores} cores with up to {max(nps)} ranks", flush=True)
+        target = ["--np", ",".join(map(str, [1, *nps])), "--gpus-per-node", str(max(nps)), "--cores-per-node", str(cores)]
+        sh(["predict", str(one), *target])
+        network_only = pd.read_csv(one / "prediction.csv").set_index("np")
+        sh(["predict", str(one), *target, "--ceiling", str(ceiling)])
         predicted = pd.read_csv(one / "prediction.csv").set_index("np")
-        print(f"3/3 emulated compares at np = {', '.join(map(str, nps))} (real Horovod ranks)", flush=True)
+        print(f"4/4 emulated compares at np = {', '.join(map(str, nps))} (real Horovod ranks)", flush=True)
         sh(["compare", args.scenario, "--np", ",".join(map(str, nps)), "--steps", str(args.steps), "--oversubscribe",
             "--out", str(multi)])
         measured = pd.read_csv(multi / "summary.csv")
@@ -55,7 +65,8 @@ def main() -> None:
         base = pd.read_csv(one / "summary.csv").set_index(["np", "variant"])
 
     print()
-    print(f"{'np':>4} {'predicted gap':>14} {'measured gap':>16} {'difference':>11} {'dominant term':>15}  within ±5?")
+    print(f"{'np':>4} {'predicted gap':>14} {'measured gap':>16} {'difference':>11} {'gap from':>11}  within ±5?"
+          f"   {'np=1 alone':>10}")
     rows = [(1, base.loc[(1, "real"), "gap_pct"], base.loc[(1, "real"), "gap_pct_ci95"])]
     rows += [(n, measured.loc[n, "gap_pct"], measured.loc[n, "gap_pct_ci95"]) for n in nps]
     ok = True
@@ -64,9 +75,11 @@ def main() -> None:
         diff = pred - gap
         good = abs(diff) <= TOLERANCE_POINTS
         ok &= good if n != 1 else True
-        print(f"{n:>4} {pred:13.1f}% {gap:9.1f}% ±{ci:4.1f} {diff:+10.1f} {predicted.loc[n, 'dominant']:>15}  "
-              f"{'yes' if good else 'NO'}{' (the source run itself)' if n == 1 else ''}")
+        print(f"{n:>4} {pred:13.1f}% {gap:9.1f}% ±{ci:4.1f} {diff:+10.1f} {predicted.loc[n, 'gap_cause']:>11}  "
+              f"{'yes' if good else 'NO':>10}   {network_only.loc[n, 'gap_pct']:9.1f}%"
+              f"{'   (the source run itself)' if n == 1 else ''}")
     print()
+    print("'np=1 alone': predict without the ceiling, synchronisation from the network model only")
     print("PASS: every prediction within ±5 points" if ok else "FAIL: a prediction missed by more than 5 points")
 
 

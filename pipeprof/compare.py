@@ -55,9 +55,9 @@ class Reporter:
 
 
 def variant_specs(scenario: Scenario, only: list[str] | None = None, synthetic: bool = True,
-                  ablation: bool = False) -> list[VariantSpec]:
+                  ablation: bool = False, real: bool = True) -> list[VariantSpec]:
     """The synthetic twin first (the ceiling), then the ablation ladder if asked, then each real
-    variant with its resolved pipeline."""
+    variant with its resolved pipeline (none when ``real`` is false)."""
     import dataclasses
 
     from pipeprof.analysis.ablation import LADDER, ladder_pipelines
@@ -74,7 +74,7 @@ def variant_specs(scenario: Scenario, only: list[str] | None = None, synthetic: 
     if ablation:
         specs += [VariantSpec(name=name, synthetic=False, pipeline=dataclasses.asdict(p))
                   for name, p in ladder_pipelines(scenario.variant_pipeline(scenario.variants[0]))]
-    for v in chosen:
+    for v in chosen if real else []:
         specs.append(VariantSpec(name=v.name, synthetic=False, pipeline=dataclasses.asdict(scenario.variant_pipeline(v))))
     return specs
 
@@ -164,13 +164,13 @@ def write_summary(run_dir: Path, synthetic_variants: set[str], order: list[str] 
 def compare(scenario: Scenario, nps: list[int], *, out: str | None = None, argv: list[str] | None = None,
             reporter: Reporter | None = None, nvml: Nvml | None = None, only_variants: list[str] | None = None,
             synthetic: bool = True, stream_host: str | None = None, ablation: bool = False,
-            cores_per_rank: float | None = None, ram_budget_bytes: int | None = None) -> CompareResult:
+            cores_per_rank: float | None = None, ram_budget_bytes: int | None = None, real: bool = True) -> CompareResult:
     reporter = reporter or Reporter()
     nvml = nvml or Nvml()
     gpus = nvml.inventory()
     for n in nps:  # refuse before spending anything
         horovod.check_slots(n, scenario.launch, len(gpus))
-    specs = variant_specs(scenario, only_variants, synthetic, ablation)
+    specs = variant_specs(scenario, only_variants, synthetic, ablation, real)
     for spec_warning in {w for v in scenario.variants if (w := cache_warning(scenario.variant_pipeline(v)))}:
         reporter.warning(spec_warning)
     horovodrun = horovod.find_horovodrun()

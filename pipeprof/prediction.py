@@ -9,6 +9,7 @@ bytes per sample (the data set's files).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -17,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from pipeprof.analysis.predict import TERMS_ADVICE, Prediction, Source, Target, predict
+from pipeprof.analysis.predict import TERMS_ADVICE, Ceiling, Prediction, Source, Target, predict
 from pipeprof.analysis.telemetry import windows
 from pipeprof.errors import PipeprofError
 from pipeprof.rundir import load_steps, load_telemetry
@@ -39,6 +40,44 @@ def _bytes_per_sample(data_root: str) -> float | None:
     return float(np.mean(sizes)) if sizes else None
 
 
+def _mean_in_window(frame: pd.DataFrame | None, win: pd.DataFrame, np_: int, variant: str,
+                    column: str = "cpu_pct") -> float:
+    """Mean of a telemetry column over the measured steps of one (np, variant), NaN if none."""
+    if frame is None or frame.empty:
+        return math.nan
+    w = win[(win["np"] == np_) & (win["variant"] == variant)]
+    if w.empty:
+        return math.nan
+    inside = frame[(frame["t_unix_s"] >= w["start"].iloc[0]) & (frame["t_unix_s"] <= w["end"].iloc[0])]
+    return float(inside[column].mean()) if not inside.empty else math.nan
+
+
+def load_ceiling(run_dir: Path, batch_per_rank: int) -> dict[int, Ceiling]:
+    """Synthetic steps measured at each worker count on the target, with the node's CPU use,
+    from a compare run's summary (the same throughput figures a measured gap is made of)."""
+    where = f"--ceiling {run_dir}"
+    manifest = _read_json(run_dir / "manifest.json", "the ceiling run's manifest")
+    batch = int(manifest["scenario"]["train"]["batch_size"])
+    if manifest["scenario"]["train"].get("batch_mode", "per_worker") != "per_worker" or batch != batch_per_rank:
+        raise PipeprofError(f"{where}: its batch ({batch}, {manifest['scenario']['train'].get('batch_mode')}) is not "
+                            f"the source run's {batch_per_rank} per worker")
+    try:
+        summary = pd.read_csv(run_dir / "summary.csv")
+    except FileNotFoundError:
+        raise PipeprofError(f"{where}: no summary.csv; is this a pipeprof run directory?") from None
+    rows = summary[summary["variant"] == "synthetic"]
+    if rows.empty:
+        raise PipeprofError(f"{where}: no synthetic results (run: pipeprof compare SCENARIO --np LIST "
+                            "--synthetic-only --out DIR on the target)")
+    out = {}
+    for _, r in rows.iterrows():
+        if math.isnan(r["cpu_util_pct"]):
+            raise PipeprofError(f"{where}: no host CPU telemetry at np={r['np']} (run it without --no-telemetry)")
+        out[int(r["np"])] = Ceiling(step_ms=1e3 * batch / float(r["samples_per_s_per_worker"]),
+                                    busy=float(r["cpu_util_pct"]) / 100.0)
+    return out
+
+
 def load_source(run_dir: Path, *, measure_missing_stages: bool = True) -> tuple[Source, dict]:
     manifest = _read_json(run_dir / "manifest.json", "the run's manifest")
     scenario = Scenario.from_dict({k: v for k, v in manifest["scenario"].items() if k != "source_file"}, "manifest")
@@ -52,18 +91,18 @@ def load_source(run_dir: Path, *, measure_missing_stages: bool = True) -> tuple[
                             f"(run: pipeprof compare {scenario.name} --np 1 --ablation)")
 
     tel = load_telemetry(run_dir)
-    sync_cpu_ms, notes = math.nan, []
     win = windows(steps)
-    proc = tel["proc"]
-    if proc is not None and not proc.empty:
-        w = win[(win["np"] == 1) & (win["variant"] == "synthetic")]
-        if not w.empty:
-            inside = proc[(proc["t_unix_s"] >= w["start"].iloc[0]) & (proc["t_unix_s"] <= w["end"].iloc[0])]
-            if not inside.empty:
-                sync_cpu_ms = float(inside["cpu_pct"].mean()) / 100.0 * float(synth.mean())
+    synth_cpu = _mean_in_window(tel["proc"], win, 1, "synthetic")  # % of a core, one rank
+    real_cpu = _mean_in_window(tel["proc"], win, 1, reference)
+    sync_cpu_ms = synth_cpu / 100.0 * float(synth.mean())
+    notes = []
     if math.isnan(sync_cpu_ms):
         sync_cpu_ms = 0.0
         notes.append("no process telemetry over the synthetic steps: the training loop's own CPU is taken as 0")
+    # the pipeline's CPU per step as the rank spent it: real minus synthetic, on the real step
+    pipeline_cpu_ms = (real_cpu - synth_cpu) / 100.0 * float(real.mean())
+    if math.isnan(pipeline_cpu_ms):
+        notes.append("no process telemetry over the real steps: the pipeline's CPU comes from the stage costs")
     if manifest.get("device", "real") == "real" and not manifest.get("gpus"):
         notes.append("the source run computed its model on the CPU, so its CPU per step includes the model: on GPUs "
                      "the input term will be smaller than shown; pass --step-ms for the target accelerator")
@@ -80,12 +119,15 @@ def load_source(run_dir: Path, *, measure_missing_stages: bool = True) -> tuple[
                 stages_csv, index=False, float_format="%.4g")
         notes.append(f"measured the pipeline's stages now ({stages_csv})")
     stages = pd.read_csv(stages_csv)
+    # H: the np=1 real step beyond the synthetic one and beyond the CPU bound of that rank
+    source_cores = float(stages["cores"].iloc[0]) if "cores" in stages else float(manifest.get("cpu_cores") or 1)
+    pipe_ms = (pipeline_cpu_ms if not math.isnan(pipeline_cpu_ms)
+               else scenario.train.batch_size * float(stages["core_ms_per_sample_configured"].iloc[-1]))
+    cpu_bound = (sync_cpu_ms + pipe_ms) / source_cores
+    handoff = max(0.0, float(real.mean()) - max(float(synth.mean()), cpu_bound))
+    source_busy = _mean_in_window(tel["host"], win, 1, reference) / 100.0
     model = json.loads((run_dir / "model.json").read_text()) if (run_dir / "model.json").exists() else {}
     per_worker = scenario.train.batch_size if scenario.train.batch_mode == "per_worker" else scenario.train.batch_size
-    pipeline_ms = per_worker * float(stages["core_ms_per_sample_configured"].iloc[-1])
-    source_cores = float(stages["cores"].iloc[0]) if "cores" in stages else float(manifest.get("cpu_cores") or 1)
-    cpu_bound_np1 = (sync_cpu_ms + pipeline_ms) / source_cores
-    wake_delay = max(0.0, float(real.mean()) - max(float(synth.mean()), cpu_bound_np1))
     src = Source(
         batch_per_rank=per_worker,
         device_ms=float(synth.mean()),
@@ -96,8 +138,9 @@ def load_source(run_dir: Path, *, measure_missing_stages: bool = True) -> tuple[
         synth_jitter=tuple((synth / synth.mean()).tolist()),
         real_jitter=tuple((real / real.mean()).tolist()),
         stage_core_ms=dict(zip(stages["stage"], stages["marginal_core_ms_configured"])),
-        wake_delay_ms=wake_delay,
-        source_cores_per_rank=source_cores,
+        pipeline_cpu_ms=None if math.isnan(pipeline_cpu_ms) else max(0.0, pipeline_cpu_ms),
+        real_handoff_ms=handoff,
+        source_busy=0.0 if math.isnan(source_busy) else min(0.95, source_busy),
     )
     return src, {"manifest": manifest, "scenario": scenario, "notes": notes}
 
@@ -110,14 +153,17 @@ def advice(pred: Prediction, run_dir: Path) -> str:
     return text
 
 
-def run_predict(run_dir: Path, target: Target, nps: list[int]) -> tuple[list[Prediction], Source, dict]:
+def run_predict(run_dir: Path, target: Target, nps: list[int],
+                ceiling_dir: Path | None = None) -> tuple[list[Prediction], Source, dict]:
     src, ctx = load_source(run_dir)
+    if ceiling_dir is not None:
+        target = dataclasses.replace(target, ceiling=load_ceiling(ceiling_dir, src.batch_per_rank))
     preds = predict(src, target, nps)
     rows = [p.to_dict() | {"advice": advice(p, run_dir)} for p in preds]
     frame = pd.DataFrame(rows)
     frame.insert(0, "device", ctx["manifest"].get("device", "real"))
     frame.to_csv(run_dir / "prediction.csv", index=False, float_format="%.4g")
     (run_dir / "prediction.json").write_text(json.dumps({
-        "target": target.__dict__, "source": {k: v for k, v in src.__dict__.items() if "jitter" not in k},
+        "target": dataclasses.asdict(target) | {"ceiling_run": str(ceiling_dir) if ceiling_dir else None}, "source": {k: v for k, v in src.__dict__.items() if "jitter" not in k},
         "notes": ctx["notes"], "predictions": rows}, indent=2, default=str) + "\n")
     return preds, src, ctx

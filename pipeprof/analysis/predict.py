@@ -3,22 +3,31 @@
 Per rank and step, in milliseconds:
 
 - device  ``D``: the synthetic step at np=1 (or ``--step-ms`` for the target's accelerator);
-- CPU     the rank's CPU work per step, ``sync`` for the training loop (measured on the
-  synthetic run) plus ``B × c`` for the input pipeline (``c`` core-ms per sample, measured
-  stage by stage). A node's ranks share its cores, so the CPU bound on a step is
-  ``(sync + B·c) / cores_per_rank``; tf.data overlaps it with the device through prefetch;
+- CPU     the training loop's own CPU (``sync``, measured on the synthetic run) keeps the
+  node ρ_s busy; the input pipeline needs ``P`` CPU-ms per rank and step (measured in the
+  real run, or ``B × c`` from the stage costs). A node's ranks share its cores, so the CPU
+  bound on a step is ``ranks × P / (cores × (1 − ρ_s))``; tf.data overlaps it with the
+  device through prefetch;
 - storage ``N × B × bytes_per_sample / storage bandwidth``: every reader shares the file system;
 - allreduce ``2(N−1)/N × gradient bytes / network bandwidth`` (ring allreduce), after the step;
 - stragglers: a synchronous step waits for the slowest of N ranks, so the step is the
   expected maximum of N draws from the measured per-step distribution, not its mean;
-- contention latency: a busy input pipeline delays a rank's critical path each time a
-  thread must wake for it. At np=1 that costs δ per step (real minus synthetic step, beyond
-  any CPU bound). At N ranks every one of the ring's 2(N−1) hops waits for such a wake-up,
-  and the step waits for the last of N ranks to wake (H_N × δ for exponential delays).
-  δ shrinks in proportion where the target gives a rank more cores than the source had.
+- hand-off ``H``: what a real step took at np=1 beyond the synthetic step and any CPU bound
+  (getting the batch from tf.data's buffer: a thread hand-off);
+- contention: a busy input pipeline delays every thread the synchronisation must wake
+  (Horovod's coordination cycle, each hop of the ring, the batch hand-off), so the step's
+  synchronisation time ``S`` and ``H`` stretch with the node's CPU utilisation ρ as a single-server queue's does:
+  ``S × (1 − ρ_synthetic) / (1 − ρ_real)`` (H likewise, from the source's ρ at np=1). ρ_real counts the training loop and the node's
+  pipelines (``ranks × P / cores``, P the pipeline's CPU per rank and step, measured in the
+  np=1 run); it depends on the step it stretches, so the real step is the fixed point.
 
-    step(N) = E[max of N draws of jitter] × max(D, CPU bound, storage) + allreduce(N)
-              + contention latency(N)   (real steps only)
+``S`` is the ring allreduce from ``--network-gbps``, or, where a synthetic-only run at N on
+the target (``--ceiling``) measured it, that run's step beyond the device time; ρ_synthetic
+is then the node's measured CPU utilisation.
+
+    synthetic(N) = E[max_N synthetic jitter] × max(D, CPU bound) + S
+    real(N)      = E[max_N real jitter] × max(D, CPU bound, storage)
+                   + (S × (1 − ρ_s) + H × (1 − ρ_source)) / (1 − ρ_r)
 
 Pure: numpy only.
 """
@@ -60,8 +69,23 @@ class Source:
     synth_jitter: tuple[float, ...]  # per-step times at np=1 over their mean
     real_jitter: tuple[float, ...]
     stage_core_ms: dict[str, float] = field(default_factory=dict)
-    wake_delay_ms: float = 0.0  # δ: what a busy pipeline adds to one rank's step at np=1
-    source_cores_per_rank: float = 0.0  # cores the np=1 rank had (scales δ to the target)
+    pipeline_cpu_ms: float | None = None  # P: the pipeline's CPU per rank and step, measured in the run
+    real_handoff_ms: float = 0.0  # H: what a real step took at np=1 beyond the synthetic one and any CPU bound
+    source_busy: float = 0.0  # the source host's CPU utilisation over those real steps, 0..1
+
+    @property
+    def pipeline_ms_per_step(self) -> float:
+        if self.pipeline_cpu_ms is not None and not math.isnan(self.pipeline_cpu_ms):
+            return self.pipeline_cpu_ms
+        return self.batch_per_rank * self.pipeline_core_ms_per_sample
+
+
+@dataclass(frozen=True)
+class Ceiling:
+    """A synthetic-only run at one worker count on the target: its step and the node's CPU use."""
+
+    step_ms: float
+    busy: float  # the node's CPU utilisation during it, 0..1
 
 
 @dataclass(frozen=True)
@@ -71,6 +95,7 @@ class Target:
     storage_mbps: float | None = None  # shared file system, MB/s for all readers together
     network_gbps: float | None = None  # per node, for the allreduce
     step_ms: float | None = None  # the target accelerator's step, when known
+    ceiling: dict[int, Ceiling] = field(default_factory=dict)  # measured synthetic steps per np
 
 
 @dataclass(frozen=True)
@@ -81,8 +106,11 @@ class Prediction:
     device_ms: float
     input_cpu_ms: float  # CPU bound of a real step on one rank's cores
     storage_ms: float
-    allreduce_ms: float
-    contention_ms: float
+    allreduce_ms: float  # S: synchronisation per step (network model, or measured by the ceiling)
+    contention_ms: float  # what the node's busy CPU adds to S on real steps
+    busy_synth: float  # the node's CPU utilisation ρ, synthetic and real
+    busy_real: float
+    sync_measured: bool  # S from a ceiling run rather than the network model
     straggler_synth: float  # E[max_N jitter] for synthetic steps
     straggler_real: float
     synth_step_ms: float
@@ -90,7 +118,8 @@ class Prediction:
     synthetic_samples_per_s: float
     real_samples_per_s: float
     gap_pct: float
-    dominant: str  # compute | input | storage | stragglers | allreduce | contention
+    dominant: str  # compute | input | storage | stragglers | allreduce | contention: the real step's largest term
+    gap_cause: str  # input | storage | stragglers | contention | none: the largest term real steps add
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -112,45 +141,83 @@ TERMS_ADVICE = {
 }
 
 
+RHO_MAX = 0.95  # utilisation is capped here: the queue's stretch stays finite at saturation
+
+
+def stretched_step(fixed: float, work: float, busy_synth: float, load: float) -> tuple[float, float]:
+    """The fixed point ``s = fixed + work / (1 − ρ(s))`` with ``ρ(s) = ρ_s + load / s``.
+
+    ``work`` is the waiting-prone part of the step already divided out of the utilisation it
+    was measured at (``S × (1 − ρ_s)``). The right side falls as ``s`` grows, so the root is
+    unique; bisection finds it. Returns the step and ρ there.
+    """
+    def rho(s: float) -> float:
+        return min(RHO_MAX, busy_synth + load / s) if s > 0 else RHO_MAX
+
+    def excess(s: float) -> float:
+        return s - fixed - work / (1.0 - rho(s))
+
+    lo, hi = max(fixed, 1e-9), fixed + work / (1.0 - RHO_MAX) + 1e-9
+    for _ in range(100):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if excess(mid) < 0 else (lo, mid)
+    return hi, rho(hi)
+
+
 def predict(src: Source, tgt: Target, nps: list[int]) -> list[Prediction]:
     device = tgt.step_ms if tgt.step_ms else src.device_ms
+    pipe = src.pipeline_ms_per_step
     out = []
     for n in nps:
         r = min(n, tgt.gpus_per_node)
         cores = tgt.cores_per_node / r
-        cpu_synth = src.sync_cpu_ms / cores
-        cpu_real = (src.sync_cpu_ms + src.batch_per_rank * src.pipeline_core_ms_per_sample) / cores
+        s_syn = expected_max(np.array(src.synth_jitter), n)
+        s_real = expected_max(np.array(src.real_jitter), n)
+        base_synth = max(device, src.sync_cpu_ms / cores)
+        ceiling = tgt.ceiling.get(n)
+        if ceiling is not None:
+            synth_step = ceiling.step_ms
+            sync = max(0.0, synth_step - s_syn * base_synth)
+            busy_synth = min(RHO_MAX, max(0.0, ceiling.busy))
+        else:
+            sync = 0.0
+            if n > 1 and tgt.network_gbps:
+                sync = 2 * (n - 1) / n * src.gradient_bytes / (tgt.network_gbps * 1e9 / 8) * 1e3
+            synth_step = s_syn * base_synth + sync
+            busy_synth = min(RHO_MAX, r * src.sync_cpu_ms / (tgt.cores_per_node * synth_step))
+        # the node's pipelines need r·P core-ms per step from what the training loop leaves
+        load = r * pipe / tgt.cores_per_node
+        cpu_real = load / (1.0 - busy_synth)
         storage = 0.0
         if tgt.storage_mbps and src.bytes_per_sample:
             storage = n * src.batch_per_rank * src.bytes_per_sample / (tgt.storage_mbps * 1e6) * 1e3
-        allreduce = 0.0
-        if n > 1 and tgt.network_gbps:
-            allreduce = 2 * (n - 1) / n * src.gradient_bytes / (tgt.network_gbps * 1e9 / 8) * 1e3
-        s_syn = expected_max(np.array(src.synth_jitter), n)
-        s_real = expected_max(np.array(src.real_jitter), n)
-        base_synth = max(device, cpu_synth)
         base_real = max(device, cpu_real, storage)
-        delta = src.wake_delay_ms
-        if src.source_cores_per_rank and cores > src.source_cores_per_rank:
-            delta *= src.source_cores_per_rank / cores
-        harmonic = sum(1.0 / k for k in range(1, n + 1))
-        contention = delta * (2 * (n - 1) + harmonic)
-        synth_step = s_syn * base_synth + allreduce
-        real_step = s_real * base_real + allreduce + contention
+        # the waiting-prone parts: synchronisation, and the np=1 hand-off of each batch (H),
+        # each divided out of the utilisation it was measured at
+        handoff = src.real_handoff_ms
+        work = sync * (1.0 - busy_synth) + handoff * (1.0 - src.source_busy)
+        real_step, busy_real = stretched_step(s_real * base_real, work, busy_synth, load)
+        contention = real_step - s_real * base_real - sync - handoff
         synth_sps = n * src.batch_per_rank / synth_step * 1e3
         real_sps = n * src.batch_per_rank / real_step * 1e3
         # what each term adds to the real step beyond the device's compute
         extra = {"input": max(0.0, cpu_real - max(device, storage)),
                  "storage": max(0.0, storage - max(device, cpu_real)),
                  "stragglers": (s_real - 1.0) * base_real,
-                 "allreduce": allreduce,
+                 "allreduce": sync,
                  "contention": contention}
         top = max(extra, key=lambda k: extra[k])
         dominant = top if extra[top] > 0.05 * device else "compute"
+        # the gap: what a real step adds over a synthetic one (the allreduce is in both)
+        added = {"input": extra["input"], "storage": extra["storage"],
+                 "stragglers": max(0.0, (s_real - s_syn) * base_real), "contention": contention}
+        cause = max(added, key=lambda k: added[k])
+        cause = cause if added[cause] > 0.005 * real_step else "none"
         out.append(Prediction(np=n, ranks_per_node=r, cores_per_rank=cores, device_ms=device, input_cpu_ms=cpu_real,
-                              storage_ms=storage, allreduce_ms=allreduce, contention_ms=contention,
+                              storage_ms=storage, allreduce_ms=sync, contention_ms=contention,
+                              busy_synth=busy_synth, busy_real=busy_real, sync_measured=ceiling is not None,
                               straggler_synth=s_syn, straggler_real=s_real,
                               synth_step_ms=synth_step, real_step_ms=real_step, synthetic_samples_per_s=synth_sps,
                               real_samples_per_s=real_sps, gap_pct=100.0 * (1.0 - real_sps / synth_sps),
-                              dominant=dominant))
+                              dominant=dominant, gap_cause=cause))
     return out

@@ -72,6 +72,9 @@ def add_parser(sub: Any) -> None:
                         "each stage alone, and say which one bounds throughput")
     p.add_argument("--cores-per-rank", type=float, metavar="N",
                    help="CPU cores one rank has, for the verdict (default: this host's cores over its ranks)")
+    p.add_argument("--synthetic-only", action="store_true",
+                   help="run only the synthetic ceiling (no data read): the target's synchronisation cost at each "
+                        "worker count, for pipeprof predict --ceiling")
     add_common_arguments(p)
     p.set_defaults(run=run)
 
@@ -183,8 +186,12 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
     console = console_for_output()
     scenario = scen.load(args.scenario, overrides_from_args(args))
     nps = scenario.launch.np
+    if args.synthetic_only and args.ablation:
+        raise PipeprofError("compare: --synthetic-only and --ablation do not go together (the ablation needs the "
+                            "real pipeline)")
     rungs = 6 if args.ablation else 0
-    steps = (scenario.train.warmup_steps + scenario.train.measure_steps) * (len(scenario.variants) + 1 + rungs) * len(nps)
+    reals = 0 if args.synthetic_only else len(scenario.variants)
+    steps = (scenario.train.warmup_steps + scenario.train.measure_steps) * (reals + 1 + rungs) * len(nps)
     reporter = make_reporter(args, console, command="compare", scenario=scenario.name, steps_total=steps)
     console.print(f"pipeprof compare: scenario [bold]{scenario.name}[/] ({scenario.source_file}), "
                   f"worker counts {', '.join(map(str, nps))}")
@@ -193,7 +200,8 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
                       f"the input pipeline and the allreduce are real")
     try:
         result = compare(scenario, nps, out=args.out, argv=argv, reporter=reporter, stream_host=args.stream_host,
-                         ablation=args.ablation, cores_per_rank=args.cores_per_rank, ram_budget_bytes=args.ram_budget)
+                         ablation=args.ablation, cores_per_rank=args.cores_per_rank, ram_budget_bytes=args.ram_budget,
+                         real=not args.synthetic_only)
     finally:
         reporter.close()
     emulated = " · EMULATED " + scenario.train.device if scenario.train.device != "auto" else ""

@@ -9,7 +9,7 @@ from typing import Any
 
 from rich.table import Table
 
-from pipeprof.analysis.predict import Target
+from pipeprof.analysis.predict import TERMS_ADVICE, Target
 from pipeprof.cli.compare import console_for_output
 from pipeprof.errors import PipeprofError
 from pipeprof.launch.horovod import worker_counts
@@ -29,6 +29,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--network-gbps", type=float, metavar="GB/S", help="per-node network bandwidth, gigabits/s")
     p.add_argument("--step-ms", type=float, metavar="MS",
                    help="the target accelerator's step time (default: the run's synthetic step)")
+    p.add_argument("--ceiling", metavar="RUN_DIR",
+                   help="a synthetic-only compare on the target (compare --synthetic-only): its measured step and "
+                        "CPU use at each worker count replace the network model's synchronisation time")
     p.set_defaults(run=run)
 
 
@@ -42,27 +45,37 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
             raise PipeprofError(f"predict: --{name.replace('_', '-')} must be positive")
     target = Target(gpus_per_node=args.gpus_per_node, cores_per_node=args.cores_per_node,
                     storage_mbps=args.storage_mbps, network_gbps=args.network_gbps, step_ms=args.step_ms)
-    preds, src, ctx = run_predict(run_dir, target, worker_counts(args.np_spec))
+    ceiling = Path(args.ceiling) if args.ceiling else None
+    if ceiling is not None and not ceiling.is_dir():
+        raise PipeprofError(f"predict: --ceiling {ceiling} does not exist")
+    preds, src, ctx = run_predict(run_dir, target, worker_counts(args.np_spec), ceiling)
     device = ctx["manifest"].get("device", "real")
     title = (f"pipeprof predict · {ctx['scenario'].name} · {args.gpus_per_node} GPUs × "
              f"{args.cores_per_node:g} cores per node" + (f" · from an EMULATED run ({device})" if device != "real" else ""))
     t = Table(title=title, title_justify="left", header_style="bold")
-    for name in ("np", "cores/rank", "device ms", "input CPU ms", "storage ms", "allreduce ms", "contention ms",
-                 "straggler ×", "synthetic/s", "real/s", "gap", "dominant"):
-        t.add_column(name, justify="left" if name == "dominant" else "right")
+    for name in ("np", "cores/rank", "device ms", "input CPU ms", "storage ms", "sync ms", "CPU busy",
+                 "contention ms", "straggler ×", "synthetic/s", "real/s", "gap", "gap from", "dominant"):
+        t.add_column(name, justify="left" if name in ("dominant", "gap from") else "right")
     for p in preds:
         t.add_row(str(p.np), fmt(p.cores_per_rank, 2), fmt(p.device_ms), fmt(p.input_cpu_ms), fmt(p.storage_ms),
-                  fmt(p.allreduce_ms, 2), fmt(p.contention_ms, 1), fmt(p.straggler_real, 3), fmt(p.synthetic_samples_per_s, 0),
-                  fmt(p.real_samples_per_s, 0), fmt(p.gap_pct, 1, "%"), p.dominant)
+                  fmt(p.allreduce_ms, 1) + ("*" if p.sync_measured else ""),
+                  f"{100 * p.busy_synth:.0f}→{100 * p.busy_real:.0f}%", fmt(p.contention_ms, 1), fmt(p.straggler_real, 3), fmt(p.synthetic_samples_per_s, 0),
+                  fmt(p.real_samples_per_s, 0), fmt(p.gap_pct, 1, "%"), p.gap_cause, p.dominant)
     console.print(t)
     console.print(f"from np=1: device {src.device_ms:.1f} ms/step, training loop {src.sync_cpu_ms:.1f} CPU-ms/step, "
-                  f"busy-pipeline wake delay {src.wake_delay_ms:.2f} ms/step, "
-                  f"pipeline {src.pipeline_core_ms_per_sample:.3f} core-ms/sample × {src.batch_per_rank} samples"
+                  f"batch hand-off {src.real_handoff_ms:.1f} ms/step at {100 * src.source_busy:.0f}% host CPU, "
+                  f"pipeline {src.pipeline_ms_per_step:.1f} CPU-ms/step "
+                  f"({src.pipeline_core_ms_per_sample:.3f} core-ms/sample alone × {src.batch_per_rank} samples)"
                   + (f", {src.bytes_per_sample / 1e3:.0f} KB/sample" if src.bytes_per_sample else "")
                   + (f", gradient {src.gradient_bytes / 2**20:.1f} MB" if src.gradient_bytes else ""))
+    if any(p.sync_measured for p in preds):
+        console.print(f"* sync measured by the synthetic-only run {ceiling}; elsewhere from the network model")
     for note in ctx["notes"]:
         console.print(f"[yellow]note:[/] {note}")
     last = preds[-1]
-    console.print(f"at np={last.np}: [bold]{last.dominant}[/] dominates → {advice(last, run_dir)}")
+    console.print(f"at np={last.np}: [bold]{last.dominant}[/] dominates the step → {advice(last, run_dir)}")
+    if last.gap_cause not in ("none", last.dominant):
+        console.print(f"at np={last.np}: the gap comes mostly from [bold]{last.gap_cause}[/] → "
+                      f"{TERMS_ADVICE[last.gap_cause].format(cores=last.cores_per_rank)}")
     console.print(f"written: {run_dir / 'prediction.csv'}")
     return 0

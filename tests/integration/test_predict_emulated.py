@@ -81,3 +81,33 @@ def test_predict_on_a_directory_without_a_run_is_one_line(tmp_path, data_cache_d
     proc = run(["predict", "empty", "--gpus-per-node", "8", "--cores-per-node", "64"], tmp_path, data_cache_dir,
                timeout=60)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "manifest.json" in proc.stderr
+
+
+def test_predict_with_a_synthetic_only_ceiling_measured_on_the_target(tmp_path, data_cache_dir):
+    (tmp_path / "s.toml").write_text(TINY)
+    emulated = ["--device", "emulated:30", "--oversubscribe"]
+    source = run(["compare", "s.toml", "--np", "1", *emulated, "--out", "one"], tmp_path, data_cache_dir)
+    assert source.returncode == 0, source.stdout[-3000:] + source.stderr[-3000:]
+    ceiling = run(["compare", "s.toml", "--np", "1,2", "--synthetic-only", *emulated, "--out", "ceil"],
+                  tmp_path, data_cache_dir)
+    assert ceiling.returncode == 0, ceiling.stdout[-3000:] + ceiling.stderr[-3000:]
+    summary = pd.read_csv(tmp_path / "ceil" / "summary.csv")
+    assert set(summary["variant"]) == {"synthetic"} and set(summary["np"]) == {1, 2}
+    assert summary["cpu_util_pct"].notna().all()  # the node's CPU use, which the contention term starts from
+
+    pred = run(["predict", "one", "--np", "1,2,4", "--gpus-per-node", "4", "--cores-per-node", "2",
+                "--ceiling", "ceil"], tmp_path, data_cache_dir)
+    assert pred.returncode == 0, pred.stdout[-3000:] + pred.stderr[-3000:]
+    table = pd.read_csv(tmp_path / "one" / "prediction.csv").set_index("np")
+    assert table["sync_measured"].tolist() == [True, True, False]  # np=4 was not measured: the network model
+    step2 = 1e3 * 8 / float(summary.set_index("np").loc[2, "samples_per_s_per_worker"])
+    assert table.loc[2, "synth_step_ms"] == pytest.approx(step2, rel=1e-3)
+    assert table.loc[2, "busy_synth"] == pytest.approx(summary.set_index("np").loc[2, "cpu_util_pct"] / 100, rel=1e-3)
+    assert (table["busy_real"] >= table["busy_synth"]).all() and (table["contention_ms"] >= 0).all()
+    assert "sync measured by the synthetic-only run" in pred.stdout
+
+    missing = run(["predict", "one", "--gpus-per-node", "4", "--cores-per-node", "2", "--ceiling", "nowhere"],
+                  tmp_path, data_cache_dir, timeout=60)
+    assert missing.returncode == 2 and missing.stderr.count("\n") == 1 and "--ceiling nowhere" in missing.stderr
+    both = run(["compare", "s.toml", "--synthetic-only", "--ablation"], tmp_path, data_cache_dir, timeout=60)
+    assert both.returncode == 2 and "--synthetic-only and --ablation" in both.stderr

@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from pipeprof.analysis.predict import Source, Target, expected_max, predict
+from pipeprof.analysis.predict import Ceiling, Source, Target, expected_max, predict, stretched_step
 
 
 @pytest.mark.parametrize("n", [1, 2, 8, 32])
@@ -37,12 +37,13 @@ def source(**kw):
 
 
 def test_input_bound_appears_when_cores_per_rank_shrink():
-    # 32 samples × 1 core-ms + 2 ms = 34 core-ms per step; the device takes 100 ms
+    # 32 samples × 1 core-ms per step; the device takes 100 ms; the loop keeps 2 CPU-ms per step
     preds = {p.np: p for p in predict(source(), Target(gpus_per_node=8, cores_per_node=2.0), [1, 8])}
     assert preds[1].gap_pct == pytest.approx(0.0) and preds[1].dominant == "compute"
-    p8 = preds[8]  # 8 ranks share 2 cores: 0.25 core each → 136 ms of CPU per step
-    assert p8.input_cpu_ms == pytest.approx(136.0) and p8.dominant == "input"
-    assert p8.gap_pct == pytest.approx(100 * (1 - 100 / 136), abs=0.01)
+    p8 = preds[8]  # 8 ranks share 2 cores; their loops keep 8 × 2 / (2 × 100) = 8% of them busy
+    assert p8.busy_synth == pytest.approx(0.08)
+    assert p8.input_cpu_ms == pytest.approx(8 * 32 / 2 / 0.92) and p8.dominant == "input"
+    assert p8.gap_pct == pytest.approx(100 * (1 - 100 / p8.input_cpu_ms), abs=0.01)
 
 
 def test_ring_allreduce_and_storage_terms():
@@ -61,11 +62,30 @@ def test_stragglers_grow_with_n_and_cost_the_gap_when_real_steps_are_noisier():
     assert preds[2].dominant == "stragglers"
 
 
-def test_contention_latency_grows_with_ring_hops_and_shrinks_with_more_cores():
-    src = source(pipeline_core_ms_per_sample=0.0, wake_delay_ms=1.5, source_cores_per_rank=2.0)
-    p = {x.np: x for x in predict(src, Target(gpus_per_node=32, cores_per_node=2.0), [1, 8])}
-    assert p[1].contention_ms == pytest.approx(1.5)  # np=1 reproduces what was measured
-    assert p[8].contention_ms == pytest.approx(1.5 * (14 + sum(1 / k for k in range(1, 9))))
-    assert p[8].gap_pct > p[1].gap_pct > 0
-    roomy = predict(src, Target(gpus_per_node=8, cores_per_node=64.0), [8])[0]  # 8 cores a rank, not 2
-    assert roomy.contention_ms == pytest.approx(p[8].contention_ms / 4)
+def test_the_stretched_step_is_the_fixed_point_of_the_queue():
+    step, rho = stretched_step(100.0, 16.0, 0.2, 50.0)
+    assert rho == pytest.approx(0.2 + 50.0 / step)
+    assert step == pytest.approx(100.0 + 16.0 / (1 - rho))
+    assert stretched_step(100.0, 16.0, 0.2, 0.0) == (pytest.approx(120.0), pytest.approx(0.2))  # idle: no stretch
+    assert stretched_step(100.0, 0.0, 0.2, 500.0)[0] == pytest.approx(100.0)  # nothing to stretch
+
+
+def test_a_measured_ceiling_sets_sync_and_busy_cores_stretch_it():
+    src = source(pipeline_core_ms_per_sample=0.0, pipeline_cpu_ms=12.8, device_ms=102.0, gradient_bytes=0.0)
+    tgt = Target(gpus_per_node=32, cores_per_node=2.0, ceiling={8: Ceiling(step_ms=122.8, busy=0.204)})
+    p8, p4 = predict(src, tgt, [8, 4])
+    assert p8.sync_measured and not p4.sync_measured
+    assert p8.synth_step_ms == pytest.approx(122.8) and p8.allreduce_ms == pytest.approx(20.8)
+    # 8 pipelines × 12.8 ms on 2 cores: ρ rises from 0.204 to 0.204 + 51.2 / step
+    assert p8.busy_real == pytest.approx(0.204 + 51.2 / p8.real_step_ms)
+    assert p8.contention_ms == pytest.approx(20.8 * (0.796 / (1 - p8.busy_real) - 1))
+    assert 10 < p8.gap_pct < 20
+    assert p8.dominant == "allreduce" and p8.gap_cause == "contention"  # sync is the larger term; the gap is its stretch
+    # the same pipelines on 64 cores barely load the node: little stretch
+    # the np=1 hand-off reproduces the source run at np=1 and stretches with the node's load
+    handoff = source(pipeline_core_ms_per_sample=0.0, pipeline_cpu_ms=12.8, real_handoff_ms=2.6, source_busy=0.07)
+    h1, h8 = predict(handoff, Target(gpus_per_node=32, cores_per_node=2.0), [1, 8])
+    assert h1.real_step_ms == pytest.approx(100.0 + 2.6, abs=0.1)
+    assert h8.contention_ms == pytest.approx(2.6 * (0.93 / (1 - h8.busy_real) - 1))
+    roomy = predict(src, Target(gpus_per_node=8, cores_per_node=64.0, ceiling={8: Ceiling(122.8, 0.01)}), [8])[0]
+    assert roomy.contention_ms < 0.1 * p8.contention_ms and roomy.gap_pct < 2
