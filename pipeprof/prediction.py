@@ -164,6 +164,7 @@ def run_predict(run_dir: Path, target: Target, nps: list[int],
     frame.insert(0, "device", ctx["manifest"].get("device", "real"))
     frame.to_csv(run_dir / "prediction.csv", index=False, float_format="%.4g")
     (run_dir / "prediction.json").write_text(json.dumps({
-        "target": dataclasses.asdict(target) | {"ceiling_run": str(ceiling_dir) if ceiling_dir else None}, "source": {k: v for k, v in src.__dict__.items() if "jitter" not in k},
+        "target": dataclasses.asdict(target) | {"ceiling_run": str(ceiling_dir) if ceiling_dir else None},
+        "source": {k: v for k, v in src.__dict__.items() if "jitter" not in k},
         "notes": ctx["notes"], "predictions": rows}, indent=2, default=str) + "\n")
     return preds, src, ctx

@@ -14,12 +14,12 @@ Per rank and step, in milliseconds:
   expected maximum of N draws from the measured per-step distribution, not its mean;
 - hand-off ``H``: what a real step took at np=1 beyond the synthetic step and any CPU bound
   (getting the batch from tf.data's buffer: a thread hand-off);
-- contention: a busy input pipeline delays every thread the synchronisation must wake
-  (Horovod's coordination cycle, each hop of the ring, the batch hand-off), so the step's
-  synchronisation time ``S`` and ``H`` stretch with the node's CPU utilisation ρ as a single-server queue's does:
-  ``S × (1 − ρ_synthetic) / (1 − ρ_real)`` (H likewise, from the source's ρ at np=1). ρ_real counts the training loop and the node's
-  pipelines (``ranks × P / cores``, P the pipeline's CPU per rank and step, measured in the
-  np=1 run); it depends on the step it stretches, so the real step is the fixed point.
+- contention: a busy input pipeline delays every thread a step must wake (Horovod's
+  coordination cycle, each hop of the ring, the batch hand-off), so ``S`` and ``H`` stretch
+  with the node's CPU utilisation ρ as a single-server queue's waits do:
+  ``S × (1 − ρ_synthetic) / (1 − ρ_real)`` (H likewise, from the source's ρ at np=1).
+  ρ_real adds the node's pipelines (``ranks × P / cores``, P the pipeline's CPU per rank and
+  step); it depends on the step it stretches, so the real step is the fixed point.
 
 ``S`` is the ring allreduce from ``--network-gbps``, or, where a synthetic-only run at N on
 the target (``--ceiling``) measured it, that run's step beyond the device time; ρ_synthetic

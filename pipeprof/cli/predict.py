@@ -59,7 +59,8 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
     for p in preds:
         t.add_row(str(p.np), fmt(p.cores_per_rank, 2), fmt(p.device_ms), fmt(p.input_cpu_ms), fmt(p.storage_ms),
                   fmt(p.allreduce_ms, 1) + ("*" if p.sync_measured else ""),
-                  f"{100 * p.busy_synth:.0f}→{100 * p.busy_real:.0f}%", fmt(p.contention_ms, 1), fmt(p.straggler_real, 3), fmt(p.synthetic_samples_per_s, 0),
+                  f"{100 * p.busy_synth:.0f}→{100 * p.busy_real:.0f}%", fmt(p.contention_ms, 1),
+                  fmt(p.straggler_real, 3), fmt(p.synthetic_samples_per_s, 0),
                   fmt(p.real_samples_per_s, 0), fmt(p.gap_pct, 1, "%"), p.gap_cause, p.dominant)
     console.print(t)
     console.print(f"from np=1: device {src.device_ms:.1f} ms/step, training loop {src.sync_cpu_ms:.1f} CPU-ms/step, "
