@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from pipeprof.analysis.predict import TERMS_ADVICE, Ceiling, Prediction, Source, Target, predict
-from pipeprof.analysis.telemetry import windows
+from pipeprof.analysis.telemetry import _in, windows
 from pipeprof.errors import PipeprofError
 from pipeprof.rundir import load_steps, load_telemetry
 from pipeprof.scenario import Scenario
@@ -46,9 +46,7 @@ def _mean_in_window(frame: pd.DataFrame | None, win: pd.DataFrame, np_: int, var
     if frame is None or frame.empty:
         return math.nan
     w = win[(win["np"] == np_) & (win["variant"] == variant)]
-    if w.empty:
-        return math.nan
-    inside = frame[(frame["t_unix_s"] >= w["start"].iloc[0]) & (frame["t_unix_s"] <= w["end"].iloc[0])]
+    inside = _in(frame, w["start"].iloc[0], w["end"].iloc[0]) if not w.empty else pd.DataFrame()
     return float(inside[column].mean()) if not inside.empty else math.nan
 
 
@@ -119,15 +117,8 @@ def load_source(run_dir: Path, *, measure_missing_stages: bool = True) -> tuple[
                 stages_csv, index=False, float_format="%.4g")
         notes.append(f"measured the pipeline's stages now ({stages_csv})")
     stages = pd.read_csv(stages_csv)
-    # H: the np=1 real step beyond the synthetic one and beyond the CPU bound of that rank
-    source_cores = float(stages["cores"].iloc[0]) if "cores" in stages else float(manifest.get("cpu_cores") or 1)
-    pipe_ms = (pipeline_cpu_ms if not math.isnan(pipeline_cpu_ms)
-               else scenario.train.batch_size * float(stages["core_ms_per_sample_configured"].iloc[-1]))
-    cpu_bound = (sync_cpu_ms + pipe_ms) / source_cores
-    handoff = max(0.0, float(real.mean()) - max(float(synth.mean()), cpu_bound))
-    source_busy = _mean_in_window(tel["host"], win, 1, reference) / 100.0
     model = json.loads((run_dir / "model.json").read_text()) if (run_dir / "model.json").exists() else {}
-    per_worker = scenario.train.batch_size if scenario.train.batch_mode == "per_worker" else scenario.train.batch_size
+    per_worker = scenario.train.batch_size  # at np=1 a global batch is the one worker's batch
     src = Source(
         batch_per_rank=per_worker,
         device_ms=float(synth.mean()),
@@ -139,9 +130,13 @@ def load_source(run_dir: Path, *, measure_missing_stages: bool = True) -> tuple[
         real_jitter=tuple((real / real.mean()).tolist()),
         stage_core_ms=dict(zip(stages["stage"], stages["marginal_core_ms_configured"])),
         pipeline_cpu_ms=None if math.isnan(pipeline_cpu_ms) else max(0.0, pipeline_cpu_ms),
-        real_handoff_ms=handoff,
-        source_busy=0.0 if math.isnan(source_busy) else min(0.95, source_busy),
     )
+    # H: the np=1 real step beyond the synthetic one and beyond the CPU bound of that rank
+    source_cores = float(stages["cores"].iloc[0]) if "cores" in stages else float(manifest.get("cpu_cores") or 1)
+    cpu_bound = (sync_cpu_ms + src.pipeline_ms_per_step) / source_cores
+    source_busy = _mean_in_window(tel["host"], win, 1, reference) / 100.0
+    src = dataclasses.replace(src, real_handoff_ms=max(0.0, float(real.mean()) - max(float(synth.mean()), cpu_bound)),
+                              source_busy=0.0 if math.isnan(source_busy) else min(0.95, source_busy))
     return src, {"manifest": manifest, "scenario": scenario, "notes": notes}
 
 
