@@ -41,10 +41,12 @@ def main() -> None:
     ap.add_argument("--scenario", default="seed-gap")
     ap.add_argument("--nps", default="2,4,8")
     ap.add_argument("--steps", type=int, default=80)
+    ap.add_argument("--keep", type=Path, help="keep the run directories here (default: a temporary directory)")
     args = ap.parse_args()
     nps = [int(n) for n in args.nps.split(",")]
     cores = len(os.sched_getaffinity(0))
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as scratch:
+        tmp = args.keep or scratch
         one, ceiling, multi = Path(tmp) / "np1", Path(tmp) / "ceiling", Path(tmp) / "multi"
         print(f"1/4 emulated compare at np=1 with the ablation ({args.scenario}, {args.steps} steps)", flush=True)
         sh(["compare", args.scenario, "--np", "1", "--ablation", "--steps", str(args.steps), "--out", str(one)])

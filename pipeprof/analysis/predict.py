@@ -12,8 +12,10 @@ Per rank and step, in milliseconds:
 - allreduce ``2(N−1)/N × gradient bytes / network bandwidth`` (ring allreduce), after the step;
 - stragglers: a synchronous step waits for the slowest of N ranks, so the step is the
   expected maximum of N draws from the measured per-step distribution, not its mean;
-- hand-off ``H``: what a real step took at np=1 beyond the synthetic step and any CPU bound
-  (getting the batch from tf.data's buffer: a thread hand-off);
+- np=1 extra ``H``: what a real step took at np=1 beyond the synthetic step and any CPU bound:
+  the lone rank's wait for Horovod's coordination cycle, stretched by the pipeline, and the
+  batch's hand-off from tf.data's buffer. Where S is measured at N (``--ceiling``), S already
+  holds the cycle's wait and H is left out;
 - contention: a busy input pipeline delays every thread a step must wake (Horovod's
   coordination cycle, each hop of the ring, the batch hand-off), so ``S`` and ``H`` stretch
   with the node's CPU utilisation ρ as a single-server queue's waits do:
@@ -27,7 +29,7 @@ is then the node's measured CPU utilisation.
 
     synthetic(N) = E[max_N synthetic jitter] × max(D, CPU bound) + S
     real(N)      = E[max_N real jitter] × max(D, CPU bound, storage)
-                   + (S × (1 − ρ_s) + H × (1 − ρ_source)) / (1 − ρ_r)
+                   + (S × (1 − ρ_s) + H × (1 − ρ_source)) / (1 − ρ_r)     (H = 0 where S is measured)
 
 Pure: numpy only.
 """
@@ -192,9 +194,12 @@ def predict(src: Source, tgt: Target, nps: list[int]) -> list[Prediction]:
         if tgt.storage_mbps and src.bytes_per_sample:
             storage = n * src.batch_per_rank * src.bytes_per_sample / (tgt.storage_mbps * 1e6) * 1e3
         base_real = max(device, cpu_real, storage)
-        # the waiting-prone parts: synchronisation, and the np=1 hand-off of each batch (H),
-        # each divided out of the utilisation it was measured at
-        handoff = src.real_handoff_ms
+        # the waiting-prone parts, each divided out of the utilisation it was measured at:
+        # synchronisation, and H, the real step's extra at np=1. A lone rank still waits for
+        # Horovod's coordination cycle, and H is mostly that wait stretched by the pipeline; a
+        # synthetic step measured at N (the ceiling) already holds the cycle's wait in S, so
+        # adding H there would count it twice (measured: the np=2 gap is below np=1's)
+        handoff = src.real_handoff_ms if ceiling is None else 0.0
         work = sync * (1.0 - busy_synth) + handoff * (1.0 - src.source_busy)
         real_step, busy_real = stretched_step(s_real * base_real, work, busy_synth, load)
         contention = real_step - s_real * base_real - sync - handoff

@@ -64,7 +64,7 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
                   fmt(p.real_samples_per_s, 0), fmt(p.gap_pct, 1, "%"), p.gap_cause, p.dominant)
     console.print(t)
     console.print(f"from np=1: device {src.device_ms:.1f} ms/step, training loop {src.sync_cpu_ms:.1f} CPU-ms/step, "
-                  f"batch hand-off {src.real_handoff_ms:.1f} ms/step at {100 * src.source_busy:.0f}% host CPU, "
+                  f"real step's extra {src.real_handoff_ms:.1f} ms at {100 * src.source_busy:.0f}% host CPU, "
                   f"pipeline {src.pipeline_ms_per_step:.1f} CPU-ms/step "
                   f"({src.pipeline_core_ms_per_sample:.3f} core-ms/sample alone × {src.batch_per_rank} samples)"
                   + (f", {src.bytes_per_sample / 1e3:.0f} KB/sample" if src.bytes_per_sample else "")

@@ -1,5 +1,6 @@
 """The predictor's terms against closed forms."""
 
+import dataclasses
 import math
 
 import numpy as np
@@ -87,5 +88,8 @@ def test_a_measured_ceiling_sets_sync_and_busy_cores_stretch_it():
     h1, h8 = predict(handoff, Target(gpus_per_node=32, cores_per_node=2.0), [1, 8])
     assert h1.real_step_ms == pytest.approx(100.0 + 2.6, abs=0.1)
     assert h8.contention_ms == pytest.approx(2.6 * (0.93 / (1 - h8.busy_real) - 1))
+    # a measured synthetic step at N already holds the lone rank's cycle wait that H stretched
+    h8c = predict(dataclasses.replace(src, real_handoff_ms=2.6, source_busy=0.07), tgt, [8])[0]
+    assert h8c.real_step_ms == pytest.approx(p8.real_step_ms) and h8c.contention_ms == pytest.approx(p8.contention_ms)
     roomy = predict(src, Target(gpus_per_node=8, cores_per_node=64.0, ceiling={8: Ceiling(122.8, 0.01)}), [8])[0]
     assert roomy.contention_ms < 0.1 * p8.contention_ms and roomy.gap_pct < 2
