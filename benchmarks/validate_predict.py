@@ -11,7 +11,7 @@
    Horovod ranks: the measured gaps, from runs independent of steps 1-3.
 5. Predicted against measured gap per np; each must land within ±5 points.
 
-    .venv/bin/python benchmarks/validate_predict.py [--nps 2,4,8,16,32] [--steps 80]
+    .venv/bin/python benchmarks/validate_predict.py [--nps 2,4,8,16,32] [--steps 80] [--keep DIR]
 """
 
 from __future__ import annotations
