@@ -24,10 +24,25 @@ def windows(steps: pd.DataFrame) -> pd.DataFrame:
     return m.groupby(["np", "variant"], as_index=False).agg(start=("start", "min"), end=("end_unix_s", "max"))
 
 
+SERIES_KEYS = ("host", "rank", "gpu")  # what tells one sampler's series from another's
+
+
 def _in(frame: pd.DataFrame, start: float, end: float) -> pd.DataFrame:
+    """The samples of ``[start, end]``. A sample averages the interval since the previous one,
+    so a series with none inside a window shorter than its interval contributes the first
+    sample after the window, whose interval covers it."""
     if frame is None or frame.empty:
         return pd.DataFrame()
-    return frame[(frame["t_unix_s"] >= start) & (frame["t_unix_s"] <= end)]
+    t = frame["t_unix_s"]
+    inside = frame[(t >= start) & (t <= end)]
+    keys = [k for k in SERIES_KEYS if k in frame.columns]
+    after = frame[t > end].sort_values("t_unix_s")
+    covering = after.groupby(keys).head(1) if keys else after.head(1)
+    if keys:
+        covering = covering[~covering.set_index(keys).index.isin(inside.set_index(keys).index)]
+    elif not inside.empty:
+        covering = covering.iloc[:0]
+    return pd.concat([inside, covering]) if not covering.empty else inside
 
 
 def add_telemetry(summary: pd.DataFrame, steps: pd.DataFrame, gpu: pd.DataFrame | None,

@@ -91,6 +91,10 @@ class RankTelemetry:
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join(timeout=5)
+        if not self._thread.is_alive():  # a last sample covers the steps since the previous one
+            if self.host is not None:
+                self.stream.put("host", self.host.sample().to_dict())
+            self.stream.put("proc", self.proc.sample().to_dict())
         self.stream.close()
         if self.nvml is not None:
             self.nvml.shutdown()

@@ -165,3 +165,15 @@ def test_gpus_are_sampled_once_per_host():
     assert gpu_targets(0, 2, "6,7") == {6: [0], 7: [1]}
     assert gpu_targets(1, 4, "GPU-x") == {"GPU-x": [1]}  # narrowed per rank (e.g. Slurm): each its own
     assert gpu_targets(0, 2, "") == {}
+
+
+def test_a_window_shorter_than_the_sampling_interval_takes_the_sample_that_covers_it():
+    from pipeprof.analysis.telemetry import _in
+
+    host = pd.DataFrame({"t_unix_s": [10.0, 10.5, 11.0, 11.5], "host": ["a"] * 4, "cpu_pct": [5.0, 20.0, 30.0, 6.0]})
+    assert _in(host, 10.1, 10.4)["cpu_pct"].tolist() == [20.0]  # 0.3 s of steps between two 0.5 s samples
+    assert _in(host, 10.2, 11.2)["cpu_pct"].tolist() == [20.0, 30.0]  # samples inside: those alone
+    proc = pd.DataFrame({"t_unix_s": [10.0, 10.01, 10.5, 10.51], "host": ["a"] * 4, "rank": [0, 1, 0, 1],
+                         "cpu_pct": [1.0, 2.0, 3.0, 4.0]})
+    assert sorted(_in(proc, 10.005, 10.3)["cpu_pct"]) == [2.0, 3.0]  # per rank: rank 1 inside, rank 0 covered
+    assert _in(host, 12.0, 12.2).empty  # nothing after the window: nothing to attribute
