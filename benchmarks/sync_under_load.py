@@ -43,6 +43,7 @@ def rank_main(mode: str, steps: int, data_root: str, scenario_name: str) -> None
 
     from pipeprof import scenario as sc
     from pipeprof.data import pipeline
+    from pipeprof.models import build_model
 
     hvd.init()
     scenario = sc.load(scenario_name)
@@ -57,8 +58,13 @@ def rank_main(mode: str, steps: int, data_root: str, scenario_name: str) -> None
     else:
         first = next(iter(ds))
         batches = iter(lambda: first, None)
-    device_s = float(scenario.train.device.split(":")[1]) / 1e3
-    gradient = tf.zeros([65930], tf.float32)  # the small CNN's gradient, as in seed-gap
+    device_ms = sc.emulated_ms(scenario.train.device)
+    if device_ms is None:
+        raise SystemExit(f"{scenario_name}: train.device must be emulated:MS for this benchmark")
+    device_s = device_ms / 1e3
+    size = scenario.data.image_size
+    model = build_model(scenario.model.name, (size, size, 3), scenario.data.num_classes)
+    gradient = tf.zeros([sum(int(tf.size(v)) for v in model.trainable_variables)], tf.float32)  # as the worker does
     block = np.random.rand(200, 200)
 
     def burn() -> None:

@@ -35,13 +35,9 @@ def _in(frame: pd.DataFrame, start: float, end: float) -> pd.DataFrame:
         return pd.DataFrame()
     t = frame["t_unix_s"]
     inside = frame[(t >= start) & (t <= end)]
-    keys = [k for k in SERIES_KEYS if k in frame.columns]
-    after = frame[t > end].sort_values("t_unix_s")
-    covering = after.groupby(keys).head(1) if keys else after.head(1)
-    if keys:
-        covering = covering[~covering.set_index(keys).index.isin(inside.set_index(keys).index)]
-    elif not inside.empty:
-        covering = covering.iloc[:0]
+    keys = [k for k in SERIES_KEYS if k in frame.columns]  # every sampler writes "host"
+    first_after = frame[t > end].sort_values("t_unix_s").groupby(keys).head(1)
+    covering = first_after[~first_after.set_index(keys).index.isin(inside.set_index(keys).index)]
     return pd.concat([inside, covering]) if not covering.empty else inside
 
 
