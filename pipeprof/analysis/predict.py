@@ -3,11 +3,10 @@
 Per rank and step, in milliseconds:
 
 - device  ``D``: the synthetic step at np=1 (or ``--step-ms`` for the target's accelerator);
-- CPU     the training loop's own CPU (``sync``, measured on the synthetic run) keeps the
-  node ρ_s busy; the input pipeline needs ``P`` CPU-ms per rank and step (measured in the
-  real run, or ``B × c`` from the stage costs). A node's ranks share its cores, so the CPU
-  bound on a step is ``ranks × P / (cores × (1 − ρ_s))``; tf.data overlaps it with the
-  device through prefetch;
+- CPU     the input pipeline needs ``P`` CPU-ms per rank and step (measured in the real run,
+  or ``B × c`` from the stage costs) and the training loop ``L`` (measured on the synthetic
+  run). A node's ranks share its cores, so the CPU bound on a step is
+  ``ranks × (P + L) / cores``; tf.data overlaps it with the device through prefetch;
 - storage ``N × B × bytes_per_sample / storage bandwidth``: every reader shares the file system;
 - allreduce ``2(N−1)/N × gradient bytes / network bandwidth`` (ring allreduce), after the step;
 - stragglers: a synchronous step waits for the slowest of N ranks, so the step is the
@@ -16,20 +15,17 @@ Per rank and step, in milliseconds:
   the lone rank's wait for Horovod's coordination cycle, stretched by the pipeline, and the
   batch's hand-off from tf.data's buffer. Where S is measured at N (``--ceiling``), S already
   holds the cycle's wait and H is left out;
-- contention: a busy input pipeline delays every thread a step must wake (Horovod's
-  coordination cycle, each hop of the ring, the batch hand-off), so ``S`` and ``H`` stretch
-  with the node's CPU utilisation ρ as a single-server queue's waits do:
-  ``S × (1 − ρ_synthetic) / (1 − ρ_real)`` (H likewise, from the source's ρ at np=1).
-  ρ_real adds the node's pipelines (``ranks × P / cores``, P the pipeline's CPU per rank and
-  step); it depends on the step it stretches, so the real step is the fixed point.
+- contention ``X``: where a node's ranks outnumber its cores, the pipelines' bursts at each
+  step's start overflow the cores and the threads the step must wake wait behind them:
+  ``(r − c)² / r × P / c`` for ``r`` ranks on ``c`` cores (see ``overflow_ms``); zero on a
+  node with a core per rank.
 
 ``S`` is the ring allreduce from ``--network-gbps``, or, where a synthetic-only run at N on
-the target (``--ceiling``) measured it, that run's step beyond the device time; ρ_synthetic
-is then the node's measured CPU utilisation.
+the target (``--ceiling``) measured it, that run's step beyond the device time.
 
-    synthetic(N) = E[max_N synthetic jitter] × max(D, CPU bound) + S
-    real(N)      = E[max_N real jitter] × max(D, CPU bound, storage)
-                   + (S × (1 − ρ_s) + H × (1 − ρ_source)) / (1 − ρ_r)     (H = 0 where S is measured)
+    synthetic(N) = E[max_N synthetic jitter] × max(D, L / cores per rank) + S
+    real(N)      = max(E[max_N real jitter] × max(D, storage) + X,
+                       E[max_N real jitter] × CPU bound) + S + H     (H = 0 where S is measured)
 
 Pure: numpy only.
 """
@@ -109,8 +105,8 @@ class Prediction:
     input_cpu_ms: float  # CPU bound of a real step on one rank's cores
     storage_ms: float
     allreduce_ms: float  # S: synchronisation per step (network model, or measured by the ceiling)
-    contention_ms: float  # what the node's busy CPU adds to S on real steps
-    busy_synth: float  # the node's CPU utilisation ρ, synthetic and real
+    contention_ms: float  # X: what the pipelines' overflow of the node's cores adds to real steps
+    busy_synth: float  # the node's CPU utilisation, synthetic (measured by a ceiling or estimated) and real
     busy_real: float
     sync_measured: bool  # S from a ceiling run rather than the network model
     straggler_synth: float  # E[max_N jitter] for synthetic steps
@@ -143,27 +139,26 @@ TERMS_ADVICE = {
 }
 
 
-RHO_MAX = 0.95  # utilisation is capped here: the queue's stretch stays finite at saturation
+def overflow_ms(ranks: int, cores: float, pipeline_ms: float) -> float:
+    """What the node's input pipelines add to a synchronous step when they outnumber its cores.
 
+    Each step starts with every rank's pipeline refilling its buffer: ``P`` core-ms per rank.
+    With ``r ≤ c`` ranks per ``c`` cores each burst has a core and overlaps the device time.
+    Beyond that, ``(r − c) × P`` core-ms find no free core and queue; the queue drains in
+    ``(r − c) × P / c`` ms, and the threads the step must wake (the batch hand-off, Horovod's
+    coordination cycle, each hop of the ring) wait in it: a share ``(r − c) / r`` of the
+    drain on average, the share of the node's pipelines that queued. So
+    ``(r − c)² / r × P / c``.
 
-def stretched_step(fixed: float, work: float, busy_synth: float, load: float) -> tuple[float, float]:
-    """The fixed point ``s = fixed + work / (1 − ρ(s))`` with ``ρ(s) = ρ_s + load / s``.
-
-    ``work`` is the waiting-prone part of the step already divided out of the utilisation it
-    was measured at (``S × (1 − ρ_s)``). The right side falls as ``s`` grows, so the root is
-    unique; bisection finds it. Returns the step and ρ there.
+    The form is measured, not derived from first principles: a CPU burst of B ms at each
+    step's start (benchmarks/sync_under_load.py) adds ``≈ (r − c) × B / c`` at np 4, 8, 16
+    on 2 cores, and a real pipeline of the same CPU adds less, ``≈ (r − c)² / r × P / c``,
+    as it does not all land at the step's start.
     """
-    def rho(s: float) -> float:
-        return min(RHO_MAX, busy_synth + load / s) if s > 0 else RHO_MAX
-
-    def excess(s: float) -> float:
-        return s - fixed - work / (1.0 - rho(s))
-
-    lo, hi = max(fixed, 1e-9), fixed + work / (1.0 - RHO_MAX) + 1e-9
-    for _ in range(100):
-        mid = 0.5 * (lo + hi)
-        lo, hi = (mid, hi) if excess(mid) < 0 else (lo, mid)
-    return hi, rho(hi)
+    excess = ranks - cores
+    if excess <= 0 or pipeline_ms <= 0:
+        return 0.0
+    return excess * excess / ranks * pipeline_ms / cores
 
 
 def predict(src: Source, tgt: Target, nps: list[int]) -> list[Prediction]:
@@ -180,29 +175,33 @@ def predict(src: Source, tgt: Target, nps: list[int]) -> list[Prediction]:
         if ceiling is not None:
             synth_step = ceiling.step_ms
             sync = max(0.0, synth_step - s_syn * base_synth)
-            busy_synth = min(RHO_MAX, max(0.0, ceiling.busy))
+            busy_synth = min(1.0, max(0.0, ceiling.busy))
         else:
             sync = 0.0
             if n > 1 and tgt.network_gbps:
                 sync = 2 * (n - 1) / n * src.gradient_bytes / (tgt.network_gbps * 1e9 / 8) * 1e3
             synth_step = s_syn * base_synth + sync
-            busy_synth = min(RHO_MAX, r * src.sync_cpu_ms / (tgt.cores_per_node * synth_step))
-        # the node's pipelines need r·P core-ms per step from what the training loop leaves
-        load = r * pipe / tgt.cores_per_node
-        cpu_real = load / (1.0 - busy_synth)
+            busy_synth = min(1.0, r * src.sync_cpu_ms / (tgt.cores_per_node * synth_step))
+        # the CPU bound: each rank's pipeline and its training loop (as np=1 measured them) on
+        # its share of the node's cores. Horovod's polling at N is left out: it takes only
+        # the CPU nothing else wants (at np=32 on 2 cores, 80% of the node when synthetic)
+        cpu_real = (pipe + src.sync_cpu_ms) / cores
         storage = 0.0
         if tgt.storage_mbps and src.bytes_per_sample:
             storage = n * src.batch_per_rank * src.bytes_per_sample / (tgt.storage_mbps * 1e6) * 1e3
         base_real = max(device, cpu_real, storage)
-        # the waiting-prone parts, each divided out of the utilisation it was measured at:
-        # synchronisation, and H, the real step's extra at np=1. A lone rank still waits for
-        # Horovod's coordination cycle, and H is mostly that wait stretched by the pipeline; a
-        # synthetic step measured at N (the ceiling) already holds the cycle's wait in S, so
-        # adding H there would count it twice (measured: the np=2 gap is below np=1's)
+        contention = overflow_ms(r, tgt.cores_per_node, pipe)
+        # H, the real step's extra at np=1, is mostly a lone rank's wait for Horovod's
+        # coordination cycle; a synthetic step measured at N (the ceiling) holds that wait in
+        # S already, so adding H there would count it twice (measured: np=2's gap is below np=1's)
         handoff = src.real_handoff_ms if ceiling is None else 0.0
-        work = sync * (1.0 - busy_synth) + handoff * (1.0 - src.source_busy)
-        real_step, busy_real = stretched_step(s_real * base_real, work, busy_synth, load)
-        contention = real_step - s_real * base_real - sync - handoff
+        # a CPU-bound step has no idle core to overflow into: the queue is the bound itself
+        fed = s_real * max(device, storage)
+        real_step = max(fed + contention, s_real * cpu_real) + sync + handoff
+        contention = max(0.0, real_step - sync - handoff - s_real * base_real)
+        # the node's CPU use on real steps, as reported: the loop's (a rate: Horovod polls on a
+        # clock) plus the pipelines' r·P per step
+        busy_real = min(1.0, busy_synth + r * pipe / (tgt.cores_per_node * real_step))
         synth_sps = n * src.batch_per_rank / synth_step * 1e3
         real_sps = n * src.batch_per_rank / real_step * 1e3
         # what each term adds to the real step beyond the device's compute

@@ -6,7 +6,7 @@ import math
 import numpy as np
 import pytest
 
-from pipeprof.analysis.predict import Ceiling, Source, Target, expected_max, predict, stretched_step
+from pipeprof.analysis.predict import Ceiling, Source, Target, expected_max, overflow_ms, predict
 
 
 @pytest.mark.parametrize("n", [1, 2, 8, 32])
@@ -38,13 +38,16 @@ def source(**kw):
 
 
 def test_input_bound_appears_when_cores_per_rank_shrink():
-    # 32 samples × 1 core-ms per step; the device takes 100 ms; the loop keeps 2 CPU-ms per step
-    preds = {p.np: p for p in predict(source(), Target(gpus_per_node=8, cores_per_node=2.0), [1, 8])}
-    assert preds[1].gap_pct == pytest.approx(0.0) and preds[1].dominant == "compute"
-    p8 = preds[8]  # 8 ranks share 2 cores; their loops keep 8 × 2 / (2 × 100) = 8% of them busy
-    assert p8.busy_synth == pytest.approx(0.08)
-    assert p8.input_cpu_ms == pytest.approx(8 * 32 / 2 / 0.92) and p8.dominant == "input"
-    assert p8.gap_pct == pytest.approx(100 * (1 - 100 / p8.input_cpu_ms), abs=0.01)
+    # 32 samples × 4 core-ms per step; the device takes 100 ms; the loop keeps 2 CPU-ms per step
+    src = source(pipeline_core_ms_per_sample=4.0)
+    roomy, tight = (predict(src, Target(gpus_per_node=8, cores_per_node=c), [8])[0] for c in (64.0, 8.0))
+    assert roomy.input_cpu_ms == pytest.approx(130 / 8) and roomy.gap_pct == pytest.approx(0.0)
+    assert roomy.dominant == "compute" and roomy.gap_cause == "none"
+    # a core per rank: no overflow, but 130 CPU-ms per step on one core outlasts the device's 100 ms
+    assert tight.busy_synth == pytest.approx(8 * 2 / (8 * 100))
+    assert tight.input_cpu_ms == pytest.approx(130) and tight.contention_ms == 0.0
+    assert tight.dominant == "input" and tight.gap_cause == "input"
+    assert tight.gap_pct == pytest.approx(100 * (1 - 100 / 130), abs=0.01)
 
 
 def test_ring_allreduce_and_storage_terms():
@@ -63,33 +66,44 @@ def test_stragglers_grow_with_n_and_cost_the_gap_when_real_steps_are_noisier():
     assert preds[2].dominant == "stragglers"
 
 
-def test_the_stretched_step_is_the_fixed_point_of_the_queue():
-    step, rho = stretched_step(100.0, 16.0, 0.2, 50.0)
-    assert rho == pytest.approx(0.2 + 50.0 / step)
-    assert step == pytest.approx(100.0 + 16.0 / (1 - rho))
-    assert stretched_step(100.0, 16.0, 0.2, 0.0) == (pytest.approx(120.0), pytest.approx(0.2))  # idle: no stretch
-    assert stretched_step(100.0, 0.0, 0.2, 500.0)[0] == pytest.approx(100.0)  # nothing to stretch
+def test_overflow_is_zero_with_a_core_per_rank_and_grows_with_the_ranks_beyond():
+    assert overflow_ms(8, 64.0, 12.0) == 0.0 and overflow_ms(2, 2.0, 12.0) == 0.0 and overflow_ms(8, 2.0, 0.0) == 0.0
+    # (r − c)² / r × P / c: 6 of 8 pipelines queue on 2 cores, drain in 6 × 12 / 2 ms, share 6/8
+    assert overflow_ms(8, 2.0, 12.0) == pytest.approx(36 / 8 * 12 / 2)
+    assert overflow_ms(4, 2.0, 12.0) < overflow_ms(8, 2.0, 12.0) < overflow_ms(16, 2.0, 12.0)
+    assert overflow_ms(32, 2.0, 12.0) == pytest.approx(2 * overflow_ms(32, 2.0, 6.0))  # linear in P
 
 
-def test_a_measured_ceiling_sets_sync_and_busy_cores_stretch_it():
-    src = source(pipeline_core_ms_per_sample=0.0, pipeline_cpu_ms=12.8, device_ms=102.0, gradient_bytes=0.0)
+def test_a_measured_ceiling_sets_sync_and_the_overflow_adds_to_it():
+    src = source(pipeline_core_ms_per_sample=0.0, pipeline_cpu_ms=12.8, device_ms=100.0, gradient_bytes=0.0)
     tgt = Target(gpus_per_node=32, cores_per_node=2.0, ceiling={8: Ceiling(step_ms=122.8, busy=0.204)})
     p8, p4 = predict(src, tgt, [8, 4])
     assert p8.sync_measured and not p4.sync_measured
-    assert p8.synth_step_ms == pytest.approx(122.8) and p8.allreduce_ms == pytest.approx(20.8)
-    # 8 pipelines × 12.8 ms on 2 cores: ρ rises from 0.204 to 0.204 + 51.2 / step
-    assert p8.busy_real == pytest.approx(0.204 + 51.2 / p8.real_step_ms)
-    assert p8.contention_ms == pytest.approx(20.8 * (0.796 / (1 - p8.busy_real) - 1))
-    assert 10 < p8.gap_pct < 20
-    assert p8.dominant == "allreduce" and p8.gap_cause == "contention"  # sync is the larger term; the gap is its stretch
-    # the same pipelines on 64 cores barely load the node: little stretch
-    # the np=1 hand-off reproduces the source run at np=1 and stretches with the node's load
+    assert p8.synth_step_ms == pytest.approx(122.8) and p8.allreduce_ms == pytest.approx(22.8)
+    # 8 pipelines × 12.8 ms on 2 cores: 6 overflow, drain in 38.4 ms, a share 6/8 of it waits
+    assert p8.contention_ms == pytest.approx(28.8)
+    assert p8.real_step_ms == pytest.approx(100.0 + 28.8 + 22.8)
+    assert p8.gap_pct == pytest.approx(100 * (1 - 122.8 / 151.6))
+    assert p8.busy_real == pytest.approx(0.204 + 8 * 12.8 / (2 * 151.6))
+    assert p8.dominant == "contention" and p8.gap_cause == "contention"
+    # the np=1 extra H reproduces the source run at np=1 and adds at N without a ceiling
     handoff = source(pipeline_core_ms_per_sample=0.0, pipeline_cpu_ms=12.8, real_handoff_ms=2.6, source_busy=0.07)
     h1, h8 = predict(handoff, Target(gpus_per_node=32, cores_per_node=2.0), [1, 8])
     assert h1.real_step_ms == pytest.approx(100.0 + 2.6, abs=0.1)
-    assert h8.contention_ms == pytest.approx(2.6 * (0.93 / (1 - h8.busy_real) - 1))
-    # a measured synthetic step at N already holds the lone rank's cycle wait that H stretched
+    assert h8.real_step_ms == pytest.approx(100.0 + 28.8 + 2.6)
+    # a measured synthetic step at N already holds the lone rank's cycle wait that H is
     h8c = predict(dataclasses.replace(src, real_handoff_ms=2.6, source_busy=0.07), tgt, [8])[0]
     assert h8c.real_step_ms == pytest.approx(p8.real_step_ms) and h8c.contention_ms == pytest.approx(p8.contention_ms)
+    # the same pipelines with a core per rank: nothing overflows, and the sync is the same in both
     roomy = predict(src, Target(gpus_per_node=8, cores_per_node=64.0, ceiling={8: Ceiling(122.8, 0.01)}), [8])[0]
-    assert roomy.contention_ms < 0.1 * p8.contention_ms and roomy.gap_pct < 2
+    assert roomy.contention_ms == 0.0 and roomy.gap_pct == pytest.approx(0.0)
+
+
+def test_a_cpu_bound_step_takes_no_overflow_on_top():
+    # 32 ranks × (20 + 1.25) CPU-ms on 2 cores: 340 ms of CPU per step outlasts a 50 ms device plus the overflow
+    src = source(pipeline_core_ms_per_sample=0.0, pipeline_cpu_ms=20.0, sync_cpu_ms=1.25, gradient_bytes=0.0,
+                 device_ms=50.0)
+    (p,) = predict(src, Target(gpus_per_node=32, cores_per_node=2.0), [32])
+    assert 50 + overflow_ms(32, 2.0, 20.0) < 340
+    assert p.input_cpu_ms == pytest.approx(340) and p.real_step_ms == pytest.approx(340)
+    assert p.contention_ms == 0.0 and p.dominant == "input" and p.gap_cause == "input"
