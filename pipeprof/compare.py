@@ -183,7 +183,9 @@ def compare(scenario: Scenario, nps: list[int], *, out: str | None = None, argv:
         "device": device_label(scenario.train.device)}))
     from pipeprof.scenario import emulated_ms
 
-    env = horovod.worker_env(dict(os.environ), str(Path.cwd()), emulated=emulated_ms(scenario.train.device) is not None)
+    local = max(nps) if not (scenario.launch.hosts or scenario.launch.hostfile) else 1
+    env = horovod.worker_env(dict(os.environ), str(Path.cwd()), emulated=emulated_ms(scenario.train.device) is not None,
+                             local_ranks=local)
     recorder = Recorder(run_dir)
 
     def on_record(record: dict) -> None:

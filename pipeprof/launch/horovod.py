@@ -7,6 +7,7 @@ on a rank's death, a timeout or Ctrl-C without hanging.
 
 from __future__ import annotations
 
+import math
 import os
 import queue
 import shutil
@@ -130,11 +131,24 @@ def horovodrun_argv(np: int, launch: LaunchConfig, worker: list[str], horovodrun
 EMULATION_CYCLE_TIME_MS = "5"
 
 
-def worker_env(base: dict[str, str], cwd: str, emulated: bool = False) -> dict[str, str]:
-    """The one place configuration becomes the workers' environment."""
+# Every rank must reach Gloo's rendezvous within HOROVOD_GLOO_TIMEOUT_SECONDS (30 s by
+# default). Importing TensorFlow takes a few CPU-seconds per rank, so 32 ranks on 2 cores
+# miss it (measured: rank 0 aborted at np=32 here). Allow this much per rank per local core.
+RENDEZVOUS_S_PER_RANK_PER_CORE = 8.0
+
+
+def rendezvous_timeout_s(local_ranks: int, cores: int) -> int:
+    return max(30, math.ceil(RENDEZVOUS_S_PER_RANK_PER_CORE * local_ranks / max(1, cores)))
+
+
+def worker_env(base: dict[str, str], cwd: str, emulated: bool = False, local_ranks: int = 1) -> dict[str, str]:
+    """The one place configuration becomes the workers' environment. ``local_ranks``: the
+    most ranks this host will start at once (sets the rendezvous timeout unless given)."""
     env = dict(base)
     if emulated:
         env.setdefault("HOROVOD_CYCLE_TIME", EMULATION_CYCLE_TIME_MS)
+    env.setdefault("HOROVOD_GLOO_TIMEOUT_SECONDS",
+                   str(rendezvous_timeout_s(local_ranks, len(os.sched_getaffinity(0)))))
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # keep TensorFlow's start-up chatter out of the log
     env["PYTHONUNBUFFERED"] = "1"  # progress lines arrive as they happen
     # user factories ("module:function") are found from the launch directory, on every rank

@@ -63,6 +63,11 @@ def test_worker_env_is_built_in_one_place():
     env = horovod.worker_env({"PATH": "/bin", "PYTHONPATH": "/x"}, "/launch/dir")
     assert env["PYTHONPATH"] == "/launch/dir:/x"
     assert env["PYTHONUNBUFFERED"] == "1" and env["TF_CPP_MIN_LOG_LEVEL"] == "2"
+    assert env["HOROVOD_GLOO_TIMEOUT_SECONDS"] == "30"  # Horovod's default, for a rank or two per core
+    # many ranks on few cores need longer to reach the rendezvous; a user's own value stands
+    assert horovod.rendezvous_timeout_s(32, 2) == 128 and horovod.rendezvous_timeout_s(8, 64) == 30
+    assert horovod.worker_env({"HOROVOD_GLOO_TIMEOUT_SECONDS": "7"}, "/d", local_ranks=32)[
+        "HOROVOD_GLOO_TIMEOUT_SECONDS"] == "7"
 
 
 def py(code: str) -> list[str]:
