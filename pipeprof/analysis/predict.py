@@ -17,14 +17,15 @@ Per rank and step, in milliseconds:
   holds the cycle's wait and H is left out;
 - contention ``X``: where a node's ranks outnumber its cores, the pipelines' bursts at each
   step's start overflow the cores and the threads the step must wake wait behind them:
-  ``(r − c)² / r × P / c`` for ``r`` ranks on ``c`` cores (see ``overflow_ms``); zero on a
-  node with a core per rank.
+  ``(r − c) × P / c`` for ``r`` ranks on ``c`` cores (see ``overflow_ms``); zero on a node
+  with a core per rank. The slowest rank is the one that queued longest, so X and the
+  stragglers' tail are one delay: the step takes the larger.
 
 ``S`` is the ring allreduce from ``--network-gbps``, or, where a synthetic-only run at N on
 the target (``--ceiling``) measured it, that run's step beyond the device time.
 
     synthetic(N) = E[max_N synthetic jitter] × max(D, L / cores per rank) + S
-    real(N)      = max(E[max_N real jitter] × max(D, storage) + X,
+    real(N)      = max(E[max_N real jitter] × max(D, storage), E[max_N synthetic jitter] × max(D, storage) + X,
                        E[max_N real jitter] × CPU bound) + S + H     (H = 0 where S is measured)
 
 Pure: numpy only.
@@ -143,22 +144,21 @@ def overflow_ms(ranks: int, cores: float, pipeline_ms: float) -> float:
     """What the node's input pipelines add to a synchronous step when they outnumber its cores.
 
     Each step starts with every rank's pipeline refilling its buffer: ``P`` core-ms per rank.
-    With ``r ≤ c`` ranks per ``c`` cores each burst has a core and overlaps the device time.
+    With ``r ≤ c`` ranks on ``c`` cores each burst has a core and overlaps the device time.
     Beyond that, ``(r − c) × P`` core-ms find no free core and queue; the queue drains in
-    ``(r − c) × P / c`` ms, and the threads the step must wake (the batch hand-off, Horovod's
-    coordination cycle, each hop of the ring) wait in it: a share ``(r − c) / r`` of the
-    drain on average, the share of the node's pipelines that queued. So
-    ``(r − c)² / r × P / c``.
+    ``(r − c) × P / c`` ms. The threads a step must wake (the batch hand-off, Horovod's
+    coordination cycle, each hop of the ring) wait in it, and a synchronous step waits for
+    the rank that waited longest: the whole drain.
 
-    The form is measured, not derived from first principles: a CPU burst of B ms at each
-    step's start (benchmarks/sync_under_load.py) adds ``≈ (r − c) × B / c`` at np 4, 8, 16
-    on 2 cores, and a real pipeline of the same CPU adds less, ``≈ (r − c)² / r × P / c``,
-    as it does not all land at the step's start.
+    Measured (benchmarks/sync_under_load.py, 2 cores): a burst of B CPU-ms at each step's
+    start adds ``(r − c) × B / c`` within about 10% at np 4, 8 and 16. A real pipeline adds
+    0.8–1.0 of that for its P, as not all of its work lands at the step's start: the term
+    errs high by up to 20% of itself at np 4–8.
     """
     excess = ranks - cores
     if excess <= 0 or pipeline_ms <= 0:
         return 0.0
-    return excess * excess / ranks * pipeline_ms / cores
+    return excess * pipeline_ms / cores
 
 
 def predict(src: Source, tgt: Target, nps: list[int]) -> list[Prediction]:
@@ -196,8 +196,11 @@ def predict(src: Source, tgt: Target, nps: list[int]) -> list[Prediction]:
         # S already, so adding H there would count it twice (measured: np=2's gap is below np=1's)
         handoff = src.real_handoff_ms if ceiling is None else 0.0
         # a CPU-bound step has no idle core to overflow into: the queue is the bound itself
-        fed = s_real * max(device, storage)
-        real_step = max(fed + contention, s_real * cpu_real) + sync + handoff
+        # the overflow is the straggler on a crowded node: the slowest rank is the one whose
+        # wake-up queued longest, so it adds to the synthetic step's own tail in place of the
+        # real jitter's extra tail, not on top of it
+        fed = max(s_real * max(device, storage), s_syn * max(device, storage) + contention)
+        real_step = max(fed, s_real * cpu_real) + sync + handoff
         contention = max(0.0, real_step - sync - handoff - s_real * base_real)
         # the node's CPU use on real steps, as reported: the loop's (a rate: Horovod polls on a
         # clock) plus the pipelines' r·P per step

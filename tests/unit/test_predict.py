@@ -68,8 +68,8 @@ def test_stragglers_grow_with_n_and_cost_the_gap_when_real_steps_are_noisier():
 
 def test_overflow_is_zero_with_a_core_per_rank_and_grows_with_the_ranks_beyond():
     assert overflow_ms(8, 64.0, 12.0) == 0.0 and overflow_ms(2, 2.0, 12.0) == 0.0 and overflow_ms(8, 2.0, 0.0) == 0.0
-    # (r − c)² / r × P / c: 6 of 8 pipelines queue on 2 cores, drain in 6 × 12 / 2 ms, share 6/8
-    assert overflow_ms(8, 2.0, 12.0) == pytest.approx(36 / 8 * 12 / 2)
+    # (r − c) × P / c: 6 of 8 pipelines' bursts queue on 2 cores and drain in 6 × 12 / 2 ms
+    assert overflow_ms(8, 2.0, 12.0) == pytest.approx(36.0)
     assert overflow_ms(4, 2.0, 12.0) < overflow_ms(8, 2.0, 12.0) < overflow_ms(16, 2.0, 12.0)
     assert overflow_ms(32, 2.0, 12.0) == pytest.approx(2 * overflow_ms(32, 2.0, 6.0))  # linear in P
 
@@ -80,17 +80,17 @@ def test_a_measured_ceiling_sets_sync_and_the_overflow_adds_to_it():
     p8, p4 = predict(src, tgt, [8, 4])
     assert p8.sync_measured and not p4.sync_measured
     assert p8.synth_step_ms == pytest.approx(122.8) and p8.allreduce_ms == pytest.approx(22.8)
-    # 8 pipelines × 12.8 ms on 2 cores: 6 overflow, drain in 38.4 ms, a share 6/8 of it waits
-    assert p8.contention_ms == pytest.approx(28.8)
-    assert p8.real_step_ms == pytest.approx(100.0 + 28.8 + 22.8)
-    assert p8.gap_pct == pytest.approx(100 * (1 - 122.8 / 151.6))
-    assert p8.busy_real == pytest.approx(0.204 + 8 * 12.8 / (2 * 151.6))
+    # 8 pipelines × 12.8 ms on 2 cores: 6 overflow and drain in 38.4 ms, which the slowest rank waits
+    assert p8.contention_ms == pytest.approx(38.4)
+    assert p8.real_step_ms == pytest.approx(100.0 + 38.4 + 22.8)
+    assert p8.gap_pct == pytest.approx(100 * (1 - 122.8 / 161.2))
+    assert p8.busy_real == pytest.approx(0.204 + 8 * 12.8 / (2 * 161.2))
     assert p8.dominant == "contention" and p8.gap_cause == "contention"
     # the np=1 extra H reproduces the source run at np=1 and adds at N without a ceiling
     handoff = source(pipeline_core_ms_per_sample=0.0, pipeline_cpu_ms=12.8, real_handoff_ms=2.6, source_busy=0.07)
     h1, h8 = predict(handoff, Target(gpus_per_node=32, cores_per_node=2.0), [1, 8])
     assert h1.real_step_ms == pytest.approx(100.0 + 2.6, abs=0.1)
-    assert h8.real_step_ms == pytest.approx(100.0 + 28.8 + 2.6)
+    assert h8.real_step_ms == pytest.approx(100.0 + 38.4 + 2.6)
     # a measured synthetic step at N already holds the lone rank's cycle wait that H is
     h8c = predict(dataclasses.replace(src, real_handoff_ms=2.6, source_busy=0.07), tgt, [8])[0]
     assert h8c.real_step_ms == pytest.approx(p8.real_step_ms) and h8c.contention_ms == pytest.approx(p8.contention_ms)
@@ -100,10 +100,21 @@ def test_a_measured_ceiling_sets_sync_and_the_overflow_adds_to_it():
 
 
 def test_a_cpu_bound_step_takes_no_overflow_on_top():
-    # 32 ranks × (20 + 1.25) CPU-ms on 2 cores: 340 ms of CPU per step outlasts a 50 ms device plus the overflow
+    # 32 ranks × (20 + 1.25) CPU-ms on 2 cores: 340 ms of CPU per step outlasts a 30 ms device plus the overflow
     src = source(pipeline_core_ms_per_sample=0.0, pipeline_cpu_ms=20.0, sync_cpu_ms=1.25, gradient_bytes=0.0,
-                 device_ms=50.0)
+                 device_ms=30.0)
     (p,) = predict(src, Target(gpus_per_node=32, cores_per_node=2.0), [32])
-    assert 50 + overflow_ms(32, 2.0, 20.0) < 340
+    assert 30 + overflow_ms(32, 2.0, 20.0) < 340
     assert p.input_cpu_ms == pytest.approx(340) and p.real_step_ms == pytest.approx(340)
     assert p.contention_ms == 0.0 and p.dominant == "input" and p.gap_cause == "input"
+
+
+def test_the_overflow_and_the_straggler_tail_are_one_delay():
+    # a noisy np=1 real step: its tail at N and the overflow both name the slowest rank; the larger counts
+    jit = tuple(np.random.default_rng(3).normal(1.0, 0.1, 5000).clip(0.5))
+    src = source(pipeline_core_ms_per_sample=0.0, pipeline_cpu_ms=8.0, real_jitter=jit, gradient_bytes=0.0)
+    tail = expected_max(np.array(jit), 8) * 100.0
+    small, large = (predict(src, Target(gpus_per_node=8, cores_per_node=c), [8])[0] for c in (6.0, 2.0))
+    assert overflow_ms(8, 6.0, 8.0) < tail - 100 < overflow_ms(8, 2.0, 8.0)
+    assert small.real_step_ms == pytest.approx(tail) and small.contention_ms == 0.0
+    assert large.real_step_ms == pytest.approx(100 + 24.0) and large.contention_ms == pytest.approx(124.0 - tail)
