@@ -195,10 +195,10 @@ def predict(src: Source, tgt: Target, nps: list[int]) -> list[Prediction]:
         # coordination cycle; a synthetic step measured at N (the ceiling) holds that wait in
         # S already, so adding H there would count it twice (measured: np=2's gap is below np=1's)
         handoff = src.real_handoff_ms if ceiling is None else 0.0
-        # a CPU-bound step has no idle core to overflow into: the queue is the bound itself
         # the overflow is the straggler on a crowded node: the slowest rank is the one whose
         # wake-up queued longest, so it adds to the synthetic step's own tail in place of the
-        # real jitter's extra tail, not on top of it
+        # real jitter's extra tail, not on top of it. A CPU-bound step has no idle core to
+        # overflow into: there the bound itself is the queue
         fed = max(s_real * max(device, storage), s_syn * max(device, storage) + contention)
         real_step = max(fed, s_real * cpu_real) + sync + handoff
         contention = max(0.0, real_step - sync - handoff - s_real * base_real)
