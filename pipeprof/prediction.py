@@ -40,14 +40,13 @@ def _bytes_per_sample(data_root: str) -> float | None:
     return float(np.mean(sizes)) if sizes else None
 
 
-def _mean_in_window(frame: pd.DataFrame | None, win: pd.DataFrame, np_: int, variant: str,
-                    column: str = "cpu_pct") -> float:
-    """Mean of a telemetry column over the measured steps of one (np, variant), NaN if none."""
+def _mean_in_window(frame: pd.DataFrame | None, win: pd.DataFrame, np_: int, variant: str) -> float:
+    """Mean CPU % of a telemetry frame over the measured steps of one (np, variant), NaN if none."""
     if frame is None or frame.empty:
         return math.nan
     w = win[(win["np"] == np_) & (win["variant"] == variant)]
     inside = _in(frame, w["start"].iloc[0], w["end"].iloc[0]) if not w.empty else pd.DataFrame()
-    return float(inside[column].mean()) if not inside.empty else math.nan
+    return float(inside["cpu_pct"].mean()) if not inside.empty else math.nan
 
 
 def load_ceiling(run_dir: Path, batch_per_rank: int) -> dict[int, Ceiling]:
@@ -136,7 +135,7 @@ def load_source(run_dir: Path, *, measure_missing_stages: bool = True) -> tuple[
     cpu_bound = (sync_cpu_ms + src.pipeline_ms_per_step) / source_cores
     source_busy = _mean_in_window(tel["host"], win, 1, reference) / 100.0
     src = dataclasses.replace(src, real_handoff_ms=max(0.0, float(real.mean()) - max(float(synth.mean()), cpu_bound)),
-                              source_busy=0.0 if math.isnan(source_busy) else min(0.95, source_busy))
+                              source_busy=0.0 if math.isnan(source_busy) else min(1.0, source_busy))
     return src, {"manifest": manifest, "scenario": scenario, "notes": notes}
 
 
