@@ -18,7 +18,7 @@ from pipeprof.analysis.stats import summarize
 from pipeprof.errors import PipeprofError
 from pipeprof.job import PROGRESS_TAG, Job, VariantSpec
 from pipeprof.launch import horovod
-from pipeprof.rundir import load_steps, manifest, new_run_dir, write_json
+from pipeprof.rundir import load_steps, load_variant_runs, manifest, new_run_dir, write_json
 from pipeprof.analysis.telemetry import add_telemetry
 from pipeprof.rundir import load_telemetry
 from pipeprof.scenario import LaunchConfig, Scenario, cache_warning
@@ -60,7 +60,7 @@ def variant_specs(scenario: Scenario, only: list[str] | None = None, synthetic: 
     variant with its resolved pipeline (none when ``real`` is false)."""
     import dataclasses
 
-    from pipeprof.analysis.ablation import LADDER, ladder_pipelines
+    from pipeprof.analysis.ablation import LADDER, RUNG_TIME_SHARE, ladder_pipelines
 
     known = [v.name for v in scenario.variants]
     if ablation and (clash := set(known) & set(LADDER)):
@@ -72,7 +72,9 @@ def variant_specs(scenario: Scenario, only: list[str] | None = None, synthetic: 
     specs = [VariantSpec(name="synthetic", synthetic=True,
                          pipeline=dataclasses.asdict(scenario.variant_pipeline(chosen[0])))] if synthetic else []
     if ablation:
-        specs += [VariantSpec(name=name, synthetic=False, pipeline=dataclasses.asdict(p))
+        train = scenario.train
+        rung_s = max(train.min_measure_s, RUNG_TIME_SHARE * train.max_measure_s)
+        specs += [VariantSpec(name=name, synthetic=False, pipeline=dataclasses.asdict(p), max_measure_s=rung_s)
                   for name, p in ladder_pipelines(scenario.variant_pipeline(scenario.variants[0]))]
     for v in chosen if real else []:
         specs.append(VariantSpec(name=v.name, synthetic=False, pipeline=dataclasses.asdict(scenario.variant_pipeline(v))))
@@ -151,7 +153,9 @@ def write_summary(run_dir: Path, synthetic_variants: set[str], order: list[str] 
 
     steps = load_steps(run_dir)
     tel = load_telemetry(run_dir)
-    summary = add_telemetry(summarize(steps, synthetic_variants, order), steps, tel["gpu"], tel["host"], tel["proc"])
+    stops = {(int(r["np"]), r["variant"]): r.get("stop_reason", "") for r in load_variant_runs(run_dir)}
+    summary = add_telemetry(summarize(steps, synthetic_variants, order, stops), steps, tel["gpu"], tel["host"],
+                            tel["proc"])
     if reference is not None:
         summary = add_stage_costs(summary, reference)
     summary.insert(2, "device", device_label(device))

@@ -22,6 +22,7 @@ class VariantSpec:
     name: str
     synthetic: bool
     pipeline: dict[str, Any] = field(default_factory=dict)  # the resolved PipelineConfig
+    max_measure_s: float = 0.0  # adaptive measurement's limit for this variant; 0: train.max_measure_s
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ agree on one schema. Units are in the names.
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
@@ -46,10 +47,14 @@ class VariantRun:
     loss_mean: float  # averaged over ranks (Horovod metric averaging)
     accuracy_mean: float
     wall_s: float
+    measured_steps: int = 0  # warm-up excluded
+    measured_s: float = math.nan  # the measured steps' time (averaged over ranks)
+    stop_reason: str = ""  # analysis.stopping: fixed steps, target, clear of thresholds, max time
+    half_pct: float = math.nan  # the precision reached when adaptive (gap points, or throughput %)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "VariantRun":
-        return cls(**{f.name: d[f.name] for f in fields(cls)})
+        return cls(**{f.name: d[f.name] for f in fields(cls) if f.name in d})

@@ -118,7 +118,12 @@ class TrainConfig:
     momentum: float = 0.9
     lr_warmup_steps: int = 0  # ramp from learning_rate to the scaled rate (Goyal et al.)
     warmup_steps: int = 5  # timed steps dropped from every variant
-    measure_steps: int = 30
+    # 0: measure each variant until its interval is narrow enough (analysis.stopping);
+    # N: exactly N measured steps
+    measure_steps: int = 0
+    target_ci_pct: float = 2.0  # the gap's 95% half-width to reach, in points
+    min_measure_s: float = 5.0  # adaptive measurement: at least this long per variant
+    max_measure_s: float = 45.0  # and at most this long
     # CPU threads TensorFlow may use per rank for the model's ops; 0: cores / local ranks
     intra_op_threads: int = 0
     # "auto": the rank's GPU (or CPU); "emulated:MS": each model step is MS milliseconds of
@@ -245,7 +250,12 @@ def validate(s: Scenario, base_dir: Path | None = None) -> None:
     need(t.batch_size >= 1, "train.batch_size", f"must be at least 1, got {t.batch_size}")
     need(t.learning_rate > 0, "train.learning_rate", f"must be positive, got {t.learning_rate}")
     need(t.warmup_steps >= 0, "train.warmup_steps", f"must be >= 0, got {t.warmup_steps}")
-    need(t.measure_steps >= 4, "train.measure_steps", f"must be at least 4 (for an interval), got {t.measure_steps}")
+    need(t.measure_steps == 0 or t.measure_steps >= 4, "train.measure_steps",
+         f"must be 0 (adaptive) or at least 4 (for an interval), got {t.measure_steps}")
+    need(t.target_ci_pct > 0, "train.target_ci_pct", f"must be positive, got {t.target_ci_pct}")
+    need(t.min_measure_s >= 0, "train.min_measure_s", f"must be >= 0, got {t.min_measure_s}")
+    need(t.max_measure_s > 0 and t.max_measure_s >= t.min_measure_s, "train.max_measure_s",
+         f"must be positive and at least train.min_measure_s ({t.min_measure_s:g}), got {t.max_measure_s:g}")
     need(t.intra_op_threads >= 0, "train.intra_op_threads", f"must be >= 0, got {t.intra_op_threads}")
     try:
         emulated_ms(t.device)

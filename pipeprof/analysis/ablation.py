@@ -16,6 +16,9 @@ import pandas as pd
 from pipeprof.scenario import CacheConfig, PipelineConfig, PrefetchConfig, StageSwitch
 
 LADDER = ("read", "+label", "+shuffle", "+augment", "+prefetch", "+cache")
+# A rung describes a stage's share; the verdict rests on the real variant and the stage
+# benchmark. Each rung may measure for this share of train.max_measure_s (at least the minimum).
+RUNG_TIME_SHARE = 0.25
 
 
 def ladder_pipelines(base: PipelineConfig) -> list[tuple[str, PipelineConfig]]:

@@ -28,8 +28,11 @@ MAX_BLOCKS = 10
 SUMMARY_COLUMNS = [
     "np", "variant", "synthetic", "samples_per_s", "samples_per_s_ci95", "samples_per_s_per_worker",
     "gap_pct", "gap_pct_ci95", "scaling_efficiency_pct", "step_time_ms_mean", "step_time_ms_p50", "step_time_ms_p95",
-    "input_wait_pct", "gpu_util_pct", "cpu_util_pct", "rss_mb_max", "measured_steps", "verdict", "warning",
+    "input_wait_pct", "gpu_util_pct", "cpu_util_pct", "rss_mb_max", "measured_steps", "measured_s", "stop_reason",
+    "verdict", "warning",
 ]
+# How a variant's measurement ended (summary.csv's stop_reason; analysis.stopping decides).
+STOP_FIXED, STOP_TARGET, STOP_CLEAR, STOP_MAX_TIME = "fixed steps", "target", "clear of thresholds", "max time"
 TELEMETRY_COLUMNS = ("gpu_util_pct", "cpu_util_pct", "rss_mb_max")  # filled by analysis.telemetry
 
 
@@ -60,6 +63,21 @@ def per_step(steps: pd.DataFrame) -> pd.DataFrame:
     )
 
 
+def rate_interval(samples: np.ndarray, seconds: np.ndarray) -> tuple[float, float]:
+    """Samples per second over contiguous steps, and its 95% batch-means half-interval
+    (NaN with fewer than 4 steps). The adaptive stopping rule and the summary share it."""
+    n = len(seconds)
+    if n == 0:
+        return math.nan, math.nan
+    point = float(samples.sum() / seconds.sum())
+    blocks = min(MAX_BLOCKS, n // 2)
+    if blocks < 2:
+        return point, math.nan
+    edges = np.linspace(0, n, blocks + 1).astype(int)
+    rates = np.array([samples[a:b].sum() / seconds[a:b].sum() for a, b in zip(edges[:-1], edges[1:])])
+    return point, float(t975(blocks - 1) * rates.std(ddof=1) / math.sqrt(blocks))
+
+
 def throughput(steps: pd.DataFrame) -> dict[str, float]:
     """Throughput, its 95% half-interval and step-time figures for one (np, variant)."""
     ps = per_step(steps)
@@ -67,17 +85,10 @@ def throughput(steps: pd.DataFrame) -> dict[str, float]:
     if n == 0:
         nan = math.nan
         return dict(samples_per_s=nan, samples_per_s_ci95=nan, step_time_ms_mean=nan, step_time_ms_p50=nan,
-                    step_time_ms_p95=nan, input_wait_pct=nan, measured_steps=0)
+                    step_time_ms_p95=nan, input_wait_pct=nan, measured_steps=0, measured_s=0.0)
     seconds = ps["step_time_ms"].to_numpy() / 1e3
     samples = ps["samples"].to_numpy(dtype=float)
-    point = samples.sum() / seconds.sum()
-    blocks = min(MAX_BLOCKS, n // 2)
-    if blocks >= 2:
-        edges = np.linspace(0, n, blocks + 1).astype(int)
-        rates = np.array([samples[a:b].sum() / seconds[a:b].sum() for a, b in zip(edges[:-1], edges[1:])])
-        half = t975(blocks - 1) * rates.std(ddof=1) / math.sqrt(blocks)
-    else:
-        half = math.nan
+    point, half = rate_interval(samples, seconds)
     return dict(
         samples_per_s=float(point),
         samples_per_s_ci95=float(half),
@@ -86,6 +97,7 @@ def throughput(steps: pd.DataFrame) -> dict[str, float]:
         step_time_ms_p95=float(np.percentile(ps["step_time_ms"], 95)),
         input_wait_pct=float(100.0 * ps["input_wait_ms"].sum() / ps["step_time_ms"].sum()),
         measured_steps=int(n),
+        measured_s=float(seconds.sum()),
     )
 
 
@@ -98,27 +110,41 @@ def gap(real: float, real_ci: float, synth: float, synth_ci: float) -> tuple[flo
     return 100.0 * (1.0 - ratio), 100.0 * ratio * rel
 
 
-def gap_warning(gap_pct: float, half: float) -> str:
-    """Say when the interval cannot carry the verdict that the point estimate gives."""
+def gap_warning(gap_pct: float, half: float, stop_reason: str = "") -> str:
+    """Say when the interval cannot carry the verdict that the point estimate gives.
+
+    An adaptive measurement that stopped on its own rule reached its target or cleared the
+    thresholds: nothing to say. One that ran out of time says so; fixed step counts point at
+    the adaptive mode.
+    """
+    if stop_reason in (STOP_TARGET, STOP_CLEAR):
+        return ""
+    fix = ("raise train.max_measure_s" if stop_reason == STOP_MAX_TIME
+           else "raise train.measure_steps, or set it to 0 to measure until the interval is narrow enough")
     if math.isnan(gap_pct) or math.isnan(half):
-        return "" if math.isnan(gap_pct) else "too few measured steps for an interval; raise train.measure_steps"
+        return "" if math.isnan(gap_pct) else f"too few measured steps for an interval; {fix}"
     lo, hi = gap_pct - half, gap_pct + half
     crossed = [b for b in (0.0, *VERDICT_THRESHOLDS_PCT) if lo < b < hi]
     if not crossed:
         return ""
-    return (f"gap {gap_pct:.1f}% ±{half:.1f} (95%) spans {', '.join(f'{b:g}%' for b in crossed)}: "
-            f"too wide to support '{verdict(gap_pct)}'; raise train.measure_steps")
+    ran_out = "the maximum measurement time ran out: " if stop_reason == STOP_MAX_TIME else ""
+    return (f"{ran_out}gap {gap_pct:.1f}% ±{half:.1f} (95%) spans {', '.join(f'{b:g}%' for b in crossed)}: "
+            f"too wide to support '{verdict(gap_pct)}'; {fix}")
 
 
-def summarize(steps: pd.DataFrame, synthetic_variants: set[str], order: list[str] | None = None) -> pd.DataFrame:
+def summarize(steps: pd.DataFrame, synthetic_variants: set[str], order: list[str] | None = None,
+              stops: dict[tuple[int, str], str] | None = None) -> pd.DataFrame:
     """One row per (np, variant): throughput, gap to the synthetic run, scaling efficiency, verdict.
 
     Rows go by np, then synthetic first, then ``order`` (the launch order) or by name.
+    ``stops`` maps (np, variant) to how its measurement ended (``VariantRun.stop_reason``).
     """
+    stops = stops or {}
     rows = []
     for (np_, variant), group in steps.groupby(["np", "variant"], sort=True):
         row = {"np": int(np_), "variant": variant, "synthetic": variant in synthetic_variants}
         row.update(throughput(group))
+        row["stop_reason"] = stops.get((int(np_), variant), "")
         rows.append(row)
     out = pd.DataFrame(rows, columns=[c for c in SUMMARY_COLUMNS if c not in
                                       ("gap_pct", "gap_pct_ci95", "scaling_efficiency_pct", "verdict", "warning",
@@ -136,7 +162,7 @@ def summarize(steps: pd.DataFrame, synthetic_variants: set[str], order: list[str
         else:
             s = synth.iloc[0]
             g, h = gap(r["samples_per_s"], r["samples_per_s_ci95"], s["samples_per_s"], s["samples_per_s_ci95"])
-            v, w = verdict(g), gap_warning(g, h)
+            v, w = verdict(g), gap_warning(g, h, r["stop_reason"])
         one = out[(out["np"] == 1) & (out["variant"] == r["variant"])]
         eff = 100.0 * r["samples_per_s"] / (r["np"] * one.iloc[0]["samples_per_s"]) if not one.empty else math.nan
         gaps.append(g), halves.append(h), verdicts.append(v), warnings.append(w), effs.append(eff)

@@ -100,7 +100,9 @@ def add_common_arguments(p: argparse.ArgumentParser) -> None:
     ctl.add_argument("--mpi", dest="controller", action="store_const", const="mpi", help="MPI controller")
     p.add_argument("--oversubscribe", action="store_true", help="allow more ranks than slots (GPUs, else CPU cores)")
     p.add_argument("--timeout", type=int, metavar="S", help="seconds one worker count may take before it is killed")
-    p.add_argument("--steps", type=int, metavar="N", help="measured steps per variant")
+    p.add_argument("--steps", type=int, metavar="N",
+                   help="measured steps per variant (default: measure until the gap's 95%% interval is within "
+                        "train.target_ci_pct points or clear of the 5%%/20%% thresholds)")
     p.add_argument("--warmup", type=int, metavar="N", help="warm-up steps dropped per variant")
     p.add_argument("--batch-size", type=int, metavar="N", help="batch size (per worker, or global: see the scenario)")
     p.add_argument("--model", metavar="NAME", help="small_cnn, resnet50v2, mobilenetv2 or module:function")
@@ -191,7 +193,8 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
                             "real pipeline)")
     rungs = 6 if args.ablation else 0
     reals = 0 if args.synthetic_only else len(scenario.variants)
-    steps = (scenario.train.warmup_steps + scenario.train.measure_steps) * (reals + 1 + rungs) * len(nps)
+    steps = scenario.train.measure_steps and (scenario.train.warmup_steps + scenario.train.measure_steps) * (
+        reals + 1 + rungs) * len(nps)  # 0 when adaptive: the dashboard shows the interval narrowing instead
     reporter = make_reporter(args, console, command="compare", scenario=scenario.name, steps_total=steps)
     console.print(f"pipeprof compare: scenario [bold]{scenario.name}[/] ({scenario.source_file}), "
                   f"worker counts {', '.join(map(str, nps))}")

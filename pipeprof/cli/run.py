@@ -27,7 +27,7 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
     overrides = overrides_from_args(args) + [(["launch", "np"], [args.np_one])]
     scenario = scen.load(args.scenario, overrides)
     n_variants = len(args.variant or scenario.variants) + (1 if args.with_synthetic else 0)
-    steps = (scenario.train.warmup_steps + scenario.train.measure_steps) * n_variants
+    steps = scenario.train.measure_steps and (scenario.train.warmup_steps + scenario.train.measure_steps) * n_variants
     reporter = make_reporter(args, console, command="run", scenario=scenario.name, steps_total=steps)
     try:
         result = compare(scenario, [args.np_one], out=args.out, argv=argv, reporter=reporter,

@@ -16,11 +16,18 @@ import itertools
 import json
 import math
 import os
+import statistics
 import sys
 import time
 import traceback
+from dataclasses import dataclass
 from pathlib import Path
 
+import numpy
+import pandas as pd
+
+from pipeprof.analysis import stopping
+from pipeprof.analysis.stats import STOP_FIXED, throughput
 from pipeprof.errors import PipeprofError
 from pipeprof.job import ERROR_TAG, PROGRESS_TAG, Job, VariantSpec
 from pipeprof.records import STEP_COLUMNS, StepRecord, VariantRun
@@ -58,17 +65,45 @@ def _emit(tag: str, payload: dict) -> None:
     print(f"{tag} {json.dumps(payload)}", flush=True)
 
 
+@dataclass
+class Measured:
+    """One variant's steps on this rank, and how its measurement ended (the same on every rank)."""
+
+    records: list[StepRecord]
+    loss: float
+    accuracy: float
+    steps: int  # measured steps (warm-up excluded)
+    seconds: float  # their time, averaged over ranks
+    stop_reason: str
+    half_pct: float  # the precision reached (NaN with fixed steps: the summary computes it)
+
+
 def run_variant(step_fn, batches, *, np: int, variant: str, rank: int, train: TrainConfig,
-                per_worker_batch: int, on_step=None) -> tuple[list[StepRecord], float, float]:
-    """``on_step(record, total)`` runs after each step, outside the timed region."""
-    """Train ``warmup_steps + measure_steps`` steps; return step records, mean loss, accuracy."""
+                per_worker_batch: int, on_step=None, average=None, max_measure_s: float = 0.0,
+                reference: tuple[float, float] | None = None, on_check=None) -> Measured:
+    """Train ``warmup_steps`` steps, then measured steps: exactly ``measure_steps`` when set,
+    else until ``analysis.stopping`` says the interval is narrow enough.
+
+    ``on_step(record, total)`` runs after each step, outside the timed region (``total`` is
+    0 when adaptive). ``average(values)`` averages a list of floats over ranks (an
+    allreduce); ``max_measure_s`` replaces ``train.max_measure_s`` when set; ``reference``
+    is the synthetic twin's (rate, half-width) at this np;
+    ``on_check(check)`` sees every adaptive check.
+    """
     records: list[StepRecord] = []
     losses: list[float] = []
     accs: list[float] = []
-    total = train.warmup_steps + train.measure_steps
+    fixed = train.measure_steps > 0
+    total = train.warmup_steps + train.measure_steps if fixed else 0
+    rule = stopping.Rule(train.target_ci_pct, train.min_measure_s, max_measure_s or train.max_measure_s)
+    every = stopping.check_every(0.0)
+    pending: list[float] = []  # this rank's measured step times since the last check
+    agreed: list[float] = []  # measured step times averaged over ranks (adaptive)
+    check, streak = None, 0
     clock = time.perf_counter
     prev_end = clock()
-    for i in range(total):
+    i = 0
+    while not fixed or i < total:
         t0 = clock()
         x, y = next(batches)
         t1 = clock()
@@ -76,7 +111,7 @@ def run_variant(step_fn, batches, *, np: int, variant: str, rank: int, train: Tr
         loss = float(logs["loss"])  # blocks until the step is done on the device
         t2 = clock()
         # A step runs from the end of the previous one, so the bookkeeping between steps
-        # (records, progress, telemetry) is counted and measured steps add up to wall time.
+        # (records, progress, telemetry, checks) is counted and measured steps add up to wall time.
         step_ms, prev_end = (t2 - prev_end) * 1e3, t2
         losses.append(loss)
         accs.append(float(logs.get("accuracy", float("nan"))))
@@ -86,9 +121,33 @@ def run_variant(step_fn, batches, *, np: int, variant: str, rank: int, train: Tr
         records.append(record)
         if on_step is not None:
             on_step(record, total)
+        i += 1
+        if fixed:
+            continue
+        if i == train.warmup_steps:  # every rank sizes the checks from the same typical step
+            typical = float(average([statistics.median(r.step_time_ms for r in records[1:] or records)])[0])
+            every = stopping.check_every(typical / 1e3)
+        elif i > train.warmup_steps:
+            pending.append(step_ms)
+            if len(pending) == every:
+                agreed += [float(v) for v in average(pending)]
+                pending = []
+                seconds = numpy.asarray(agreed) / 1e3
+                check, streak = stopping.evaluate(rule, seconds, numpy.full(len(agreed), per_worker_batch * np),
+                                                  reference, streak)
+                if on_check is not None:
+                    on_check(check)
+                if check.stop:
+                    break
     measured = losses[train.warmup_steps:] or losses
     measured_acc = accs[train.warmup_steps:] or accs
-    return records, sum(measured) / len(measured), sum(measured_acc) / len(measured_acc)
+    steps = [r for r in records if not r.warmup]
+    if fixed or check is None:
+        seconds, reason, half = sum(r.step_time_ms for r in steps) / 1e3, STOP_FIXED, math.nan
+    else:
+        seconds, reason, half = check.seconds, check.reason, check.half_pct
+    return Measured(records, sum(measured) / len(measured), sum(measured_acc) / len(measured_acc),
+                    len(steps), seconds, reason, half)
 
 
 def emulated_step(tf, hvd_tf, device_ms: float, gradient_floats: int):
@@ -212,6 +271,10 @@ def _train(job: Job, scenario: Scenario, telemetry) -> int:
             "model": scenario.model.name, "parameters": gradient_floats, "gradient_bytes": 4 * gradient_floats,
             "device": train.device}) + "\n")
 
+    def average(values: list[float]) -> numpy.ndarray:
+        return hvd_tf.allreduce(tf.constant(values, tf.float64), op=hvd_tf.Average, name="pipeprof_check").numpy()
+
+    ceiling: tuple[float, float] | None = None  # the synthetic twin's (samples/s, ±95%) at this np
     warm_lr_steps, global_step = train.lr_warmup_steps, 0
     for k, spec in enumerate(job.variants):
         if spec.synthetic:
@@ -222,7 +285,7 @@ def _train(job: Job, scenario: Scenario, telemetry) -> int:
             batches = iter(real_dataset(spec))
         hvd_tf.allreduce(tf.constant(0.0), name=f"barrier_{k}")  # all ranks start the variant together
         started = time.perf_counter()
-        total = train.warmup_steps + train.measure_steps
+        total = train.warmup_steps + train.measure_steps if train.measure_steps else 0  # 0: adaptive
         if rank == 0:
             _emit(PROGRESS_TAG, {"event": "variant_start", "np": size, "variant": spec.name, "index": k,
                                  "of_variants": len(job.variants), "steps": total})
@@ -244,22 +307,38 @@ def _train(job: Job, scenario: Scenario, telemetry) -> int:
 
         if warm_lr_steps and global_step == 0:
             opt.learning_rate.assign(lr / size)
-        records, loss, acc = run_variant(step_fn, batches, np=size, variant=spec.name, rank=rank, train=train,
-                                         per_worker_batch=per_worker_batch, on_step=on_step)
+        def on_check(check: stopping.Check, name: str = spec.name) -> None:
+            if rank == 0:
+                _emit(PROGRESS_TAG, {"event": "precision", "np": size, "variant": name, "index": k,
+                                     "of_variants": len(job.variants), "half_pct": check.half_pct,
+                                     "target_pct": check.target_pct, "gap": reference is not None,
+                                     "steps": check.steps, "seconds": check.seconds})
+
+        reference = None if spec.synthetic else ceiling  # the real variants' gaps are to this np's twin
+        measured = run_variant(step_fn, batches, np=size, variant=spec.name, rank=rank, train=train,
+                               per_worker_batch=per_worker_batch, on_step=on_step, average=average,
+                               max_measure_s=spec.max_measure_s, reference=reference, on_check=on_check)
         wall = time.perf_counter() - started
         del batches  # stops this variant's pipeline threads before the next one starts
-        avg = hvd_tf.allreduce(tf.constant([loss, acc], tf.float64), name=f"metrics_{k}").numpy()
-        gathered = hvd_tf.allgather_object([r.to_dict() for r in records], name=f"records_{k}")
+        avg = hvd_tf.allreduce(tf.constant([measured.loss, measured.accuracy], tf.float64),
+                               name=f"metrics_{k}").numpy()
+        gathered = hvd_tf.allgather_object([r.to_dict() for r in measured.records], name=f"records_{k}")
+        all_records = [StepRecord.from_dict(d) for part in gathered for d in part]
+        if spec.synthetic:  # every rank holds the same records, so every rank agrees on the ceiling
+            t = throughput(pd.DataFrame([r.to_dict() for r in all_records], columns=STEP_COLUMNS))
+            ceiling = (t["samples_per_s"], t["samples_per_s_ci95"])
         if rank == 0:
-            all_records = [StepRecord.from_dict(d) for part in gathered for d in part]
             write_steps(run_dir / "steps" / f"np{size}-{spec.name}.csv", all_records)
             result = VariantRun(np=size, variant=spec.name, synthetic=spec.synthetic, per_worker_batch=per_worker_batch,
                                 global_batch=per_worker_batch * size, learning_rate=lr, loss_mean=float(avg[0]),
-                                accuracy_mean=float(avg[1]), wall_s=wall)
+                                accuracy_mean=float(avg[1]), wall_s=wall, measured_steps=measured.steps,
+                                measured_s=measured.seconds, stop_reason=measured.stop_reason,
+                                half_pct=measured.half_pct)
             with (run_dir / "variants.jsonl").open("a") as fh:
                 fh.write(json.dumps(result.to_dict()) + "\n")
             _emit(PROGRESS_TAG, {"event": "variant_done", "np": size, "variant": spec.name, "index": k,
-                                 "of_variants": len(job.variants), "wall_s": wall})
+                                 "of_variants": len(job.variants), "wall_s": wall, "steps": measured.steps,
+                                 "stop_reason": measured.stop_reason, "half_pct": measured.half_pct})
     hvd_tf.allreduce(tf.constant(0.0), name="barrier_end")
     return 0
 

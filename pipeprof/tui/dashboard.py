@@ -53,9 +53,17 @@ def header(s: DashboardState) -> RenderableType:
     line = Table.grid(expand=True)
     line.add_column(ratio=1)
     line.add_column(justify="right")
-    done = f"{s.steps_done}/{s.steps_total} steps" if s.steps_total else f"{s.steps_done} steps"
-    line.add_row(ProgressBar(total=max(1, s.steps_total), completed=min(s.steps_done, s.steps_total or 1)),
-                 f" {done} · elapsed {_clock(s.elapsed_s)} · ETA {_clock(s.eta_s)}")
+    if s.steps_total or s.target_pct is None:
+        done = f"{s.steps_done}/{s.steps_total} steps" if s.steps_total else f"{s.steps_done} steps"
+        line.add_row(ProgressBar(total=max(1, s.steps_total), completed=min(s.steps_done, s.steps_total or 1)),
+                     f" {done} · elapsed {_clock(s.elapsed_s)} · ETA {_clock(s.eta_s)}")
+    else:  # adaptive measurement: the bar fills as the 95% interval narrows to its target
+        unit, what = ("", "gap") if s.precision_is_gap else ("%", "samples/s")
+        now = "–" if s.half_pct is None else f"±{s.half_pct:.1f}{unit}"
+        filled = 0.0 if s.half_pct is None else min(1.0, s.target_pct / max(s.half_pct, 1e-9))
+        line.add_row(ProgressBar(total=100, completed=round(100 * filled)),
+                     f" {what} {now} (95%) → ±{s.target_pct:g}{unit} · {s.steps_done} steps · "
+                     f"elapsed {_clock(s.elapsed_s)}")
     return Group(title, line)
 
 

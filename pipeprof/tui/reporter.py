@@ -14,6 +14,18 @@ from pipeprof.tui.dashboard import LiveDashboard
 from pipeprof.tui.state import LiveState, ResultRow
 
 
+PRECISION_LINE_EVERY_S = 10.0  # plain output: how often to say how narrow the interval is
+
+
+def precision_text(event: dict) -> str:
+    """``gap ±3.4 → ±2`` while a real variant measures; ``±1.8% → ±1%`` for the ceiling."""
+    unit = "" if event.get("gap") else "%"
+    what = "gap" if event.get("gap") else "samples/s"
+    half = event.get("half_pct")
+    now = "–" if half is None or math.isnan(half) else f"±{half:.1f}{unit}"
+    return f"{event['steps']} steps, {event['seconds']:.0f}s: {what} {now} → ±{event['target_pct']:g}{unit}"
+
+
 class PlainReporter(Reporter):
     """Progress as plain lines (logs, CI, --no-dashboard); a bar while generating data."""
 
@@ -22,6 +34,7 @@ class PlainReporter(Reporter):
         self._bar: Progress | None = None
         self._task = None
         self._t0 = time.monotonic()
+        self._last_precision = -PRECISION_LINE_EVERY_S
 
     def message(self, text: str) -> None:
         self.console.print(text)
@@ -49,11 +62,17 @@ class PlainReporter(Reporter):
         elif kind == "start":
             self.console.print(f"[{elapsed:6.0f}s] np={event['np']}: ranks up on {event['device']}, "
                                f"batch {event['per_worker_batch']}/worker, lr {event['learning_rate']:g}")
-        elif kind == "progress" and event["step"] == event["steps"] // 2:
+        elif kind == "progress" and event["steps"] and event["step"] == event["steps"] // 2:
             self.console.print(f"[{elapsed:6.0f}s] np={event['np']}: {event['variant']} "
                                f"({event['index'] + 1}/{event['of_variants']}) step {event['step']}/{event['steps']}")
+        elif kind == "precision" and elapsed - self._last_precision >= PRECISION_LINE_EVERY_S:
+            self._last_precision = elapsed
+            self.console.print(f"[{elapsed:6.0f}s] np={event['np']}: {event['variant']} "
+                               f"({event['index'] + 1}/{event['of_variants']}) {precision_text(event)}")
         elif kind == "variant_done":
-            self.console.print(f"[{elapsed:6.0f}s] np={event['np']}: {event['variant']} done in {event['wall_s']:.1f}s")
+            how = f", {event['steps']} steps, stopped: {event['stop_reason']}" if event.get("stop_reason") else ""
+            self.console.print(f"[{elapsed:6.0f}s] np={event['np']}: {event['variant']} done in "
+                               f"{event['wall_s']:.1f}s{how}")
 
     def close(self) -> None:
         """Nothing to tear down."""

@@ -67,6 +67,10 @@ class DashboardState:
     hosts: list[HostView] = field(default_factory=list)
     results: list[ResultRow] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    # adaptive measurement: the interval's half-width now and the target it narrows to
+    half_pct: float | None = None
+    target_pct: float | None = None
+    precision_is_gap: bool = False
 
 
 class LiveState:
@@ -88,6 +92,7 @@ class LiveState:
         self._proc: dict[int, dict[str, Any]] = {}
         self._results: list[ResultRow] = []
         self._notes: dict[str, str] = {}
+        self._precision: dict[str, Any] | None = None
 
     def apply(self, record: dict[str, Any]) -> None:
         kind = record.get("kind") or record.get("event")
@@ -112,7 +117,10 @@ class LiveState:
                 self._host[record.get("host", "")] = record
             elif kind == "proc":
                 self._proc[int(record["rank"])] = record
+            elif kind == "precision":
+                self._precision = record
             elif kind in ("launch", "variant_start", "step_progress"):
+                self._precision = None
                 self._np = record.get("np", self._np)
                 if kind == "launch":
                     self._steps.clear()
@@ -143,7 +151,15 @@ class LiveState:
                 command=self.command, scenario=self.scenario, np=self._np, variant=self._variant,
                 variant_index=self._vi, variants_total=self._vn, elapsed_s=elapsed, steps_done=self._steps_done,
                 steps_total=self.steps_total, eta_s=eta, ranks=ranks, hosts=hosts, results=list(self._results),
-                notes=list(self._notes.values()))
+                notes=list(self._notes.values()), **self._precision_view())
+
+    def _precision_view(self) -> dict[str, Any]:
+        p = self._precision
+        if p is None:
+            return {}
+        half = p.get("half_pct")
+        return dict(half_pct=None if half is None or half != half else float(half),
+                    target_pct=float(p["target_pct"]), precision_is_gap=bool(p.get("gap")))
 
     def _rank_view(self, rank: int) -> RankView:
         host, local_rank = self._rank_host.get(rank, ("", rank))

@@ -1,0 +1,89 @@
+"""When a variant has measured enough: the adaptive stopping rule.
+
+A real variant measures until the 95% interval of its gap to the synthetic twin is narrow
+enough to act on: a half-width of at most ``target_ci_pct`` points, or an interval that lies
+wholly on one side of every verdict threshold (5% and 20%), at two checks in a row. The
+synthetic twin (or a real variant with no twin to compare with) measures until its
+throughput's relative half-width is at most ``SYNTHETIC_SHARE × target``, so that the gaps
+computed against it can still reach the target. Never before ``min_s`` seconds and
+``MIN_STEPS`` steps (batch means need blocks of several steps to absorb the correlation
+between neighbouring steps); never after ``max_s``.
+
+Pure and deterministic: every rank evaluates it on the same numbers (per-step times
+averaged over ranks by one allreduce per check), so all ranks stop at the same step
+without a further message.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from pipeprof.analysis.stats import (STOP_CLEAR, STOP_MAX_TIME, STOP_TARGET, VERDICT_THRESHOLDS_PCT,
+                                     gap, rate_interval)
+
+MIN_STEPS = 40  # 10 blocks of at least 4 steps
+SYNTHETIC_SHARE = 0.5  # of the gap's target, for the ceiling's own relative half-width
+CHECK_INTERVAL_S = 1.0  # how often ranks agree on whether to stop
+CLEAR_CHECKS = 2  # an interval clear of the thresholds must stay clear this many checks
+
+
+@dataclass(frozen=True)
+class Rule:
+    target_ci_pct: float = 2.0
+    min_s: float = 10.0
+    max_s: float = 60.0
+
+
+@dataclass(frozen=True)
+class Check:
+    stop: bool
+    reason: str  # STOP_TARGET, STOP_CLEAR or STOP_MAX_TIME when stop; "" otherwise
+    half_pct: float  # the gap's half-width (points), or the throughput's relative half-width (%)
+    target_pct: float  # what half_pct is held to
+    steps: int
+    seconds: float
+
+
+def check_every(warmup_step_s: float) -> int:
+    """Steps between two checks, from a typical warm-up step (the same on every rank)."""
+    if not warmup_step_s > 0:
+        return 10
+    return int(min(500, max(5, round(CHECK_INTERVAL_S / warmup_step_s))))
+
+
+def precision(step_s: np.ndarray, samples: np.ndarray,
+              reference: tuple[float, float] | None) -> tuple[float, float, float]:
+    """(point, half-width, what the rule holds): the gap against ``reference`` (rate,
+    half) in points, or, without a reference, the throughput's relative half-width in %."""
+    rate, half = rate_interval(samples, step_s)
+    if reference is None:
+        return 100.0 * rate, 100.0 * half / rate if rate > 0 else math.nan, math.nan
+    g, h = gap(rate, half, reference[0], reference[1])
+    return g, h, g
+
+
+def evaluate(rule: Rule, step_s: np.ndarray, samples: np.ndarray, reference: tuple[float, float] | None,
+             clear_streak: int = 0) -> tuple[Check, int]:
+    """Whether to stop after the steps so far; returns the check and the new clear streak."""
+    n, seconds = len(step_s), float(step_s.sum())
+    _, half, g = precision(step_s, samples, reference)
+    target = rule.target_ci_pct * (1.0 if reference is not None else SYNTHETIC_SHARE)
+    clear = (reference is not None and not math.isnan(half)
+             and not any(g - half < b < g + half for b in VERDICT_THRESHOLDS_PCT))
+    streak = clear_streak + 1 if clear else 0
+
+    def result(stop: bool, reason: str = "") -> tuple[Check, int]:
+        return Check(stop, reason, half, target, n, seconds), streak
+
+    if seconds >= rule.max_s:
+        return result(True, STOP_MAX_TIME)
+    if n < MIN_STEPS or seconds < rule.min_s or math.isnan(half):
+        return result(False)
+    if half <= target:
+        return result(True, STOP_TARGET)
+    if streak >= CLEAR_CHECKS:
+        return result(True, STOP_CLEAR)
+    return result(False)
