@@ -69,12 +69,14 @@ def variant_specs(scenario: Scenario, only: list[str] | None = None, synthetic: 
         if name not in known:
             raise PipeprofError(f"--variant {name}: the scenario has no such variant (it has: {', '.join(known)})")
     chosen = [v for v in scenario.variants if not only or v.name in only]
-    specs = [VariantSpec(name="synthetic", synthetic=True,
-                         pipeline=dataclasses.asdict(scenario.variant_pipeline(chosen[0])))] if synthetic else []
+    train = scenario.train
+    short_s = max(train.min_measure_s, RUNG_TIME_SHARE * train.max_measure_s)
+    # Real variants re-measure the twin in alternation with themselves, so their gaps do not
+    # rest on the twin's own run; it then only gives the ceiling's row and may be shorter.
+    specs = [VariantSpec(name="synthetic", synthetic=True, pipeline=dataclasses.asdict(scenario.variant_pipeline(
+        chosen[0])), max_measure_s=short_s if real or ablation else 0.0)] if synthetic else []
     if ablation:
-        train = scenario.train
-        rung_s = max(train.min_measure_s, RUNG_TIME_SHARE * train.max_measure_s)
-        specs += [VariantSpec(name=name, synthetic=False, pipeline=dataclasses.asdict(p), max_measure_s=rung_s)
+        specs += [VariantSpec(name=name, synthetic=False, pipeline=dataclasses.asdict(p), max_measure_s=short_s)
                   for name, p in ladder_pipelines(scenario.variant_pipeline(scenario.variants[0]))]
     for v in chosen if real else []:
         specs.append(VariantSpec(name=v.name, synthetic=False, pipeline=dataclasses.asdict(scenario.variant_pipeline(v))))
@@ -151,11 +153,11 @@ def write_summary(run_dir: Path, synthetic_variants: set[str], order: list[str] 
                   reference: str | None = None, device: str = "auto") -> pd.DataFrame:
     from pipeprof.analysis.ablation import add_stage_costs
 
-    steps = load_steps(run_dir)
+    steps = load_steps(run_dir, paired=True)  # the twin's alternating steps carry the paired gaps
     tel = load_telemetry(run_dir)
     stops = {(int(r["np"]), r["variant"]): r.get("stop_reason", "") for r in load_variant_runs(run_dir)}
-    summary = add_telemetry(summarize(steps, synthetic_variants, order, stops), steps, tel["gpu"], tel["host"],
-                            tel["proc"])
+    summary = add_telemetry(summarize(steps, synthetic_variants, order, stops), steps[steps["paired"] == ""],
+                            tel["gpu"], tel["host"], tel["proc"])
     if reference is not None:
         summary = add_stage_costs(summary, reference)
     summary.insert(2, "device", device_label(device))

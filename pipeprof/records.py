@@ -22,13 +22,17 @@ class StepRecord:
     step_time_ms: float  # whole iteration: input wait + forward/backward/allreduce/update
     batch_size: int  # samples this rank processed in the step
     end_unix_s: float  # wall clock at the end of the step (aligns ranks on one host)
+    # Adaptive real variants alternate with their synthetic twin in rounds: a twin step
+    # carries variant "synthetic" and, here, the real variant it was paired with.
+    paired: str = ""
+    round: int = -1  # the round of an alternating measurement; -1 when measured alone
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "StepRecord":
-        return cls(**{f.name: d[f.name] for f in fields(cls)})
+        return cls(**{f.name: d[f.name] for f in fields(cls) if f.name in d})
 
 
 STEP_COLUMNS = [f.name for f in fields(StepRecord)]

@@ -84,18 +84,34 @@ def _read_csv(path: Path) -> pd.DataFrame | None:
         return None
 
 
-def load_steps(run_dir: Path) -> pd.DataFrame:
+def _with_defaults(frame: pd.DataFrame) -> pd.DataFrame:
+    """Step files written before a column existed read as that column's default."""
+    if "paired" not in frame.columns:
+        frame["paired"] = ""
+    if "round" not in frame.columns:
+        frame["round"] = -1
+    frame["paired"] = frame["paired"].fillna("").astype(str)
+    return frame
+
+
+def load_steps(run_dir: Path, paired: bool = False) -> pd.DataFrame:
     """Step records: rank 0's complete files, plus streamed ones for any (np, variant) that
-    never completed (an interrupted or failed launch), so what was measured is not lost."""
-    frames = [f for f in (_read_csv(p) for p in sorted((run_dir / "steps").glob("np*.csv"))) if f is not None]
+    never completed (an interrupted or failed launch), so what was measured is not lost.
+
+    Synthetic steps measured in alternation with a real variant (``paired``) are left out
+    unless asked for: only the gap computation needs them."""
+    frames = [_with_defaults(f) for f in (_read_csv(p) for p in sorted((run_dir / "steps").glob("np*.csv")))
+              if f is not None]
     done = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=STEP_COLUMNS)
     live = _read_csv(run_dir / "live" / "steps.csv")
     if live is not None and not live.empty:
-        have = set(zip(done["np"], done["variant"]))
-        partial = live[[(n, v) not in have for n, v in zip(live["np"], live["variant"])]]
+        live = _with_defaults(live)
+        have = set(zip(done["np"], done["variant"], done["paired"]))
+        partial = live[[(n, v, p) not in have for n, v, p in zip(live["np"], live["variant"], live["paired"])]]
         if not partial.empty:
             done = pd.concat([done, partial[STEP_COLUMNS]], ignore_index=True) if not done.empty else partial[STEP_COLUMNS]
-    return done
+    done = _with_defaults(done)
+    return done if paired else done[done["paired"] == ""].reset_index(drop=True)
 
 
 def load_telemetry(run_dir: Path) -> dict[str, pd.DataFrame | None]:

@@ -56,11 +56,49 @@ def verdict(gap_pct: float) -> str:
 def per_step(steps: pd.DataFrame) -> pd.DataFrame:
     """Measured steps of one (np, variant), one row per step index across ranks."""
     measured = steps[~steps["warmup"].astype(bool)]
-    return measured.groupby("step", sort=True).agg(
-        step_time_ms=("step_time_ms", "mean"),
-        input_wait_ms=("input_wait_ms", "mean"),
-        samples=("batch_size", "sum"),
-    )
+    agg = dict(step_time_ms=("step_time_ms", "mean"), input_wait_ms=("input_wait_ms", "mean"),
+               samples=("batch_size", "sum"))
+    if "round" in measured.columns:
+        agg["round"] = ("round", "first")
+    return measured.groupby("step", sort=True).agg(**agg)
+
+
+def round_sums(steps: pd.DataFrame) -> pd.DataFrame:
+    """Samples and seconds per round of an alternating measurement (index: round)."""
+    ps = per_step(steps)
+    ps["seconds"] = ps["step_time_ms"] / 1e3
+    return ps.groupby("round", sort=True)[["samples", "seconds"]].sum()
+
+
+def paired_gap_interval(s_samples: np.ndarray, s_seconds: np.ndarray, r_samples: np.ndarray,
+                        r_seconds: np.ndarray) -> tuple[float, float]:
+    """The gap in % of a real variant measured in rounds that alternate with its synthetic
+    twin, and its 95% half-interval. Each array holds one value per round; contiguous rounds
+    form up to MAX_BLOCKS blocks, each block's gap is one observation. A change in the
+    machine's speed moves both halves of a round alike, so it cancels in the gap instead of
+    landing on whichever variant ran during it."""
+    n = len(s_seconds)
+    if n == 0 or not s_seconds.sum() > 0 or not r_seconds.sum() > 0:
+        return math.nan, math.nan
+
+    def g(a: int, b: int) -> float:
+        return 100.0 * (1.0 - (r_samples[a:b].sum() / r_seconds[a:b].sum()) / (s_samples[a:b].sum() / s_seconds[a:b].sum()))
+
+    point = g(0, n)
+    blocks = min(MAX_BLOCKS, n)
+    if blocks < 2:
+        return point, math.nan
+    edges = np.linspace(0, n, blocks + 1).astype(int)
+    gaps = np.array([g(a, b) for a, b in zip(edges[:-1], edges[1:])])
+    return point, float(t975(blocks - 1) * gaps.std(ddof=1) / math.sqrt(blocks))
+
+
+def paired_gap(real: pd.DataFrame, twin: pd.DataFrame) -> tuple[float, float]:
+    """``paired_gap_interval`` from step records: a real variant's and its paired twin's."""
+    r, s = round_sums(real), round_sums(twin)
+    both = r.join(s, how="inner", lsuffix="_r", rsuffix="_s")
+    return paired_gap_interval(both["samples_s"].to_numpy(float), both["seconds_s"].to_numpy(float),
+                               both["samples_r"].to_numpy(float), both["seconds_r"].to_numpy(float))
 
 
 def rate_interval(samples: np.ndarray, seconds: np.ndarray) -> tuple[float, float]:
@@ -140,6 +178,9 @@ def summarize(steps: pd.DataFrame, synthetic_variants: set[str], order: list[str
     ``stops`` maps (np, variant) to how its measurement ended (``VariantRun.stop_reason``).
     """
     stops = stops or {}
+    paired = steps["paired"].fillna("").astype(str) if "paired" in steps.columns else pd.Series("", index=steps.index)
+    twins = steps[paired != ""]
+    steps = steps[paired == ""]
     rows = []
     for (np_, variant), group in steps.groupby(["np", "variant"], sort=True):
         row = {"np": int(np_), "variant": variant, "synthetic": variant in synthetic_variants}
@@ -160,8 +201,13 @@ def summarize(steps: pd.DataFrame, synthetic_variants: set[str], order: list[str
         elif synth.empty:
             g, h, v, w = math.nan, math.nan, "", "no synthetic run at this np to compare with"
         else:
-            s = synth.iloc[0]
-            g, h = gap(r["samples_per_s"], r["samples_per_s_ci95"], s["samples_per_s"], s["samples_per_s_ci95"])
+            twin = twins[(twins["np"] == r["np"]) & (twins["paired"] == r["variant"])]
+            if not twin.empty:  # measured in alternation with its own twin
+                real = steps[(steps["np"] == r["np"]) & (steps["variant"] == r["variant"])]
+                g, h = paired_gap(real, twin)
+            else:
+                s = synth.iloc[0]
+                g, h = gap(r["samples_per_s"], r["samples_per_s_ci95"], s["samples_per_s"], s["samples_per_s_ci95"])
             v, w = verdict(g), gap_warning(g, h, r["stop_reason"])
         one = out[(out["np"] == 1) & (out["variant"] == r["variant"])]
         eff = 100.0 * r["samples_per_s"] / (r["np"] * one.iloc[0]["samples_per_s"]) if not one.empty else math.nan

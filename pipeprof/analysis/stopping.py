@@ -1,17 +1,18 @@
 """When a variant has measured enough: the adaptive stopping rule.
 
-A real variant measures until the 95% interval of its gap to the synthetic twin is narrow
-enough to act on: a half-width of at most ``target_ci_pct`` points, or an interval that lies
-wholly on one side of every verdict threshold (5% and 20%), at two checks in a row. The
-synthetic twin (or a real variant with no twin to compare with) measures until its
-throughput's relative half-width is at most ``SYNTHETIC_SHARE × target``, so that the gaps
-computed against it can still reach the target. Never before ``min_s`` seconds and
-``MIN_STEPS`` steps (batch means need blocks of several steps to absorb the correlation
-between neighbouring steps); never after ``max_s``.
+A real variant measures in rounds that alternate with its synthetic twin (a stretch of twin
+steps, then a stretch of real steps), so that a change in the machine's speed moves both
+sides of a round alike and cancels in the gap. It stops when the 95% interval of that
+paired gap is narrow enough to act on: a half-width of at most ``target_ci_pct`` points, or
+an interval that lies wholly on one side of every verdict threshold (5% and 20%) at two
+checks in a row. A variant measured alone (the twin itself, or a real variant with no twin
+at this np) stops when its throughput's relative half-width is at most ``target_ci_pct`` %.
+Never before ``min_s`` seconds and ``MIN_STEPS`` steps (batch means need blocks of several
+steps to absorb the correlation between neighbouring steps); never after ``max_s``.
 
-Pure and deterministic: every rank evaluates it on the same numbers (per-step times
-averaged over ranks by one allreduce per check), so all ranks stop at the same step
-without a further message.
+Pure and deterministic: every rank evaluates it on the same numbers (step times averaged
+over ranks by one allreduce per check), so all ranks stop at the same step without a
+further message.
 """
 
 from __future__ import annotations
@@ -21,11 +22,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pipeprof.analysis.stats import (STOP_CLEAR, STOP_MAX_TIME, STOP_TARGET, VERDICT_THRESHOLDS_PCT,
-                                     gap, rate_interval)
+from pipeprof.analysis.stats import (STOP_CLEAR, STOP_MAX_TIME, STOP_TARGET, VERDICT_THRESHOLDS_PCT, gap,
+                                     paired_gap_interval, rate_interval)
 
 MIN_STEPS = 40  # 10 blocks of at least 4 steps
-SYNTHETIC_SHARE = 0.5  # of the gap's target, for the ceiling's own relative half-width
 CHECK_INTERVAL_S = 1.0  # how often ranks agree on whether to stop
 CLEAR_CHECKS = 2  # an interval clear of the thresholds must stay clear this many checks
 
@@ -68,12 +68,25 @@ def precision(step_s: np.ndarray, samples: np.ndarray,
 def evaluate(rule: Rule, step_s: np.ndarray, samples: np.ndarray, reference: tuple[float, float] | None,
              clear_streak: int = 0) -> tuple[Check, int]:
     """Whether to stop after the steps so far; returns the check and the new clear streak."""
-    n, seconds = len(step_s), float(step_s.sum())
-    _, half, g = precision(step_s, samples, reference)
-    target = rule.target_ci_pct * (1.0 if reference is not None else SYNTHETIC_SHARE)
-    clear = (reference is not None and not math.isnan(half)
-             and not any(g - half < b < g + half for b in VERDICT_THRESHOLDS_PCT))
-    streak = clear_streak + 1 if clear else 0
+    g, half, _ = precision(step_s, samples, reference)
+    return _decide(rule, g if reference is not None else None, half, rule.target_ci_pct, len(step_s),
+                   float(step_s.sum()), clear_streak)
+
+
+def evaluate_paired(rule: Rule, steps: int, s_samples: np.ndarray, s_seconds: np.ndarray, r_samples: np.ndarray,
+                    r_seconds: np.ndarray, clear_streak: int = 0) -> tuple[Check, int]:
+    """The same rule for a real variant measured in rounds alternating with its twin (one
+    value per round); ``steps`` counts the real variant's measured steps. Its seconds are
+    both halves': what the measurement cost."""
+    g, half = paired_gap_interval(s_samples, s_seconds, r_samples, r_seconds)
+    return _decide(rule, g, half, rule.target_ci_pct, steps, float(s_seconds.sum() + r_seconds.sum()), clear_streak)
+
+
+def _decide(rule: Rule, gap_pct: float | None, half: float, target: float, n: int, seconds: float,
+            streak: int) -> tuple[Check, int]:
+    clear = (gap_pct is not None and not math.isnan(half)
+             and not any(gap_pct - half < b < gap_pct + half for b in VERDICT_THRESHOLDS_PCT))
+    streak = streak + 1 if clear else 0
 
     def result(stop: bool, reason: str = "") -> tuple[Check, int]:
         return Check(stop, reason, half, target, n, seconds), streak

@@ -24,10 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy
-import pandas as pd
 
 from pipeprof.analysis import stopping
-from pipeprof.analysis.stats import STOP_FIXED, throughput
+from pipeprof.analysis.stats import STOP_FIXED
 from pipeprof.errors import PipeprofError
 from pipeprof.job import ERROR_TAG, PROGRESS_TAG, Job, VariantSpec
 from pipeprof.records import STEP_COLUMNS, StepRecord, VariantRun
@@ -69,85 +68,120 @@ def _emit(tag: str, payload: dict) -> None:
 class Measured:
     """One variant's steps on this rank, and how its measurement ended (the same on every rank)."""
 
-    records: list[StepRecord]
+    records: list[StepRecord]  # the variant's, and its twin's when measured in alternation
     loss: float
     accuracy: float
-    steps: int  # measured steps (warm-up excluded)
-    seconds: float  # their time, averaged over ranks
+    steps: int  # the variant's measured steps (warm-up excluded)
+    seconds: float  # the measured steps' time, averaged over ranks (twin's included)
     stop_reason: str
     half_pct: float  # the precision reached (NaN with fixed steps: the summary computes it)
 
 
+# After each switch between a real variant and its twin, this many steps are not measured:
+# the real pipeline refills its buffers during the twin's first steps (on the twin's time)
+# and the real variant's first steps drain them.
+SETTLE_STEPS = 2
+
+
+class _Stepper:
+    """Timed training steps of one variant, recorded the same way whichever mode measures."""
+
+    def __init__(self, step_fn, *, np: int, rank: int, per_worker_batch: int, on_step) -> None:
+        self.step_fn, self.np, self.rank, self.batch, self.on_step = step_fn, np, rank, per_worker_batch, on_step
+        self.records: list[StepRecord] = []
+        self.losses: list[float] = []
+        self.accs: list[float] = []
+        self.prev_end = time.perf_counter()
+
+    def step(self, batches, variant: str, index: int, warmup: bool, total: int, paired: str = "",
+             round_: int = -1) -> float:
+        clock = time.perf_counter
+        t0 = clock()
+        x, y = next(batches)
+        t1 = clock()
+        logs = self.step_fn(x, y)
+        loss = float(logs["loss"])  # blocks until the step is done on the device
+        t2 = clock()
+        # A step runs from the end of the previous one, so the bookkeeping between steps
+        # (records, progress, telemetry, checks) is counted and measured steps add up to wall time.
+        step_ms, self.prev_end = (t2 - self.prev_end) * 1e3, t2
+        if not paired:
+            self.losses.append(loss)
+            self.accs.append(float(logs.get("accuracy", float("nan"))))
+        record = StepRecord(np=self.np, variant=variant, rank=self.rank, step=index, warmup=warmup,
+                            input_wait_ms=(t1 - t0) * 1e3, step_time_ms=step_ms, batch_size=self.batch,
+                            end_unix_s=time.time(), paired=paired, round=round_)
+        self.records.append(record)
+        if self.on_step is not None:
+            self.on_step(record, total)
+        return step_ms
+
+    def measured(self, warmup: int, stop_reason: str, half_pct: float, seconds: float | None = None) -> Measured:
+        losses, accs = self.losses[warmup:] or self.losses, self.accs[warmup:] or self.accs
+        own = [r for r in self.records if not r.warmup and not r.paired]
+        if seconds is None:
+            seconds = sum(r.step_time_ms for r in own) / 1e3
+        return Measured(self.records, sum(losses) / len(losses), sum(accs) / len(accs), len(own), seconds,
+                        stop_reason, half_pct)
+
+
 def run_variant(step_fn, batches, *, np: int, variant: str, rank: int, train: TrainConfig,
-                per_worker_batch: int, on_step=None, average=None, max_measure_s: float = 0.0,
-                reference: tuple[float, float] | None = None, on_check=None) -> Measured:
+                per_worker_batch: int, on_step=None, average=None, max_measure_s: float = 0.0, twin=None,
+                on_check=None) -> Measured:
     """Train ``warmup_steps`` steps, then measured steps: exactly ``measure_steps`` when set,
     else until ``analysis.stopping`` says the interval is narrow enough.
 
     ``on_step(record, total)`` runs after each step, outside the timed region (``total`` is
     0 when adaptive). ``average(values)`` averages a list of floats over ranks (an
-    allreduce); ``max_measure_s`` replaces ``train.max_measure_s`` when set; ``reference``
-    is the synthetic twin's (rate, half-width) at this np;
-    ``on_check(check)`` sees every adaptive check.
+    allreduce); ``max_measure_s`` replaces ``train.max_measure_s`` when set. When adaptive,
+    a real variant given its synthetic ``twin`` (batches) alternates with it in rounds and
+    stops on the paired gap; otherwise (the twin itself, or no twin at this np) it stops on
+    its own throughput's interval. ``on_check(check)`` sees every adaptive check.
     """
-    records: list[StepRecord] = []
-    losses: list[float] = []
-    accs: list[float] = []
-    fixed = train.measure_steps > 0
-    total = train.warmup_steps + train.measure_steps if fixed else 0
+    stepper = _Stepper(step_fn, np=np, rank=rank, per_worker_batch=per_worker_batch, on_step=on_step)
+    warmup = train.warmup_steps
+    if train.measure_steps > 0:
+        total = warmup + train.measure_steps
+        for i in range(total):
+            stepper.step(batches, variant, i, i < warmup, total)
+        return stepper.measured(warmup, STOP_FIXED, math.nan)
     rule = stopping.Rule(train.target_ci_pct, train.min_measure_s, max_measure_s or train.max_measure_s)
-    every = stopping.check_every(0.0)
-    pending: list[float] = []  # this rank's measured step times since the last check
-    agreed: list[float] = []  # measured step times averaged over ranks (adaptive)
-    check, streak = None, 0
-    clock = time.perf_counter
-    prev_end = clock()
-    i = 0
-    while not fixed or i < total:
-        t0 = clock()
-        x, y = next(batches)
-        t1 = clock()
-        logs = step_fn(x, y)
-        loss = float(logs["loss"])  # blocks until the step is done on the device
-        t2 = clock()
-        # A step runs from the end of the previous one, so the bookkeeping between steps
-        # (records, progress, telemetry, checks) is counted and measured steps add up to wall time.
-        step_ms, prev_end = (t2 - prev_end) * 1e3, t2
-        losses.append(loss)
-        accs.append(float(logs.get("accuracy", float("nan"))))
-        record = StepRecord(np=np, variant=variant, rank=rank, step=i, warmup=i < train.warmup_steps,
-                            input_wait_ms=(t1 - t0) * 1e3, step_time_ms=step_ms,
-                            batch_size=per_worker_batch, end_unix_s=time.time())
-        records.append(record)
-        if on_step is not None:
-            on_step(record, total)
-        i += 1
-        if fixed:
-            continue
-        if i == train.warmup_steps:  # every rank sizes the checks from the same typical step
-            typical = float(average([statistics.median(r.step_time_ms for r in records[1:] or records)])[0])
-            every = stopping.check_every(typical / 1e3)
-        elif i > train.warmup_steps:
-            pending.append(step_ms)
-            if len(pending) == every:
-                agreed += [float(v) for v in average(pending)]
-                pending = []
-                seconds = numpy.asarray(agreed) / 1e3
-                check, streak = stopping.evaluate(rule, seconds, numpy.full(len(agreed), per_worker_batch * np),
-                                                  reference, streak)
-                if on_check is not None:
-                    on_check(check)
-                if check.stop:
-                    break
-    measured = losses[train.warmup_steps:] or losses
-    measured_acc = accs[train.warmup_steps:] or accs
-    steps = [r for r in records if not r.warmup]
-    if fixed or check is None:
-        seconds, reason, half = sum(r.step_time_ms for r in steps) / 1e3, STOP_FIXED, math.nan
-    else:
-        seconds, reason, half = check.seconds, check.reason, check.half_pct
-    return Measured(records, sum(measured) / len(measured), sum(measured_acc) / len(measured_acc),
-                    len(steps), seconds, reason, half)
+    times = [stepper.step(batches, variant, i, True, 0) for i in range(warmup)]
+    # every rank sizes the checks from the same typical step
+    every = stopping.check_every(float(average([statistics.median(times[1:] or times or [0.0])])[0]) / 1e3)
+    batch = float(per_worker_batch * np)
+    streak, i = 0, warmup
+    if twin is None:
+        agreed: list[float] = []  # measured step times, averaged over ranks
+        while True:
+            mine = [stepper.step(batches, variant, i + j, False, 0) for j in range(every)]
+            i += every
+            agreed += [float(v) for v in average(mine)]
+            seconds = numpy.asarray(agreed) / 1e3
+            check, streak = stopping.evaluate(rule, seconds, numpy.full(len(agreed), batch), None, streak)
+            if on_check is not None:
+                on_check(check)
+            if check.stop:
+                return stepper.measured(warmup, check.reason, check.half_pct, check.seconds)
+    rounds: list[tuple[float, float]] = []  # per round: twin's seconds, real's seconds (averaged over ranks)
+    for round_ in itertools.count():
+        halves = []
+        for source, name, paired in ((twin, "synthetic", variant), (batches, variant, "")):
+            t = [stepper.step(source, name, i + j, j < SETTLE_STEPS, 0, paired, round_)
+                 for j in range(SETTLE_STEPS + every)]
+            i += SETTLE_STEPS + every
+            halves.append(t[SETTLE_STEPS:])
+        agreed = average(halves[0] + halves[1]) / 1e3
+        rounds.append((float(agreed[:every].sum()), float(agreed[every:].sum())))
+        s_sec, r_sec = (numpy.array(col) for col in zip(*rounds))
+        per_round = numpy.full(len(rounds), batch * every)
+        check, streak = stopping.evaluate_paired(rule, every * len(rounds), per_round, s_sec, per_round, r_sec,
+                                                 streak)
+        if on_check is not None:
+            on_check(check)
+        if check.stop:
+            return stepper.measured(warmup, check.reason, check.half_pct, check.seconds)
+    raise AssertionError("unreachable")
 
 
 def emulated_step(tf, hvd_tf, device_ms: float, gradient_floats: int):
@@ -274,13 +308,13 @@ def _train(job: Job, scenario: Scenario, telemetry) -> int:
     def average(values: list[float]) -> numpy.ndarray:
         return hvd_tf.allreduce(tf.constant(values, tf.float64), op=hvd_tf.Average, name="pipeprof_check").numpy()
 
-    ceiling: tuple[float, float] | None = None  # the synthetic twin's (samples/s, ±95%) at this np
+    twin_ran = False  # once the synthetic twin ran at this np, real variants alternate with it
     warm_lr_steps, global_step = train.lr_warmup_steps, 0
+    with tf.device("/GPU:0" if tf.config.list_logical_devices("GPU") else "/CPU:0"):
+        noise = pipeline.synthetic_batch(element_spec, data.num_classes, seed=rank)
     for k, spec in enumerate(job.variants):
         if spec.synthetic:
-            with tf.device("/GPU:0" if tf.config.list_logical_devices("GPU") else "/CPU:0"):
-                x, y = pipeline.synthetic_batch(element_spec, data.num_classes, seed=rank)
-            batches = itertools.repeat((x, y))
+            batches = itertools.repeat(noise)
         else:
             batches = iter(real_dataset(spec))
         hvd_tf.allreduce(tf.constant(0.0), name=f"barrier_{k}")  # all ranks start the variant together
@@ -307,26 +341,26 @@ def _train(job: Job, scenario: Scenario, telemetry) -> int:
 
         if warm_lr_steps and global_step == 0:
             opt.learning_rate.assign(lr / size)
+
         def on_check(check: stopping.Check, name: str = spec.name) -> None:
             if rank == 0:
                 _emit(PROGRESS_TAG, {"event": "precision", "np": size, "variant": name, "index": k,
                                      "of_variants": len(job.variants), "half_pct": check.half_pct,
-                                     "target_pct": check.target_pct, "gap": reference is not None,
+                                     "target_pct": check.target_pct, "gap": not spec.synthetic and twin_ran,
                                      "steps": check.steps, "seconds": check.seconds})
 
-        reference = None if spec.synthetic else ceiling  # the real variants' gaps are to this np's twin
+        # A real variant measures in alternation with the twin once the twin ran at this np.
+        twin = itertools.repeat(noise) if twin_ran and not spec.synthetic else None
         measured = run_variant(step_fn, batches, np=size, variant=spec.name, rank=rank, train=train,
                                per_worker_batch=per_worker_batch, on_step=on_step, average=average,
-                               max_measure_s=spec.max_measure_s, reference=reference, on_check=on_check)
+                               max_measure_s=spec.max_measure_s, twin=twin, on_check=on_check)
         wall = time.perf_counter() - started
         del batches  # stops this variant's pipeline threads before the next one starts
         avg = hvd_tf.allreduce(tf.constant([measured.loss, measured.accuracy], tf.float64),
                                name=f"metrics_{k}").numpy()
         gathered = hvd_tf.allgather_object([r.to_dict() for r in measured.records], name=f"records_{k}")
         all_records = [StepRecord.from_dict(d) for part in gathered for d in part]
-        if spec.synthetic:  # every rank holds the same records, so every rank agrees on the ceiling
-            t = throughput(pd.DataFrame([r.to_dict() for r in all_records], columns=STEP_COLUMNS))
-            ceiling = (t["samples_per_s"], t["samples_per_s_ci95"])
+        twin_ran = twin_ran or spec.synthetic
         if rank == 0:
             write_steps(run_dir / "steps" / f"np{size}-{spec.name}.csv", all_records)
             result = VariantRun(np=size, variant=spec.name, synthetic=spec.synthetic, per_worker_batch=per_worker_batch,

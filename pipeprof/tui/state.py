@@ -99,12 +99,14 @@ class LiveState:
         with self._lock:
             if kind == "step":
                 rank = int(record["rank"])
+                if rank == 0:
+                    self._steps_done += 1
+                if record.get("paired"):  # a twin step between the real variant's: not its rate
+                    return
                 if record.get("variant") != self._variant or record.get("np") != self._np:
                     self._np, self._variant = record.get("np"), record.get("variant", "")
                     self._steps.clear()
                 self._steps.setdefault(rank, deque(maxlen=RECENT_STEPS)).append(record)
-                if rank == 0:
-                    self._steps_done += 1
             elif kind == "hello":
                 self._rank_host[int(record["rank"])] = (record.get("host", ""), int(record.get("local_rank", 0)))
                 if record.get("nvml") not in (None, "ok", "not sampled"):

@@ -17,7 +17,7 @@ TRAIN = """
 batch_size = 16
 warmup_steps = 3
 min_measure_s = 3
-max_measure_s = 30
+max_measure_s = 20
 """
 
 CASES = {

@@ -43,12 +43,13 @@ def test_a_narrow_gap_interval_stops_on_the_target():
     assert check.steps == 60 and check.seconds == pytest.approx(7.5)
 
 
-def test_the_ceiling_is_held_to_a_share_of_the_target():
+def test_a_variant_measured_alone_is_held_to_its_relative_half_width():
     rule = Rule(target_ci_pct=2.0, min_s=0.0, max_s=600.0)
     rng = np.random.default_rng(0)
     t = ar1(rng, 80, 100.0, 10.0)
     check, _ = evaluate(rule, t, samples(80), reference=None)
-    assert check.target_pct == pytest.approx(2.0 * stopping.SYNTHETIC_SHARE)
+    rate, half = stats.rate_interval(samples(80), t)
+    assert check.half_pct == pytest.approx(100 * half / rate) and check.target_pct == 2.0
     assert check.stop == (check.half_pct <= check.target_pct)
 
 
@@ -118,3 +119,29 @@ def test_the_adaptive_interval_still_covers_the_true_gap():
     print(f"adaptive stopping interval coverage: {coverage:.3f}; stops: "
           f"{ {r: reasons.count(r) for r in set(reasons)} }")
     assert coverage >= 0.90
+
+
+def test_a_change_in_machine_speed_cancels_in_the_paired_gap():
+    """Rounds alternate twin and real steps: when the whole machine slows by 30% halfway
+    through, the paired gap stays at the truth, where twin-then-real would report 30 points."""
+    rounds = 10
+    slow = np.where(np.arange(rounds) < rounds // 2, 1.0, 1.3)
+    s_sec = 10 * 0.050 * slow  # 10 twin steps of 50 ms per round
+    r_sec = 10 * 0.060 * slow  # 10 real steps of 60 ms: true gap 16.7%
+    per_round = np.full(rounds, 320.0)
+    g, h = stats.paired_gap_interval(per_round, s_sec, per_round, r_sec)
+    assert g == pytest.approx(100 * (1 - 50 / 60)) and h == pytest.approx(0.0, abs=1e-9)
+    twin_alone, real_alone = 320 * 5 / s_sec[:5].sum(), 320 * 5 / r_sec[5:].sum()  # fast, then slow
+    assert 100 * (1 - real_alone / twin_alone) > g + 15  # what measuring one after the other reports
+
+
+def test_paired_rounds_stop_on_the_paired_gap():
+    rule = Rule(target_ci_pct=2.0, min_s=0.0, max_s=600.0)
+    rounds = 6
+    s_sec, r_sec = np.full(rounds, 0.5), np.full(rounds, 0.625)  # gap 20% exactly, every round
+    per_round = np.full(rounds, 100.0)
+    check, _ = stopping.evaluate_paired(rule, 10 * rounds, per_round, s_sec, per_round, r_sec)
+    assert check.stop and check.reason == stats.STOP_TARGET
+    assert check.seconds == pytest.approx(rounds * 1.125) and check.steps == 60
+    few, _ = stopping.evaluate_paired(rule, MIN_STEPS - 1, per_round, s_sec, per_round, r_sec)
+    assert not few.stop
