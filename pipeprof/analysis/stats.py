@@ -27,7 +27,7 @@ MAX_BLOCKS = 10
 
 SUMMARY_COLUMNS = [
     "np", "variant", "synthetic", "samples_per_s", "samples_per_s_ci95", "samples_per_s_per_worker",
-    "gap_pct", "gap_pct_ci95", "scaling_efficiency_pct", "step_time_ms_mean", "step_time_ms_p50", "step_time_ms_p95",
+    "gap_pct", "gap_pct_ci95", "twin_samples_per_s", "scaling_efficiency_pct", "step_time_ms_mean", "step_time_ms_p50", "step_time_ms_p95",
     "input_wait_pct", "gpu_util_pct", "cpu_util_pct", "rss_mb_max", "measured_steps", "measured_s", "stop_reason",
     "verdict", "warning",
 ]
@@ -93,12 +93,14 @@ def paired_gap_interval(s_samples: np.ndarray, s_seconds: np.ndarray, r_samples:
     return point, float(t975(blocks - 1) * gaps.std(ddof=1) / math.sqrt(blocks))
 
 
-def paired_gap(real: pd.DataFrame, twin: pd.DataFrame) -> tuple[float, float]:
-    """``paired_gap_interval`` from step records: a real variant's and its paired twin's."""
+def paired_gap(real: pd.DataFrame, twin: pd.DataFrame) -> tuple[float, float, float]:
+    """``paired_gap_interval`` from step records (a real variant's and its paired twin's),
+    and the twin's samples/s over the same rounds: gap = 100 × (1 − real / twin)."""
     r, s = round_sums(real), round_sums(twin)
     both = r.join(s, how="inner", lsuffix="_r", rsuffix="_s")
-    return paired_gap_interval(both["samples_s"].to_numpy(float), both["seconds_s"].to_numpy(float),
+    g, h = paired_gap_interval(both["samples_s"].to_numpy(float), both["seconds_s"].to_numpy(float),
                                both["samples_r"].to_numpy(float), both["seconds_r"].to_numpy(float))
+    return g, h, float(both["samples_s"].sum() / both["seconds_s"].sum()) if len(both) else math.nan
 
 
 def rate_interval(samples: np.ndarray, seconds: np.ndarray) -> tuple[float, float]:
@@ -188,31 +190,32 @@ def summarize(steps: pd.DataFrame, synthetic_variants: set[str], order: list[str
         row["stop_reason"] = stops.get((int(np_), variant), "")
         rows.append(row)
     out = pd.DataFrame(rows, columns=[c for c in SUMMARY_COLUMNS if c not in
-                                      ("gap_pct", "gap_pct_ci95", "scaling_efficiency_pct", "verdict", "warning",
+                                      ("gap_pct", "gap_pct_ci95", "twin_samples_per_s", "scaling_efficiency_pct",
+                                       "verdict", "warning",
                                        "samples_per_s_per_worker", *TELEMETRY_COLUMNS)])
     if out.empty:
         return pd.DataFrame(columns=SUMMARY_COLUMNS)
     out["samples_per_s_per_worker"] = out["samples_per_s"] / out["np"]
-    gaps, halves, verdicts, warnings, effs = [], [], [], [], []
+    gaps, halves, twin_rates, verdicts, warnings, effs = [], [], [], [], [], []
     for _, r in out.iterrows():
         synth = out[(out["np"] == r["np"]) & out["synthetic"].astype(bool)]
+        twin = twins[(twins["np"] == r["np"]) & (twins["paired"] == r["variant"])]
         if r["synthetic"]:
-            g, h, v, w = math.nan, math.nan, "ceiling", ""
-        elif synth.empty:
-            g, h, v, w = math.nan, math.nan, "", "no synthetic run at this np to compare with"
-        else:
-            twin = twins[(twins["np"] == r["np"]) & (twins["paired"] == r["variant"])]
-            if not twin.empty:  # measured in alternation with its own twin
-                real = steps[(steps["np"] == r["np"]) & (steps["variant"] == r["variant"])]
-                g, h = paired_gap(real, twin)
-            else:
-                s = synth.iloc[0]
-                g, h = gap(r["samples_per_s"], r["samples_per_s_ci95"], s["samples_per_s"], s["samples_per_s_ci95"])
+            g, h, tr, v, w = math.nan, math.nan, math.nan, "ceiling", ""
+        elif not twin.empty:  # measured in alternation with its own twin
+            g, h, tr = paired_gap(steps[(steps["np"] == r["np"]) & (steps["variant"] == r["variant"])], twin)
             v, w = verdict(g), gap_warning(g, h, r["stop_reason"])
+        elif synth.empty:
+            g, h, tr, v, w = math.nan, math.nan, math.nan, "", "no synthetic run at this np to compare with"
+        else:
+            s = synth.iloc[0]
+            g, h = gap(r["samples_per_s"], r["samples_per_s_ci95"], s["samples_per_s"], s["samples_per_s_ci95"])
+            tr, v, w = s["samples_per_s"], verdict(g), gap_warning(g, h, r["stop_reason"])
         one = out[(out["np"] == 1) & (out["variant"] == r["variant"])]
         eff = 100.0 * r["samples_per_s"] / (r["np"] * one.iloc[0]["samples_per_s"]) if not one.empty else math.nan
-        gaps.append(g), halves.append(h), verdicts.append(v), warnings.append(w), effs.append(eff)
-    out["gap_pct"], out["gap_pct_ci95"] = gaps, halves
+        gaps.append(g), halves.append(h), twin_rates.append(tr), verdicts.append(v), warnings.append(w)
+        effs.append(eff)
+    out["gap_pct"], out["gap_pct_ci95"], out["twin_samples_per_s"] = gaps, halves, twin_rates
     out["scaling_efficiency_pct"] = effs
     out["verdict"], out["warning"] = verdicts, warnings
     for c in TELEMETRY_COLUMNS:
