@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from pipeprof.analysis.predict import TERMS_ADVICE, Ceiling, Prediction, Source, Target, predict
-from pipeprof.analysis.telemetry import _in, windows
+from pipeprof.analysis.telemetry import samples_in, windows
 from pipeprof.errors import PipeprofError
 from pipeprof.rundir import load_steps, load_telemetry
 from pipeprof.scenario import Scenario
@@ -44,8 +44,7 @@ def _mean_in_window(frame: pd.DataFrame | None, win: pd.DataFrame, np_: int, var
     """Mean CPU % of a telemetry frame over the measured steps of one (np, variant), NaN if none."""
     if frame is None or frame.empty:
         return math.nan
-    w = win[(win["np"] == np_) & (win["variant"] == variant)]
-    inside = _in(frame, w["start"].iloc[0], w["end"].iloc[0]) if not w.empty else pd.DataFrame()
+    inside = samples_in(frame, win, np_, variant)
     return float(inside["cpu_pct"].mean()) if not inside.empty else math.nan
 
 
@@ -111,7 +110,8 @@ def load_source(run_dir: Path, *, measure_missing_stages: bool = True) -> tuple[
         from pipeprof.data.stagebench import StageBench, stage_costs
 
         cores = max(1, min(len(os.sched_getaffinity(0)), int(manifest.get("cpu_cores") or 1)))
-        with StageBench(scenario.data, manifest.get("data_root", ""), scenario.train.batch_size, cores=cores) as bench:
+        with StageBench(scenario.data, manifest.get("data_root", ""), scenario.train.batch_size, cores=cores,
+                        log_path=run_dir / "logs" / "stagebench.log") as bench:
             pd.DataFrame(stage_costs(bench, scenario.variant_pipeline(scenario.variants[0]))).assign(cores=cores).to_csv(
                 stages_csv, index=False, float_format="%.4g")
         notes.append(f"measured the pipeline's stages now ({stages_csv})")

@@ -16,12 +16,26 @@ DISAGREEMENT_POINTS = 25.0
 
 
 def windows(steps: pd.DataFrame) -> pd.DataFrame:
-    """Wall-clock window of the measured steps of each (np, variant)."""
+    """Wall-clock windows of the measured steps of each (np, variant): one per round when
+    the variant alternated with its twin (the twin's stretches between them are not its
+    own), else one."""
     m = steps[~steps["warmup"].astype(bool)].copy()
     if m.empty:
-        return pd.DataFrame(columns=["np", "variant", "start", "end"])
+        return pd.DataFrame(columns=["np", "variant", "round", "start", "end"])
+    if "round" not in m.columns:
+        m["round"] = -1
     m["start"] = m["end_unix_s"] - m["step_time_ms"] / 1e3
-    return m.groupby(["np", "variant"], as_index=False).agg(start=("start", "min"), end=("end_unix_s", "max"))
+    return m.groupby(["np", "variant", "round"], as_index=False).agg(start=("start", "min"), end=("end_unix_s", "max"))
+
+
+def samples_in(frame: pd.DataFrame | None, win: pd.DataFrame, np_: int, variant: str) -> pd.DataFrame:
+    """The telemetry samples of one (np, variant)'s windows (see ``_in``)."""
+    w = win[(win["np"] == np_) & (win["variant"] == variant)]
+    if frame is None or frame.empty or w.empty:
+        return pd.DataFrame()
+    parts = [_in(frame, a, b) for a, b in zip(w["start"], w["end"])]
+    parts = [p for p in parts if not p.empty]
+    return pd.concat(parts).drop_duplicates() if parts else pd.DataFrame()
 
 
 SERIES_KEYS = ("host", "rank", "gpu")  # what tells one sampler's series from another's
@@ -45,21 +59,18 @@ def add_telemetry(summary: pd.DataFrame, steps: pd.DataFrame, gpu: pd.DataFrame 
                   host: pd.DataFrame | None, proc: pd.DataFrame | None) -> pd.DataFrame:
     out = summary.copy()
     gpu_util, cpu_util, rss_max, notes = [], [], [], []
-    win = windows(steps).set_index(["np", "variant"]) if not steps.empty else pd.DataFrame()
+    win = windows(steps)
     for _, r in out.iterrows():
-        key = (r["np"], r["variant"])
         g = c = m = math.nan
-        if not win.empty and key in win.index:
-            start, end = win.loc[key, "start"], win.loc[key, "end"]
-            gs = _in(gpu, start, end)
-            if not gs.empty and gs["gpu_util_pct"].notna().any():
-                g = float(gs["gpu_util_pct"].mean())
-            hs = _in(host, start, end)
-            if not hs.empty:
-                c = float(hs["cpu_pct"].mean())
-            ps = _in(proc, start, end)
-            if not ps.empty:
-                m = float(ps["rss_mb"].max())
+        gs = samples_in(gpu, win, r["np"], r["variant"])
+        if not gs.empty and gs["gpu_util_pct"].notna().any():
+            g = float(gs["gpu_util_pct"].mean())
+        hs = samples_in(host, win, r["np"], r["variant"])
+        if not hs.empty:
+            c = float(hs["cpu_pct"].mean())
+        ps = samples_in(proc, win, r["np"], r["variant"])
+        if not ps.empty:
+            m = float(ps["rss_mb"].max())
         gpu_util.append(g), cpu_util.append(c), rss_max.append(m)
         busy = 100.0 - r["input_wait_pct"] if not math.isnan(r["input_wait_pct"]) else math.nan
         note = ""

@@ -177,3 +177,20 @@ def test_a_window_shorter_than_the_sampling_interval_takes_the_sample_that_cover
                          "cpu_pct": [1.0, 2.0, 3.0, 4.0]})
     assert sorted(_in(proc, 10.005, 10.3)["cpu_pct"]) == [2.0, 3.0]  # per rank: rank 1 inside, rank 0 covered
     assert _in(host, 12.0, 12.2).empty  # nothing after the window: nothing to attribute
+
+
+def test_a_variant_measured_in_rounds_takes_only_the_samples_of_its_own_rounds():
+    """A real variant alternating with its twin: the twin's stretch between its rounds is not its CPU."""
+    from pipeprof.analysis.telemetry import samples_in, windows
+
+    def step(variant, rnd, end, paired=""):
+        return dict(np=1, variant=variant, rank=0, step=int(end * 10), warmup=False, input_wait_ms=0.0,
+                    step_time_ms=100.0, batch_size=8, end_unix_s=end, paired=paired, round=rnd)
+
+    steps = pd.DataFrame([step("real", 0, t) for t in (10.1, 10.5, 11.0)]
+                         + [step("real", 1, t) for t in (12.1, 12.5, 13.0)])
+    host = pd.DataFrame({"t_unix_s": [10.5, 11.0, 11.5, 11.9, 12.5, 13.0], "host": ["a"] * 6,
+                         "cpu_pct": [80.0, 80.0, 10.0, 10.0, 90.0, 90.0]})  # 11.5, 11.9: the twin's stretch
+    win = windows(steps)
+    assert win["round"].tolist() == [0, 1]
+    assert sorted(samples_in(host, win, 1, "real")["cpu_pct"]) == [80.0, 80.0, 90.0, 90.0]
