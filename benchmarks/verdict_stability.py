@@ -1,0 +1,77 @@
+"""Does the ablation verdict name the same stage run after run? The three cases of the test
+suite (augment-bound, read-bound, model-bound), CPU-trained ranks at np=1, N runs each.
+
+    .venv/bin/python benchmarks/verdict_stability.py [--runs 5] [--cases augment,read,none]
+
+Prints one line per run (the verdict, the gap and how its measurement stopped, the cost
+model's expected contention) and the share of runs whose verdict named the right stage.
+Run it alone on the machine: other load changes what it measures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pandas as pd
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+from tests.integration.test_diagnose_and_tune import CASES, TRAIN  # noqa: E402  (the suite's own cases)
+
+PIPEPROF = str(REPO / ".venv" / "bin" / "pipeprof")
+
+
+def one_run(case: str, work: Path, data_dir: Path, index: int) -> dict:
+    scenario = work / f"{case}.toml"
+    scenario.write_text(CASES[case] + TRAIN)
+    out = work / f"{case}-{index}"
+    t0 = time.monotonic()
+    proc = subprocess.run([PIPEPROF, "compare", str(scenario), "--np", "1", "--ablation", "--no-dashboard",
+                           "--out", str(out)], cwd=work, capture_output=True, text=True,
+                          env=dict(os.environ, PIPEPROF_DATA_DIR=str(data_dir)))
+    wall = time.monotonic() - t0
+    if proc.returncode != 0:
+        return {"case": case, "run": index, "verdict": f"FAILED (exit {proc.returncode})", "wall_s": wall,
+                "detail": (proc.stderr.strip().splitlines() or ["?"])[-1][:200]}
+    verdict = json.loads((out / "verdict.json").read_text())[0]
+    row = pd.read_csv(out / "summary.csv").set_index("variant").loc["real"]
+    return {"case": case, "run": index, "verdict": verdict["bottleneck"], "gap_pct": row["gap_pct"],
+            "gap_ci95": row["gap_pct_ci95"], "stop": row["stop_reason"], "measured_s": row["measured_s"],
+            "contention_pct": verdict.get("contention_gap_pct"), "wall_s": wall}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--cases", default="augment,read,none")
+    args = ap.parse_args()
+    cases = args.cases.split(",")
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        work, data = Path(tmp) / "work", Path(tmp) / "data"
+        work.mkdir()
+        for i in range(args.runs):  # cases interleaved, so a slow spell of the machine hits all of them
+            for case in cases:
+                r = one_run(case, work, data, i)
+                rows.append(r)
+                gap = (f"gap {r['gap_pct']:5.1f}% ±{r['gap_ci95']:4.1f} ({r['stop']}, {r['measured_s']:.0f}s)"
+                       if "gap_pct" in r else r.get("detail", ""))
+                contention = r.get("contention_pct")
+                print(f"{case:8s} run {i + 1}: verdict {r['verdict']:8s} {gap}; expected contention "
+                      f"{'–' if contention is None else f'{contention:.1f}%'}; {r['wall_s']:.0f}s", flush=True)
+    right = sum(r["verdict"] == r["case"] for r in rows)
+    print(f"\nverdict named the right stage in {right} of {len(rows)} runs")
+    for case in cases:
+        mine = [r for r in rows if r["case"] == case]
+        print(f"  {case:8s} {sum(r['verdict'] == case for r in mine)}/{len(mine)}")
+
+
+if __name__ == "__main__":
+    main()
