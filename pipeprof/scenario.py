@@ -18,7 +18,8 @@ from pipeprof.config import _build, _deep_merge, apply_overrides, overlay_overri
 from pipeprof.errors import PipeprofError
 
 Autotune = Literal["autotune"]
-REPO_SCENARIOS = Path(__file__).resolve().parent.parent / "scenarios"
+# Shipped inside the package, so any install has them; the repository's scenarios/ links here.
+BUILTIN_SCENARIOS = Path(__file__).resolve().parent / "scenarios"
 DEFAULT_SCENARIO = "quickstart"
 
 
@@ -191,10 +192,10 @@ def resolve_path(name_or_path: str | None) -> Path:
         if not path.is_file():
             raise PipeprofError(f"scenario file {name_or_path} does not exist")
         return path
-    builtin = REPO_SCENARIOS / f"{name_or_path}.toml"
+    builtin = BUILTIN_SCENARIOS / f"{name_or_path}.toml"
     if builtin.is_file():
         return builtin
-    known = sorted(p.stem for p in REPO_SCENARIOS.glob("*.toml"))
+    known = sorted(p.stem for p in BUILTIN_SCENARIOS.glob("*.toml"))
     raise PipeprofError(f"unknown scenario '{name_or_path}': not a file, nor a built-in ({', '.join(known)})")
 
 

@@ -7,7 +7,7 @@ import pytest
 from pipeprof import scenario as scen
 from pipeprof.errors import PipeprofError
 
-BUILTINS = sorted(p.stem for p in scen.REPO_SCENARIOS.glob("*.toml"))
+BUILTINS = sorted(p.stem for p in scen.BUILTIN_SCENARIOS.glob("*.toml"))
 
 
 def write(tmp_path: Path, text: str) -> Path:
