@@ -13,9 +13,11 @@ from pathlib import Path
 
 import pandas as pd
 
+from pipeprof import atomic
 from pipeprof.analysis.verdict import Verdict, decide
 from pipeprof.data.stagebench import StageBench, stage_costs
 from pipeprof.launch.horovod import parse_hosts
+from pipeprof.rundir import write_csv
 from pipeprof.scenario import Scenario
 
 
@@ -46,7 +48,7 @@ def diagnose(scenario: Scenario, data_root: str, summary: pd.DataFrame, run_dir:
         rows = stage_costs(bench, base)
     stages = pd.DataFrame(rows)
     stages.insert(1, "cores", bench_cores)
-    stages.to_csv(run_dir / "stages.csv", index=False, float_format="%.4g")
+    write_csv(run_dir / "stages.csv", stages)
 
     verdicts = []
     for n in nps:
@@ -60,7 +62,7 @@ def diagnose(scenario: Scenario, data_root: str, summary: pd.DataFrame, run_dir:
         verdicts.append(decide(rows, np=n, synthetic_per_rank=synth_per_rank,
                                cores_per_rank=cores_per_rank(scenario, n, cores_override), gap_pct=gap, gap_ci95=half,
                                host_busy_pct=busy))
-    (run_dir / "verdict.json").write_text(json.dumps([v.to_dict() for v in verdicts], indent=2) + "\n")
-    (run_dir / "verdict.txt").write_text("\n\n".join(
+    atomic.write_text(run_dir / "verdict.json", json.dumps([v.to_dict() for v in verdicts], indent=2) + "\n")
+    atomic.write_text(run_dir / "verdict.txt", "\n\n".join(
         "\n".join(v.text + [f"  - {a}" for a in v.advice]) for v in verdicts) + "\n")
     return verdicts

@@ -21,7 +21,8 @@ import pandas as pd
 from pipeprof.analysis.predict import TERMS_ADVICE, Ceiling, Prediction, Source, Target, predict
 from pipeprof.analysis.telemetry import samples_in, windows
 from pipeprof.errors import PipeprofError
-from pipeprof.rundir import load_steps, load_telemetry
+from pipeprof import atomic
+from pipeprof.rundir import load_steps, load_telemetry, write_csv
 from pipeprof.scenario import Scenario
 
 
@@ -112,8 +113,8 @@ def load_source(run_dir: Path, *, measure_missing_stages: bool = True) -> tuple[
         cores = max(1, min(len(os.sched_getaffinity(0)), int(manifest.get("cpu_cores") or 1)))
         with StageBench(scenario.data, manifest.get("data_root", ""), scenario.train.batch_size, cores=cores,
                         log_path=run_dir / "logs" / "stagebench.log") as bench:
-            pd.DataFrame(stage_costs(bench, scenario.variant_pipeline(scenario.variants[0]))).assign(cores=cores).to_csv(
-                stages_csv, index=False, float_format="%.4g")
+            write_csv(stages_csv, pd.DataFrame(stage_costs(bench, scenario.variant_pipeline(scenario.variants[0])))
+                      .assign(cores=cores))
         notes.append(f"measured the pipeline's stages now ({stages_csv})")
     stages = pd.read_csv(stages_csv)
     model = json.loads((run_dir / "model.json").read_text()) if (run_dir / "model.json").exists() else {}
@@ -156,8 +157,8 @@ def run_predict(run_dir: Path, target: Target, nps: list[int],
     rows = [p.to_dict() | {"advice": advice(p, run_dir)} for p in preds]
     frame = pd.DataFrame(rows)
     frame.insert(0, "device", ctx["manifest"].get("device", "real"))
-    frame.to_csv(run_dir / "prediction.csv", index=False, float_format="%.4g")
-    (run_dir / "prediction.json").write_text(json.dumps({
+    write_csv(run_dir / "prediction.csv", frame)
+    atomic.write_text(run_dir / "prediction.json", json.dumps({
         "target": dataclasses.asdict(target) | {"ceiling_run": str(ceiling_dir) if ceiling_dir else None},
         "source": {k: v for k, v in src.__dict__.items() if "jitter" not in k},
         "notes": ctx["notes"], "predictions": rows}, indent=2, default=str) + "\n")

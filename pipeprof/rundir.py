@@ -23,7 +23,7 @@ from typing import Any
 
 import pandas as pd
 
-from pipeprof import __version__
+from pipeprof import __version__, atomic
 from pipeprof.records import STEP_COLUMNS
 
 
@@ -37,10 +37,11 @@ def new_run_dir(out: str | None, scenario_name: str) -> Path:
         while path.exists():
             n += 1
             path = Path("runs") / f"{stamp}-{scenario_name}-{n}"
-    if path.exists() and any(path.iterdir()):
+    if path.exists() and (not path.is_dir() or any(path.iterdir())):
         from pipeprof.errors import PipeprofError
 
-        raise PipeprofError(f"--out {path}: directory exists and is not empty (pipeprof never overwrites a run)")
+        what = "directory exists and is not empty" if path.is_dir() else "exists and is not a directory"
+        raise PipeprofError(f"--out {path}: {what} (pipeprof never overwrites a run)")
     path.mkdir(parents=True, exist_ok=True)
     return path
 
@@ -72,9 +73,11 @@ def manifest(scenario: dict[str, Any], argv: list[str], gpus: list[dict[str, Any
 
 
 def write_json(path: Path, data: dict[str, Any]) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
-    tmp.replace(path)
+    atomic.write_text(path, json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
+
+
+def write_csv(path: Path, frame: pd.DataFrame, float_format: str | None = "%.4g") -> None:
+    atomic.write_text(path, frame.to_csv(index=False, float_format=float_format))
 
 
 def _read_csv(path: Path) -> pd.DataFrame | None:

@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from pipeprof.data import filecache
 from pipeprof.data.files import count_images
 from pipeprof.errors import PipeprofError
 from pipeprof.scenario import CacheConfig, DataConfig, PipelineConfig, PrefetchConfig, StageSwitch, _build
@@ -127,6 +128,8 @@ class StageBench:
 
     def run(self, pipe: PipelineConfig, seconds: float | None = None) -> dict[str, Any]:
         assert self._proc.stdin is not None and self._proc.stdout is not None
+        if prefix := filecache.user_prefix(pipe):
+            filecache.claim(prefix, "pipeline benchmark")
         self.trials += 1
         req = {"data": dataclasses.asdict(self.data), "pipeline": dataclasses.asdict(pipe), "data_root": self.data_root,
                "batch_size": self.batch_size, "seconds": seconds or self.seconds,

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy
 
+from pipeprof import atomic
 from pipeprof.analysis import stopping
 from pipeprof.analysis.stats import STOP_FIXED
 from pipeprof.errors import PipeprofError
@@ -301,7 +302,7 @@ def _train(job: Job, scenario: Scenario, telemetry) -> int:
     if rank == 0:
         _emit(PROGRESS_TAG, {"event": "start", "np": size, "device": device, "per_worker_batch": per_worker_batch,
                              "learning_rate": lr})
-        (run_dir / "model.json").write_text(json.dumps({
+        atomic.write_text(run_dir / "model.json", json.dumps({
             "model": scenario.model.name, "parameters": gradient_floats, "gradient_bytes": 4 * gradient_floats,
             "device": train.device}) + "\n")
 

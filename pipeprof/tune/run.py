@@ -21,6 +21,7 @@ from pipeprof.compare import CompareResult, Reporter, compare, prepare_data
 from pipeprof.data.files import count_images
 from pipeprof.data.stagebench import StageBench
 from pipeprof.errors import PipeprofError
+from pipeprof import atomic
 from pipeprof.rundir import manifest, new_run_dir, write_json
 from pipeprof.scenario import PipelineConfig, Scenario, VariantConfig
 from pipeprof.tune import space as sp
@@ -88,8 +89,8 @@ def tune(scenario: Scenario, *, cores: int, budget_s: float, trial_s: float = 1.
     winner = sp.apply(base, search.best.point)
 
     _trials_frame(search.trials).to_csv(run_dir / "trials.csv", index=False, float_format="%.4g")
-    (run_dir / "winner.toml").write_text(sp.fragment_toml(winner))
-    (run_dir / "tfdata.py.txt").write_text(sp.tfdata_code(winner) + "\n")
+    atomic.write_text(run_dir / "winner.toml", sp.fragment_toml(winner))
+    atomic.write_text(run_dir / "tfdata.py.txt", sp.tfdata_code(winner) + "\n")
     write_json(run_dir / "tune.json", {
         "cores_per_rank": cores, "budget_s": budget_s, "trials": len(search.trials),
         "stopped_by_budget": search.stopped_by_budget, "winner": search.best.point,
