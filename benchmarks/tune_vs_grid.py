@@ -45,7 +45,8 @@ def main() -> None:
     print(f"tune vs grid · {s.name} · {args.cores} core(s) · {len(points)} grid points · {args.trial_seconds}s per trial")
 
     with StageBench(s.data, data_root, s.train.batch_size, cores=args.cores, seconds=args.trial_seconds,
-                    cache_dir=f"/tmp/pipeprof-tvg-{os.getpid()}") as bench:
+                    cache_dir=f"/tmp/pipeprof-tvg-{os.getpid()}",
+                    log_path=Path(f"/tmp/pipeprof-tvg-{os.getpid()}/stagebench.log")) as bench:
         def evaluate(point: sp.Point, seconds: float) -> dict:
             return bench.run(sp.apply(base, point), seconds)
 

@@ -17,7 +17,7 @@ import pandas as pd
 from pipeprof.analysis.stats import summarize
 from pipeprof.errors import PipeprofError
 from pipeprof.job import PROGRESS_TAG, Job, VariantSpec
-from pipeprof.launch import horovod
+from pipeprof.launch import horovod, signals
 from pipeprof.rundir import load_steps, load_variant_runs, manifest, new_run_dir, write_json
 from pipeprof.analysis.telemetry import add_telemetry
 from pipeprof.rundir import load_telemetry
@@ -34,6 +34,7 @@ class CompareResult:
     summary: pd.DataFrame
     failure: str | None = None  # one line, when a launch failed; what ran before it is kept
     verdicts: list = field(default_factory=list)  # analysis.verdict.Verdict per np, with --ablation
+    signum: int | None = None  # the stop signal (SIGINT, SIGTERM, SIGHUP) that ended it early
 
 
 class Reporter:
@@ -219,7 +220,10 @@ def compare(scenario: Scenario, nps: list[int], *, out: str | None = None, argv:
     token = secrets.token_hex(8)
     summary = pd.DataFrame()
     failure = None
-    with Collector(on_record, bind=bind, advertise=advertise, token=token) as collector:
+    signum = None
+    caught = signals.Catch()  # a stop signal between launches ends them; what was measured is kept
+    with caught, Collector(on_record, bind=bind, advertise=advertise, token=token,
+                           on_malformed=recorder.malformed) as collector:
         for n in nps:
             job = Job(run_dir=str(run_dir), np=n, scenario=scenario.to_dict(), data_root=data_root, variants=specs,
                       stream=collector.address if scenario.telemetry.enabled else "", stream_token=token)
@@ -242,7 +246,14 @@ def compare(scenario: Scenario, nps: list[int], *, out: str | None = None, argv:
             reporter.results(summary)
             if not result.ok:
                 failure = f"np={n}: {result.reason()} (log: {run_dir / 'logs' / f'np{n}.log'})"
+                signum = result.signum
                 break
+    if caught.signum is not None:
+        signum = caught.signum
+        failure = failure or f"{signals.Interrupted(signum)} (run directory: {run_dir})"
+    if recorder.malformed_count:
+        reporter.warning(f"{recorder.malformed_count} malformed stream record(s) dropped; the first is in "
+                         f"{recorder.malformed_path}")
     recorder.close()
     summary = write_summary(run_dir, synthetic_names, order, reference, scenario.train.device)
     verdicts = []
@@ -250,5 +261,9 @@ def compare(scenario: Scenario, nps: list[int], *, out: str | None = None, argv:
         from pipeprof.diagnose import diagnose
 
         reporter.message("measuring each stage alone (pipeline only, no model) for the verdict")
-        verdicts = diagnose(scenario, data_root, summary, run_dir, cores_override=cores_per_rank)
-    return CompareResult(run_dir, summary, failure, verdicts)
+        with caught:
+            verdicts = diagnose(scenario, data_root, summary, run_dir, cores_override=cores_per_rank)
+        if caught.signum is not None:
+            signum = caught.signum
+            failure = f"{signals.Interrupted(signum)} while measuring the stages (run directory: {run_dir})"
+    return CompareResult(run_dir, summary, failure, verdicts, signum=signum)

@@ -44,7 +44,8 @@ def diagnose(scenario: Scenario, data_root: str, summary: pd.DataFrame, run_dir:
     if scenario.train.batch_mode == "global":
         per_worker = scenario.train.batch_size // max(nps)
     with StageBench(scenario.data, data_root, per_worker, cores=bench_cores, seconds=seconds,
-                    cache_dir=str(run_dir / "cache" / "stagebench")) as bench:
+                    cache_dir=str(run_dir / "cache" / "stagebench"),
+                    log_path=run_dir / "logs" / "stagebench.log") as bench:
         rows = stage_costs(bench, base)
     stages = pd.DataFrame(rows)
     stages.insert(1, "cores", bench_cores)

@@ -10,6 +10,7 @@ from rich.console import Console
 from pipeprof import scenario as scen
 from pipeprof.compare import CompareResult, compare
 from pipeprof.errors import PipeprofError
+from pipeprof.launch import signals
 from pipeprof.launch.horovod import worker_counts
 from pipeprof.report.table import print_summary
 from pipeprof.tui.reporter import DashboardReporter, PlainReporter
@@ -180,7 +181,7 @@ def finish(result: CompareResult, console: Console, title: str) -> int:
                         console)
     console.print(f"run directory: {result.run_dir}")
     if result.failure:
-        raise PipeprofError(result.failure, exit_code=130 if "interrupted" in result.failure else 1)
+        raise PipeprofError(result.failure, exit_code=1 if result.signum is None else signals.exit_code(result.signum))
     return 0
 
 

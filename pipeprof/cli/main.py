@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import sys
 
 from pipeprof import __version__
 from pipeprof.errors import PipeprofError
+from pipeprof.launch import signals
 
 
 class _Parser(argparse.ArgumentParser):
@@ -32,19 +34,27 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    try:
-        parser = build_parser()
-        args = parser.parse_args(argv)
-        if not getattr(args, "run", None):
-            parser.print_help()
-            return 2
-        return int(args.run(args, argv))
-    except PipeprofError as exc:
-        print(f"pipeprof: error: {exc.message}", file=sys.stderr)
-        return exc.exit_code
-    except KeyboardInterrupt:
-        print("pipeprof: interrupted", file=sys.stderr)
-        return 130
+    # SIGINT, SIGTERM and SIGHUP: the first stops the children and keeps what was measured
+    # (the workflows turn it into a failure that exits 128 + signum), a second forces the exit
+    with signals.handled():
+        try:
+            parser = build_parser()
+            args = parser.parse_args(argv)
+            if not getattr(args, "run", None):
+                parser.print_help()
+                return 2
+            return int(args.run(args, argv))
+        except PipeprofError as exc:
+            print(f"pipeprof: error: {exc.message}", file=sys.stderr)
+            return exc.exit_code
+        except KeyboardInterrupt as exc:  # a signal before anything was measured
+            signum = signals.signum_of(exc)
+            print(f"pipeprof: interrupted by {signals.signal_name(signum)}", file=sys.stderr)
+            return signals.exit_code(signum)
+        except OSError as exc:  # SIGHUP: the terminal is gone, so printing the results failed
+            if signals.received() is None or exc.errno not in (errno.EIO, errno.EPIPE):
+                raise
+            return signals.exit_code(signals.received())  # type: ignore[arg-type]
 
 
 def entry() -> None:

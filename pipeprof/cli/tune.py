@@ -16,6 +16,7 @@ from rich.table import Table
 from pipeprof import scenario as scen
 from pipeprof.cli.compare import _size, console_for_output
 from pipeprof.errors import PipeprofError
+from pipeprof.launch import signals
 from pipeprof.report.table import fmt, print_summary
 from pipeprof.tui.reporter import PlainReporter
 from pipeprof.tune.run import TuneResult, parse_duration, tune
@@ -110,4 +111,6 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
                    confirm_steps=args.confirm_steps)
     report(res, console)
     console.print(f"run directory: {res.run_dir}")
+    if res.confirm is not None and res.confirm.signum is not None:  # stopped during the confirming run
+        raise PipeprofError(f"tune: {res.confirm.failure}", exit_code=signals.exit_code(res.confirm.signum))
     return 0

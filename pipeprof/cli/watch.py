@@ -12,7 +12,7 @@ from typing import Any
 from pipeprof.cli.compare import console_for_output, finish
 from pipeprof.compare import CompareResult, write_summary
 from pipeprof.errors import PipeprofError
-from pipeprof.launch import horovod
+from pipeprof.launch import horovod, signals
 from pipeprof.rundir import manifest, new_run_dir, write_json
 from pipeprof.telemetry.nvml import Nvml
 from pipeprof.telemetry.recorder import Recorder
@@ -53,7 +53,8 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
         reporter.record(record)
 
     token = secrets.token_hex(8)
-    with Collector(on_record, bind=bind, advertise=advertise, token=token) as collector:
+    with Collector(on_record, bind=bind, advertise=advertise, token=token,
+                   on_malformed=recorder.malformed) as collector:
         env = horovod.worker_env(dict(os.environ), os.getcwd())
         env.update({ENV_ADDRESS: collector.address, ENV_TOKEN: token, ENV_RUN_DIR: str(run_dir)})
         reporter.progress({"event": "launch", "np": None, "of_variants": 1})
@@ -65,10 +66,15 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
         finally:
             reporter.close()
     recorder.ingest_fallback_files()
+    if recorder.malformed_count:
+        console.print(f"[yellow]warning:[/] {recorder.malformed_count} malformed stream record(s) dropped; "
+                      f"the first is in {recorder.malformed_path}")
     recorder.close()
     summary = write_summary(run_dir, set())
     failure = None if result.ok else f"the watched command failed: {result.reason()} (log: {run_dir}/logs/watch.log)"
     code = finish(CompareResult(run_dir, summary, None), console, "pipeprof watch")
     if failure:
-        raise PipeprofError(failure, exit_code=result.returncode if result.returncode > 0 else 1)
+        exit_code = (signals.exit_code(result.signum) if result.signum is not None
+                     else result.returncode if result.returncode > 0 else 1)
+        raise PipeprofError(failure, exit_code=exit_code)
     return code

@@ -8,7 +8,9 @@ to those cores) to emulate one rank's share of a node.
 
 The worker speaks JSON lines on stdin/stdout, so one TensorFlow start serves many trials:
 ``python -m pipeprof.data.stagebench --cores 2`` reads ``{"data":…, "pipeline":…, ...}``
-and answers ``{"samples_per_s":…, "core_ms_per_sample":…, ...}`` per line.
+and answers ``{"samples_per_s":…, "core_ms_per_sample":…, ...}`` per line. Its stderr
+(TensorFlow's, and any traceback) goes to a log in the run directory. It dies with pipeprof:
+the kernel kills it when its parent dies (``--parent``), and a stop signal ends it at once.
 """
 
 from __future__ import annotations
@@ -19,12 +21,14 @@ import os
 import subprocess
 import sys
 import time
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
 from pipeprof.data import filecache
 from pipeprof.data.files import count_images
 from pipeprof.errors import PipeprofError
+from pipeprof.launch import signals, supervise
 from pipeprof.scenario import CacheConfig, DataConfig, PipelineConfig, PrefetchConfig, StageSwitch, _build
 
 STAGES = ("read", "label", "shuffle", "augment")
@@ -103,10 +107,12 @@ def serve(cores: int | None) -> int:
 
 
 class StageBench:
-    """A pinned worker process; ``run(pipeline)`` measures one configuration in it."""
+    """A pinned worker process; ``run(pipeline)`` measures one configuration in it. Its stderr
+    is appended to ``log_path`` (the run directory's logs/stagebench.log). Create it in the
+    thread that uses it: the worker is killed when that thread ends (PR_SET_PDEATHSIG)."""
 
-    def __init__(self, data: DataConfig, data_root: str, batch_size: int, *, cores: int | None = None,
-                 seconds: float = 2.0, cache_dir: str = "") -> None:
+    def __init__(self, data: DataConfig, data_root: str, batch_size: int, *, log_path: Path,
+                 cores: int | None = None, seconds: float = 2.0, cache_dir: str = "") -> None:
         self.data, self.data_root, self.batch_size = data, data_root, batch_size
         self.cores = cores
         self.seconds = seconds
@@ -115,16 +121,26 @@ class StageBench:
         available = len(os.sched_getaffinity(0))
         if cores is not None and not 1 <= cores <= available:
             raise PipeprofError(f"--cores-per-rank {cores}: this machine lets pipeprof use 1..{available} cores")
-        argv = [sys.executable, "-m", "pipeprof.data.stagebench"] + (["--cores", str(cores)] if cores else [])
+        argv = [sys.executable, "-m", "pipeprof.data.stagebench", "--parent", str(os.getpid())] + (
+            ["--cores", str(cores)] if cores else [])
         env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-        self._proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                      text=True, env=env)
+        self.log_path = Path(log_path)
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self._stack = ExitStack()
+        log = self._stack.enter_context(self.log_path.open("a"))
+        log.write("$ " + " ".join(argv) + "\n")
+        log.flush()
+        # its own session: the terminal's Ctrl-C reaches pipeprof, which then stops it in order
+        self._proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True,
+                                      env=env, start_new_session=True)
+        self._family = supervise.Family(self._proc)
+        self._stack.enter_context(signals.on_force(self._family.kill_now))
 
     def __enter__(self) -> "StageBench":
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(self, kind: type[BaseException] | None, *exc: object) -> None:
+        self.close(stop_now=kind is not None)
 
     def run(self, pipe: PipelineConfig, seconds: float | None = None) -> dict[str, Any]:
         assert self._proc.stdin is not None and self._proc.stdout is not None
@@ -134,22 +150,39 @@ class StageBench:
         req = {"data": dataclasses.asdict(self.data), "pipeline": dataclasses.asdict(pipe), "data_root": self.data_root,
                "batch_size": self.batch_size, "seconds": seconds or self.seconds,
                "cache_prefix": str(Path(self.cache_dir) / f"trial{self.trials}") if self.cache_dir else ""}
-        self._proc.stdin.write(json.dumps(req) + "\n")
-        self._proc.stdin.flush()
-        line = self._proc.stdout.readline()
+        try:
+            self._proc.stdin.write(json.dumps(req) + "\n")
+            self._proc.stdin.flush()
+            line = self._proc.stdout.readline()
+        except BrokenPipeError:
+            line = ""
         if not line:
-            raise PipeprofError(f"the pipeline benchmark worker died (exit {self._proc.wait()})", exit_code=1)
+            raise PipeprofError(f"the pipeline benchmark worker died (exit {self._proc.wait()}; "
+                                f"its log: {self.log_path})", exit_code=1)
         return json.loads(line)
 
-    def close(self) -> None:
-        if self._proc.poll() is None:
-            assert self._proc.stdin is not None
-            self._proc.stdin.close()
+    def close(self, stop_now: bool = False) -> None:
+        """End the worker: it leaves when its stdin closes; on an error or a stop signal
+        (``stop_now``) it gets SIGTERM, a short wait, then SIGKILL."""
+        try:
+            if self._proc.poll() is None and not stop_now:
+                assert self._proc.stdin is not None
+                try:
+                    self._proc.stdin.close()
+                    self._proc.wait(timeout=30)
+                except (subprocess.TimeoutExpired, BrokenPipeError):
+                    pass
+        finally:  # also when a stop signal lands while waiting
             try:
-                self._proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self._proc.kill()
-                self._proc.wait()
+                self._family.stop(grace_s=supervise.STRAGGLER_GRACE_S)
+            finally:
+                for pipe in (self._proc.stdin, self._proc.stdout):
+                    if pipe is not None and not pipe.closed:
+                        try:
+                            pipe.close()
+                        except BrokenPipeError:
+                            pass
+                self._stack.close()
 
 
 def stage_costs(bench: StageBench, base: PipelineConfig) -> list[dict[str, Any]]:
@@ -172,6 +205,8 @@ def stage_costs(bench: StageBench, base: PipelineConfig) -> list[dict[str, Any]]
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    if "--parent" in argv:  # die with pipeprof, even when it is SIGKILLed
+        supervise.die_with_parent(int(argv[argv.index("--parent") + 1]))
     cores = int(argv[argv.index("--cores") + 1]) if "--cores" in argv else None
     if cores:
         os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[:cores])

@@ -11,7 +11,6 @@ import math
 import os
 import queue
 import shutil
-import signal
 import subprocess
 import sys
 import threading
@@ -22,6 +21,7 @@ from pathlib import Path
 
 from pipeprof.errors import PipeprofError
 from pipeprof.job import ERROR_TAG
+from pipeprof.launch import signals, supervise
 from pipeprof.scenario import LaunchConfig
 
 
@@ -161,16 +161,20 @@ class LaunchResult:
     returncode: int
     errors: list[str] = field(default_factory=list)  # one line per failing rank
     timed_out: bool = False
-    interrupted: bool = False
+    signum: int | None = None  # the stop signal (SIGINT, SIGTERM, SIGHUP) that ended the run
     tail: list[str] = field(default_factory=list)  # the last lines of output
+
+    @property
+    def interrupted(self) -> bool:
+        return self.signum is not None
 
     @property
     def ok(self) -> bool:
         return self.returncode == 0 and not self.timed_out and not self.interrupted
 
     def reason(self) -> str:
-        if self.interrupted:
-            return "interrupted (Ctrl-C)"
+        if self.signum is not None:
+            return f"interrupted by {signals.signal_name(self.signum)}"
         if self.timed_out:
             return "timed out"
         if self.errors:
@@ -179,30 +183,30 @@ class LaunchResult:
         return f"horovodrun exited with {self.returncode}: {last.strip()[:300]}"
 
 
-def _stop(proc: subprocess.Popen, grace_s: float = 5.0) -> None:
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            proc.wait(timeout=grace_s)
-            return
-        except subprocess.TimeoutExpired:
-            continue
+def _next_or_none(lines: queue.Queue[str | None]) -> str | None:
+    try:
+        return lines.get_nowait()
+    except queue.Empty:
+        return None
 
 
 def run(argv: list[str], *, env: dict[str, str], log_path: Path, timeout_s: float,
-        on_line: Callable[[str], None] | None = None) -> LaunchResult:
-    """Run ``argv`` to the end, teeing its output to ``log_path`` and each line to ``on_line``."""
+        on_line: Callable[[str], None] | None = None, grace_s: float = supervise.GRACE_S) -> LaunchResult:
+    """Run ``argv`` to the end, teeing its output to ``log_path`` and each line to ``on_line``.
+
+    The command and everything it starts are stopped (SIGTERM, ``grace_s``, SIGKILL) at the
+    timeout, which holds however much it prints, and on SIGINT, SIGTERM or SIGHUP, which
+    ``result.signum`` then names; it gets SIGTERM should pipeprof die without a chance to."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     lines: queue.Queue[str | None] = queue.Queue()
     result = LaunchResult(returncode=-1)
-    with log_path.open("w") as log:
+    with signals.handled(), log_path.open("w") as log:
         log.write("$ " + " ".join(a if len(a) < 200 else a[:40] + "…" for a in argv) + "\n")
         log.flush()
-        proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                bufsize=1, start_new_session=True, errors="replace")
+        proc = subprocess.Popen(supervise.dies_with_parent_argv(argv, env.get("PATH")), env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1,
+                                start_new_session=True, errors="replace")
+        family = supervise.Family(proc)
 
         def pump() -> None:
             assert proc.stdout is not None
@@ -210,34 +214,42 @@ def run(argv: list[str], *, env: dict[str, str], log_path: Path, timeout_s: floa
                 lines.put(line)
             lines.put(None)
 
+        def take(line: str) -> None:
+            log.write(line)
+            result.tail = (result.tail + [line.rstrip("\n")])[-40:]
+            if ERROR_TAG in line:
+                result.errors.append(line.split(ERROR_TAG, 1)[1].strip())
+            if on_line is not None:
+                on_line(line.rstrip("\n"))
+
         reader = threading.Thread(target=pump, name="pipeprof-horovodrun-output", daemon=True)
-        reader.start()
-        deadline = time.monotonic() + timeout_s
-        try:
-            while True:
-                try:
-                    line = lines.get(timeout=0.25)
-                except queue.Empty:
-                    if time.monotonic() > deadline:
+        with signals.on_force(family.kill_now):
+            try:
+                reader.start()
+                deadline = time.monotonic() + timeout_s
+                while True:
+                    left_s = deadline - time.monotonic()
+                    if left_s <= 0:  # checked on every line: a chatty hung run times out too
                         result.timed_out = True
-                        _stop(proc)
                         break
-                    continue
-                if line is None:
-                    break
-                log.write(line)
-                result.tail = (result.tail + [line.rstrip("\n")])[-40:]
-                if ERROR_TAG in line:
-                    result.errors.append(line.split(ERROR_TAG, 1)[1].strip())
-                if on_line is not None:
-                    on_line(line.rstrip("\n"))
-        except KeyboardInterrupt:
-            result.interrupted = True
-            _stop(proc)
-        finally:
-            if proc.poll() is None:
-                _stop(proc)
-            result.returncode = proc.wait()
-            reader.join(timeout=5)
-            log.flush()
+                    family.refresh()
+                    try:
+                        line = lines.get(timeout=min(0.25, left_s))
+                    except queue.Empty:
+                        continue
+                    if line is None:
+                        break
+                    take(line)
+            except KeyboardInterrupt as exc:  # signals.Interrupted, or Ctrl-C outside handled()
+                result.signum = signals.signum_of(exc)
+            finally:
+                try:
+                    result.returncode = family.stop(grace_s)
+                except KeyboardInterrupt as exc:  # the first signal landed while stopping: go on
+                    result.signum = signals.signum_of(exc)
+                    result.returncode = family.stop(grace_s)
+                reader.join(timeout=5)
+                while (rest := _next_or_none(lines)) is not None:  # what it said while stopping
+                    take(rest)
+                log.flush()
     return result

@@ -5,6 +5,7 @@
     RUN_DIR/telemetry/host.csv    host samples (CPU per core, memory, disk and network rates)
     RUN_DIR/telemetry/proc.csv    each rank's process tree (CPU %, RSS)
     RUN_DIR/live/events.jsonl     hellos and progress events
+    RUN_DIR/live/malformed.txt    the first streamed line that was not a record, and why (if any)
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any, IO
 
 from pipeprof.records import STEP_COLUMNS
 from pipeprof.telemetry.samples import GpuSample, HostSample, ProcSample
+from pipeprof.telemetry.stream import record_problem
 
 FILES = {
     "step": ("live/steps.csv", STEP_COLUMNS),
@@ -36,6 +38,8 @@ class Recorder:
         self._flush_interval_s = flush_interval_s
         self._last_flush = time.monotonic()
         self.counts: dict[str, int] = {}
+        self.malformed_path = run_dir / "live" / "malformed.txt"
+        self.malformed_count = 0
 
     def write(self, record: dict[str, Any]) -> None:
         kind = record.get("kind", "")
@@ -59,6 +63,16 @@ class Recorder:
             if time.monotonic() - self._last_flush > self._flush_interval_s:
                 self._flush_locked()
 
+    def malformed(self, reason: str, line: bytes | str) -> None:
+        """Count a line that was not a record; keep the first, with why, in live/malformed.txt."""
+        with self._lock:
+            self.malformed_count += 1
+            if self.malformed_count > 1:
+                return
+            text = line.decode("utf-8", "backslashreplace") if isinstance(line, bytes) else line
+            self.malformed_path.parent.mkdir(parents=True, exist_ok=True)
+            self.malformed_path.write_text(f"the first malformed stream record: {reason}\n{text[:4096]}\n")
+
     def flush(self) -> None:
         with self._lock:
             self._flush_locked()
@@ -74,18 +88,27 @@ class Recorder:
         """Records ranks wrote to RUN_DIR/stream/*.jsonl because they could not reach us."""
         n = 0
         for path in sorted((self.run_dir / "stream").glob("rank*.jsonl")):
-            for line in path.read_text().splitlines():
-                if line.strip():
-                    try:
-                        self.write(json.loads(line))
-                        n += 1
-                    except ValueError:
-                        continue  # a line cut short when the rank died
+            for line in path.read_bytes().splitlines():
+                if not line.strip():
+                    continue
+                try:
+                    record = json.loads(line)
+                except ValueError:  # a line cut short when the rank died, or bytes that are not JSON
+                    self.malformed(f"not JSON, in {path.name}", line)
+                    continue
+                if (problem := record_problem(record)) is not None:
+                    self.malformed(f"{problem}, in {path.name}", line)
+                    continue
+                self.write(record)
+                n += 1
             path.rename(path.with_suffix(".jsonl.ingested"))
         return n
 
     def close(self) -> None:
         with self._lock:
+            if self.malformed_count > 1:
+                with self.malformed_path.open("a") as fh:
+                    fh.write(f"({self.malformed_count} malformed records in all)\n")
             self._flush_locked()
             for fh, _ in self._writers.values():
                 fh.close()

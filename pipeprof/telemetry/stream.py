@@ -8,13 +8,16 @@ connect, or the connection drops, it appends the same lines to
 ``RUN_DIR/stream/rankN.jsonl`` instead (a shared run directory then still gets everything).
 
 One collector thread serves every connection with a selector; it hands each record to
-``on_record`` and never blocks a rank: ranks buffer and send in one write per flush.
+``on_record`` and never blocks a rank: ranks buffer and send in one write per flush. A
+malformed record (not JSON, not an object, no ``kind``, a step without its numbers) is
+counted and handed to ``on_malformed``, never to ``on_record``, and the stream goes on.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import re
 import selectors
 import socket
 import threading
@@ -27,14 +30,43 @@ log = logging.getLogger("pipeprof.stream")
 ENV_ADDRESS = "PIPEPROF_STREAM"
 ENV_TOKEN = "PIPEPROF_STREAM_TOKEN"
 ENV_RUN_DIR = "PIPEPROF_RUN_DIR"
+MAX_LINE_BYTES = 1 << 20  # a record is a few hundred bytes; a longer line is not one
+
+# What consumers index without a default: the recorder's CSVs, the dashboard's rates.
+_RANKED_KINDS = ("step", "proc", "hello")
+_STEP_NUMBERS = ("np", "rank", "step", "input_wait_ms", "step_time_ms", "batch_size", "end_unix_s")
+_LOCAL_RANKS = re.compile(r"(\d+(;\d+)*)?")
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def record_problem(record: Any) -> str | None:
+    """Why a decoded stream line cannot be a record, or None when it can."""
+    if not isinstance(record, dict):
+        return f"not a JSON object but a {type(record).__name__}"
+    kind = record.get("kind")
+    if not isinstance(kind, str) or not kind:
+        return "an object without a 'kind'"
+    if kind in _RANKED_KINDS and not (isinstance(record.get("rank"), int) and not isinstance(record["rank"], bool)):
+        return f"a '{kind}' record without an integer 'rank'"
+    if kind == "step" and (bad := [f for f in _STEP_NUMBERS if not _is_number(record.get(f))]):
+        return f"a 'step' record without numbers in {', '.join(bad)}"
+    if kind == "gpu" and not _LOCAL_RANKS.fullmatch(str(record.get("local_ranks", ""))):
+        return "a 'gpu' record whose local_ranks are not ';'-separated integers"
+    return None
 
 
 class Collector:
-    """Launcher side: accepts ranks and passes every record they send to ``on_record``."""
+    """Launcher side: accepts ranks and passes every record they send to ``on_record``;
+    ``on_malformed(reason, line)`` gets what cannot be a record (``malformed`` counts them)."""
 
     def __init__(self, on_record: Callable[[dict[str, Any]], None], *, bind: str = "127.0.0.1",
-                 advertise: str | None = None, token: str = "") -> None:
+                 advertise: str | None = None, token: str = "",
+                 on_malformed: Callable[[str, bytes], None] | None = None) -> None:
         self.on_record = on_record
+        self.on_malformed = on_malformed
         self.token = token
         self._server = socket.create_server((bind, 0))
         self._server.setblocking(False)
@@ -46,6 +78,7 @@ class Collector:
         self._thread = threading.Thread(target=self._loop, name="pipeprof-collector", daemon=True)
         self.connections = 0
         self.rejected = 0
+        self.malformed = 0
 
     def __enter__(self) -> "Collector":
         self.start()
@@ -102,23 +135,40 @@ class Collector:
             return
         state["buf"] += chunk
         *lines, state["buf"] = state["buf"].split(b"\n")
+        if len(state["buf"]) > MAX_LINE_BYTES:
+            lines.append(state["buf"])  # judged (and dropped) as malformed below
+            state["buf"] = b""
         for line in lines:
             if not line.strip():
                 continue
             try:
                 record = json.loads(line)
-            except ValueError:
-                log.warning("dropped a malformed stream line (%d bytes)", len(line))
-                continue
-            if not state["hello"]:
-                if record.get("hello") != self.token:
+            except ValueError as exc:
+                record, problem = None, "undecodable bytes" if isinstance(exc, UnicodeDecodeError) else "not JSON"
+            else:
+                problem = record_problem(record) if state["hello"] else None
+            if not state["hello"]:  # the first line must be the hello with our token
+                if not isinstance(record, dict) or record.get("hello") != self.token:
                     self.rejected += 1
                     self._sel.unregister(conn)
                     conn.close()
                     return
                 state["hello"] = True
                 continue
-            self.on_record(record)
+            if problem is not None:
+                self._malformed(problem, line)
+                continue
+            try:
+                self.on_record(record)
+            except (KeyError, ValueError, TypeError, AttributeError) as exc:  # one odd record must not end the stream
+                self._malformed(f"{type(exc).__name__} while handling it: {exc}", line)
+
+    def _malformed(self, reason: str, line: bytes) -> None:
+        self.malformed += 1
+        if self.malformed == 1:
+            log.warning("dropped a malformed stream record (%s); later ones are only counted", reason)
+        if self.on_malformed is not None:
+            self.on_malformed(reason, line)
 
 
 class StreamClient:

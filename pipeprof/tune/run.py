@@ -21,8 +21,9 @@ from pipeprof.compare import CompareResult, Reporter, compare, prepare_data
 from pipeprof.data.files import count_images
 from pipeprof.data.stagebench import StageBench
 from pipeprof.errors import PipeprofError
+from pipeprof.launch import signals
 from pipeprof import atomic
-from pipeprof.rundir import manifest, new_run_dir, write_json
+from pipeprof.rundir import manifest, new_run_dir, write_csv, write_json
 from pipeprof.scenario import PipelineConfig, Scenario, VariantConfig
 from pipeprof.tune import space as sp
 from pipeprof.tune.search import SearchResult, Trial, coordinate_descent
@@ -70,14 +71,17 @@ def tune(scenario: Scenario, *, cores: int, budget_s: float, trial_s: float = 1.
     if not allowed(start):  # the scenario's own settings do not fit: start without its memory cache
         start = {**start, "cache": "off"}
     batch = scenario.train.batch_size
-    with StageBench(scenario.data, data_root, batch, cores=cores, seconds=trial_s,
-                    cache_dir=str(run_dir / "cache")) as bench:
+    done: list[Trial] = []
+    caught = signals.Catch()  # a stop signal ends the search; the trials measured are kept
+    with caught, StageBench(scenario.data, data_root, batch, cores=cores, seconds=trial_s,
+                            cache_dir=str(run_dir / "cache"), log_path=run_dir / "logs" / "stagebench.log") as bench:
         started = time.monotonic()
 
         def evaluate(point: sp.Point, seconds: float) -> dict:
             return bench.run(sp.apply(base, point), seconds)
 
         def trial_done(t: Trial) -> None:
+            done.append(t)
             if on_trial is not None:
                 on_trial(t, time.monotonic() - started)
 
@@ -85,10 +89,14 @@ def tune(scenario: Scenario, *, cores: int, budget_s: float, trial_s: float = 1.
                                     on_trial=trial_done)
         default_res = evaluate(start, 2 * trial_s)
         auto_res = evaluate(sp.autotune_point(base, space), 2 * trial_s)
+    if caught.signum is not None:
+        write_csv(run_dir / "trials.csv", _trials_frame(done))
+        raise PipeprofError(f"tune: {signals.Interrupted(caught.signum)} after {len(done)} trial(s); they are in "
+                            f"{run_dir / 'trials.csv'}", exit_code=signals.exit_code(caught.signum))
     assert search.best is not None
     winner = sp.apply(base, search.best.point)
 
-    _trials_frame(search.trials).to_csv(run_dir / "trials.csv", index=False, float_format="%.4g")
+    write_csv(run_dir / "trials.csv", _trials_frame(search.trials))
     atomic.write_text(run_dir / "winner.toml", sp.fragment_toml(winner))
     atomic.write_text(run_dir / "tfdata.py.txt", sp.tfdata_code(winner) + "\n")
     write_json(run_dir / "tune.json", {

@@ -1,0 +1,136 @@
+"""Every process pipeprof starts dies with it: graceful stops, and no orphans.
+
+``Family`` follows one child and everything it starts. The child runs in its own process
+group; stopping it sends SIGTERM to that group first (horovodrun then stops the ranks it
+started, on every host), waits, then SIGKILLs the group. Horovod's own per-rank supervisors
+(safe_shell_exec) call ``setsid``, so ranks are outside that group: the family remembers
+every descendant it has seen, and any still alive after the child has gone gets SIGTERM, a
+short wait, then SIGKILL. Like horovod's ``safe_shell_exec``, but also covering processes
+whose parent died before we looked again.
+
+If pipeprof itself is SIGKILLed no handler runs; ``dies_with_parent_argv`` makes the child
+receive SIGTERM then (Linux ``PR_SET_PDEATHSIG``), and ``die_with_parent`` does the same from
+inside a Python child.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import psutil
+
+GRACE_S = 5.0  # horovodrun's own per-rank grace is 5 s (safe_shell_exec)
+STRAGGLER_GRACE_S = 2.0
+REFRESH_S = 2.0  # ranks start early; the stop itself looks again first
+_PR_SET_PDEATHSIG = 1
+
+# Runs before the real command: ask the kernel for SIGTERM when pipeprof dies, make sure it
+# has not died already (the race the man page warns of), then become the command.
+_GUARD = ("import ctypes,os,signal,sys\n"
+          "ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGTERM), 0, 0, 0)\n"
+          "os.getppid() == int(sys.argv[1]) or sys.exit(143)\n"
+          "os.execvp(sys.argv[2], sys.argv[2:])\n")
+
+
+def dies_with_parent_argv(argv: list[str], path: str | None = None) -> list[str]:
+    """``argv`` wrapped so the command gets SIGTERM when this process dies, even by SIGKILL.
+
+    Raises FileNotFoundError, as Popen would, when the command cannot be found. The kernel
+    signals when the thread that started the child exits: start it from a thread that
+    outlives it (``horovod.run`` waits for its child in the calling thread)."""
+    if shutil.which(argv[0], path=path) is None:
+        raise FileNotFoundError(2, "No such file or directory", argv[0])
+    if not sys.platform.startswith("linux"):
+        return list(argv)
+    return [sys.executable, "-c", _GUARD, str(os.getpid()), *argv]
+
+
+def die_with_parent(parent_pid: int, sig: int = signal.SIGKILL) -> None:
+    """Called in a child: receive ``sig`` when the parent dies; exit now if it already has."""
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
+    if os.getppid() != parent_pid:
+        os._exit(1)
+
+
+def _alive(p: psutil.Process) -> bool:
+    try:
+        return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def _signal(p: psutil.Process, sig: int) -> None:
+    try:
+        p.send_signal(sig)
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        pass
+
+
+class Family:
+    """A child started with ``start_new_session=True`` and every descendant seen so far."""
+
+    def __init__(self, proc: subprocess.Popen) -> None:
+        self.proc = proc
+        self.seen: dict[int, psutil.Process] = {}
+        self._next_refresh = 0.0
+        self.refresh(force=True)
+
+    def refresh(self, force: bool = False) -> None:
+        """Remember the child's current descendants (cheap enough every second, not every line)."""
+        now = time.monotonic()
+        if not force and now < self._next_refresh:
+            return
+        self._next_refresh = now + REFRESH_S
+        try:
+            for p in psutil.Process(self.proc.pid).children(recursive=True):
+                self.seen.setdefault(p.pid, p)
+        except psutil.NoSuchProcess:
+            pass  # the child is gone; what we saw before stays
+
+    def alive(self) -> list[psutil.Process]:
+        return [p for p in self.seen.values() if _alive(p)]
+
+    def _killpg(self, sig: int) -> None:
+        try:
+            os.killpg(self.proc.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass  # the group is empty
+
+    def stop(self, grace_s: float = GRACE_S, straggler_grace_s: float = STRAGGLER_GRACE_S) -> int:
+        """SIGTERM to the child's group, wait ``grace_s``, SIGKILL it; then SIGTERM, wait and
+        SIGKILL any descendant left. Returns the child's exit code."""
+        if self.proc.poll() is None:
+            self.refresh(force=True)
+            self._killpg(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=grace_s)
+            except subprocess.TimeoutExpired:
+                self.refresh(force=True)
+                self._killpg(signal.SIGKILL)
+        code = self.proc.wait()
+        left = self.alive()
+        if left:  # e.g. ranks whose supervisor died with the child: terminate, wait, kill
+            self._killpg(signal.SIGTERM)
+            for p in left:
+                _signal(p, signal.SIGTERM)
+            deadline = time.monotonic() + straggler_grace_s
+            while left and time.monotonic() < deadline:
+                time.sleep(0.05)
+                left = [p for p in left if _alive(p)]
+            self._killpg(signal.SIGKILL)
+            for p in left:
+                _signal(p, signal.SIGKILL)
+        return code
+
+    def kill_now(self) -> None:
+        """SIGKILL the child's group and every descendant seen, without waiting (a forced stop)."""
+        self._killpg(signal.SIGKILL)
+        for p in list(self.seen.values()):
+            _signal(p, signal.SIGKILL)

@@ -1,0 +1,278 @@
+"""Never orphan, never lose: stop signals, timeouts that hold, children that die with pipeprof,
+a record stream that survives bad records. Real processes, real signals, real sockets."""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import psutil
+import pytest
+
+from pipeprof.data.stagebench import StageBench
+from pipeprof.errors import PipeprofError
+from pipeprof.launch import horovod, signals
+from pipeprof.records import StepRecord
+from pipeprof.scenario import DataConfig, PipelineConfig
+from pipeprof.telemetry.recorder import Recorder
+from pipeprof.telemetry.stream import Collector, record_problem
+
+REPO_ENV = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [os.getcwd(), os.environ.get("PYTHONPATH")])))
+
+
+def gone(pid: int, within_s: float = 5.0) -> bool:
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        try:
+            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+                return True
+        except psutil.NoSuchProcess:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_a_chatty_hung_launch_is_killed_at_its_timeout(tmp_path):
+    t0 = time.monotonic()
+    res = horovod.run(["bash", "-c", "while true; do echo x; sleep 0.05; done"], env=dict(os.environ),
+                      log_path=tmp_path / "l.log", timeout_s=2)
+    assert res.timed_out and not res.ok and res.reason() == "timed out"
+    assert time.monotonic() - t0 < 6
+    assert (tmp_path / "l.log").read_text().count("x\n") > 10
+
+
+def test_sigterm_stops_the_launch_gracefully_and_no_descendant_survives(tmp_path):
+    # the child traps SIGTERM (a graceful stop is seen) and starts a grandchild in a session of
+    # its own, as horovod's per-rank supervisors do: killing the child's group does not reach it
+    script = textwrap.dedent("""
+        setsid sleep 300 &
+        echo "grandchild $!"
+        trap 'echo "got TERM"; exit 0' TERM
+        while true; do sleep 0.1; done
+    """)
+    timer = threading.Timer(1.5, os.kill, (os.getpid(), signal.SIGTERM))
+    timer.start()
+    t0 = time.monotonic()
+    try:
+        res = horovod.run(["bash", "-c", script], env=dict(os.environ), log_path=tmp_path / "l.log", timeout_s=60)
+    finally:
+        timer.cancel()
+    assert time.monotonic() - t0 < 10
+    assert res.signum == signal.SIGTERM and res.interrupted and not res.ok
+    assert res.reason() == "interrupted by SIGTERM"
+    assert "got TERM" in res.tail
+    grandchild = int(next(line for line in res.tail if line.startswith("grandchild")).split()[1])
+    assert gone(grandchild), "the grandchild in its own session outlived the launch"
+
+
+SECOND_SIGNAL = """
+import os, signal, subprocess, sys, time
+from pipeprof.launch import signals
+
+child = subprocess.Popen(["sleep", "300"])
+with signals.handled(), signals.on_force(lambda: os.kill(child.pid, signal.SIGKILL)):
+    print("child", child.pid, flush=True)
+    try:
+        time.sleep(60)
+    except signals.Interrupted as exc:
+        print("first", exc.signum, flush=True)
+        time.sleep(60)  # a graceful stop that hangs
+print("not reached", flush=True)
+"""
+
+
+def test_a_second_signal_kills_the_children_and_exits_at_once():
+    proc = subprocess.Popen([sys.executable, "-c", SECOND_SIGNAL], stdout=subprocess.PIPE, text=True, env=REPO_ENV)
+    child = int(proc.stdout.readline().split()[1])
+    proc.send_signal(signal.SIGTERM)
+    assert proc.stdout.readline().split() == ["first", str(int(signal.SIGTERM))]
+    t0 = time.monotonic()
+    proc.send_signal(signal.SIGHUP)
+    assert proc.wait(timeout=5) == 128 + signal.SIGHUP
+    assert time.monotonic() - t0 < 2
+    assert "not reached" not in proc.stdout.read()
+    assert gone(child)
+
+
+def test_handlers_are_restored_and_do_nothing_outside_the_main_thread():
+    before = signal.getsignal(signal.SIGTERM)
+    with signals.handled():
+        assert signal.getsignal(signal.SIGTERM) is not before
+        with signals.handled():  # nesting keeps one installation
+            pass
+        assert signal.getsignal(signal.SIGTERM) is not before
+    assert signal.getsignal(signal.SIGTERM) is before
+    seen = []
+
+    def elsewhere():
+        with signals.handled():
+            seen.append(signal.getsignal(signal.SIGTERM) is before)
+
+    t = threading.Thread(target=elsewhere)
+    t.start()
+    t.join()
+    assert seen == [True]
+
+
+@pytest.mark.parametrize("signum,code,name", [(signal.SIGINT, 130, "SIGINT"), (signal.SIGTERM, 143, "SIGTERM"),
+                                              (signal.SIGHUP, 129, "SIGHUP")])
+def test_an_interruption_names_its_signal_and_exit_code(signum, code, name):
+    exc = signals.Interrupted(signum)
+    assert isinstance(exc, KeyboardInterrupt) and not isinstance(exc, Exception)
+    assert exc.exit_code == code and str(exc) == f"interrupted by {name}"
+    assert signals.signum_of(KeyboardInterrupt()) == signal.SIGINT
+
+
+ORPHAN = """
+import subprocess, sys, time
+from pipeprof.launch import supervise
+if sys.argv[1] == "argv":
+    child = subprocess.Popen(supervise.dies_with_parent_argv(["sleep", "300"]))
+else:
+    child = subprocess.Popen([sys.executable, "-c",
+                              "import os, sys, time; from pipeprof.launch import supervise; "
+                              "supervise.die_with_parent(int(sys.argv[1])); print('ready', flush=True); time.sleep(300)",
+                              str(__import__("os").getpid())], stdout=subprocess.PIPE, text=True)
+    child.stdout.readline()
+print(child.pid, flush=True)
+time.sleep(300)
+"""
+
+
+@pytest.mark.parametrize("how", ["argv", "in-child"])
+def test_a_child_dies_when_pipeprof_is_sigkilled(how):
+    parent = subprocess.Popen([sys.executable, "-c", ORPHAN, how], stdout=subprocess.PIPE, text=True, env=REPO_ENV)
+    child = int(parent.stdout.readline())
+    time.sleep(0.3)  # the guard has exec'd the command
+    assert psutil.Process(child).is_running()
+    parent.kill()
+    parent.wait()
+    assert gone(child), f"the child ({how}) outlived a SIGKILLed parent"
+
+
+def test_a_missing_command_is_file_not_found(tmp_path):
+    with pytest.raises(FileNotFoundError):
+        horovod.run(["no-such-command-pipeprof"], env=dict(os.environ), log_path=tmp_path / "l.log", timeout_s=5)
+
+
+# --- the record stream ---------------------------------------------------------------------------
+
+def step(rank=0, i=0) -> dict:
+    return {"kind": "step", **StepRecord(np=1, variant="v", rank=rank, step=i, warmup=False, input_wait_ms=1.0,
+                                         step_time_ms=10.0, batch_size=8, end_unix_s=time.time()).to_dict()}
+
+
+@pytest.mark.parametrize("record,problem", [
+    ([1, 2], "not a JSON object"), ({"rank": 0}, "without a 'kind'"), ({"kind": "step"}, "integer 'rank'"),
+    ({"kind": "proc", "rank": "0"}, "integer 'rank'"), ({"kind": "hello", "rank": True}, "integer 'rank'"),
+    ({**step(), "step_time_ms": None}, "numbers in step_time_ms"),
+    ({"kind": "gpu", "local_ranks": "0;x"}, "local_ranks"),
+])
+def test_record_problems_are_named(record, problem):
+    assert problem in record_problem(record)
+
+
+@pytest.mark.parametrize("record", [step(), {"kind": "host", "host": "a"}, {"kind": "gpu", "local_ranks": "0;1"},
+                                    {"kind": "variant_start", "np": 2}])
+def test_good_records_pass(record):
+    assert record_problem(record) is None
+
+
+def test_malformed_records_do_not_stop_the_collector(tmp_path):
+    recorder = Recorder(tmp_path, flush_interval_s=0.0)
+    got = []
+
+    def on_record(r):
+        recorder.write(r)
+        got.append(r)
+
+    with Collector(on_record, token="t0k", on_malformed=recorder.malformed) as col:
+        host, port = col.address.rsplit(":", 1)
+        with socket.create_connection((host, int(port))) as s:
+            s.sendall(b'{"hello": "t0k", "rank": 0}\n')
+            s.sendall(b"[1,2]\n")
+            s.sendall(b'{"kind": "step"}\n')
+            s.sendall(b"\xff\xfe\x00garbage\x80\n")
+            s.sendall((json.dumps(step(rank=1, i=7)) + "\n").encode())
+        deadline = time.monotonic() + 5
+        while not got and time.monotonic() < deadline:
+            time.sleep(0.02)
+    recorder.close()
+    assert [(r["rank"], r["step"]) for r in got] == [(1, 7)]
+    assert col.malformed == 3 and recorder.malformed_count == 3
+    first = (tmp_path / "live" / "malformed.txt").read_text()
+    assert first.startswith("the first malformed stream record: not a JSON object") and "[1,2]" in first
+    assert "3 malformed records in all" in first
+    assert "1,v,1,7" in (tmp_path / "live" / "steps.csv").read_text()
+
+
+def test_a_record_a_consumer_cannot_handle_is_counted_not_fatal(tmp_path):
+    got = []
+
+    def picky(r):
+        if r["step"] == 0:
+            raise KeyError("x")
+        got.append(r)
+
+    with Collector(picky, token="t") as col:
+        host, port = col.address.rsplit(":", 1)
+        with socket.create_connection((host, int(port))) as s:
+            s.sendall(b'{"hello": "t"}\n' + "".join(json.dumps(step(i=i)) + "\n" for i in range(3)).encode())
+        deadline = time.monotonic() + 5
+        while len(got) < 2 and time.monotonic() < deadline:
+            time.sleep(0.02)
+    assert [r["step"] for r in got] == [1, 2] and col.malformed == 1
+
+
+def test_malformed_fallback_lines_are_counted_and_the_rest_ingested(tmp_path):
+    (tmp_path / "stream").mkdir()
+    (tmp_path / "stream" / "rank0.jsonl").write_bytes(
+        b'{"kind":"step"}\n' + json.dumps(step()).encode() + b'\n\xff\xfe\n{"kind":"step","np":1,"var')
+    recorder = Recorder(tmp_path)
+    assert recorder.ingest_fallback_files() == 1
+    recorder.close()
+    assert recorder.malformed_count == 3
+    assert "in rank0.jsonl" in (tmp_path / "live" / "malformed.txt").read_text()
+
+
+# --- the stage benchmark's worker ----------------------------------------------------------------
+
+def test_the_stage_benchmarks_stderr_lands_in_the_run_directory(tmp_path):
+    log = tmp_path / "run" / "logs" / "stagebench.log"
+    with pytest.raises(PipeprofError, match="its log: .*stagebench.log"):
+        with StageBench(DataConfig(), "", 8, log_path=log) as bench:
+            worker = bench._proc.pid
+            bench._proc.stdin.write("this is not a request\n")  # the worker dies with a traceback
+            bench._proc.stdin.flush()
+            bench._proc.wait(timeout=30)
+            bench.run(PipelineConfig())
+    text = log.read_text()
+    assert text.startswith("$ ") and "pipeprof.data.stagebench" in text
+    assert "Traceback" in text and "JSONDecodeError" in text
+    assert gone(worker)
+
+
+def test_the_stage_benchmark_worker_is_stopped_on_a_stop_signal(tmp_path):
+    with pytest.raises(signals.Interrupted):
+        with StageBench(DataConfig(), "", 8, log_path=tmp_path / "sb.log") as bench:
+            worker = bench._proc.pid
+            raise signals.Interrupted(signal.SIGTERM)
+    assert gone(worker, within_s=1.0)
+
+
+def test_the_cli_exits_128_plus_a_signal_that_lands_before_anything_was_measured(monkeypatch, capsys):
+    from pipeprof.cli import compare as cli_compare
+    from pipeprof.cli import main
+
+    def hung_up(args, argv):
+        os.kill(os.getpid(), signal.SIGHUP)
+        time.sleep(5)
+
+    monkeypatch.setattr(cli_compare, "run", hung_up)
+    assert main.main(["compare"]) == 129
+    assert capsys.readouterr().err == "pipeprof: interrupted by SIGHUP\n"
