@@ -2,11 +2,11 @@
 
 Written in the style of Horovod's ``examples/tensorflow2/tensorflow2_keras_synthetic_benchmark.py``
 and deliberately free of pipeprof's training loop: ``hvd.init()``, one GPU per local rank if
-there are GPUs (otherwise ``--intra-op-threads`` CPU threads per rank, default ``cpu_count //
-local_size`` as pipeprof uses), the model from ``pipeprof.models.build_model`` (plain Keras
-layers, so both sides train the same architecture), ``hvd.DistributedOptimizer(SGD(lr * size,
-momentum=0.9))``, and ``model.fit`` on ``Dataset.from_tensors(one random batch).repeat()`` with
-``BroadcastGlobalVariablesCallback(0)``.
+there are GPUs (otherwise ``--intra-op-threads`` CPU threads per rank, default usable cores
+// local_size as pipeprof's ``launch.topology``), the model from ``pipeprof.models.build_model``
+(plain Keras layers, so both sides train the same architecture),
+``hvd.DistributedOptimizer(SGD(lr * size, momentum=0.9))``, and ``model.fit`` on
+``Dataset.from_tensors(one random batch).repeat()`` with ``BroadcastGlobalVariablesCallback(0)``.
 
 Timing: a callback stamps ``time.perf_counter()`` at the start of training and at the end of
 every batch. Keras syncs the step's logs to Python before ``on_train_batch_end`` (the callback
@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import time
 from typing import Any
@@ -71,7 +70,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--warmup", type=int, default=10, help="batches dropped before measuring (default: 10)")
     p.add_argument("--steps", type=int, default=120, help="measured batches (default: 120)")
     p.add_argument("--intra-op-threads", type=int, default=0,
-                   help="CPU intra-op threads per rank; 0: cpu_count // local_size, as pipeprof (default: 0)")
+                   help="CPU intra-op threads per rank; 0: usable cores // local_size, as pipeprof (default: 0)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random batch (default: 0)")
     args = p.parse_args(argv)
     if args.warmup < 0 or args.steps < 1:
@@ -85,6 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     import tensorflow as tf
     import horovod.tensorflow.keras as hvd
 
+    from pipeprof.launch import topology
     from pipeprof.models import build_model
 
     hvd.init()
@@ -96,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
         tf.config.set_visible_devices(gpus[hvd.local_rank() % len(gpus)], "GPU")
         device = f"GPU:{hvd.local_rank() % len(gpus)}"
     else:
-        threads = args.intra_op_threads or max(1, (os.cpu_count() or 1) // hvd.local_size())
+        threads = args.intra_op_threads or topology.cores_per_rank(hvd.local_size())
         tf.config.threading.set_intra_op_parallelism_threads(threads)
         device = f"CPU ({threads} intra-op threads)"
 

@@ -15,7 +15,7 @@ slow drift of the machine hits both alike:
   afterwards in the same launch; they are ignored here.
 
 Both sides use the same model, per-worker batch, learning rate (0.01 × N, SGD momentum 0.9),
-warm-up and measured steps, and CPU intra-op threads (``cpu_count // local ranks``). Each
+warm-up and measured steps, and CPU intra-op threads (usable cores // local ranks). Each
 round is a pair; the verdict takes the median over rounds of the per-round ratio pipeprof /
 plain, which must be >= ``--threshold`` (0.98). The ratio of the two medians is printed too;
 it agrees on a steady machine but is thrown off by drift between rounds.

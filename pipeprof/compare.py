@@ -17,7 +17,7 @@ import pandas as pd
 from pipeprof.analysis.stats import summarize
 from pipeprof.errors import PipeprofError
 from pipeprof.job import PROGRESS_TAG, Job, VariantSpec
-from pipeprof.launch import horovod, signals
+from pipeprof.launch import horovod, signals, topology
 from pipeprof.rundir import load_steps, load_variant_runs, manifest, new_run_dir, write_json
 from pipeprof.analysis.telemetry import add_telemetry
 from pipeprof.rundir import load_telemetry
@@ -88,7 +88,6 @@ def check_memory(scenario: Scenario, specs: list[VariantSpec], data_root: str, n
                  budget_bytes: int | None) -> None:
     """Refuse cache/shuffle settings that cannot fit in RAM, before anything runs."""
     from pipeprof.analysis.memory import check, default_ram_budget_bytes
-    from pipeprof.diagnose import ranks_per_host
     from pipeprof.scenario import PipelineConfig, _build
 
     if scenario.data.source not in ("folder", "generated") or not data_root:
@@ -97,7 +96,7 @@ def check_memory(scenario: Scenario, specs: list[VariantSpec], data_root: str, n
 
     images = count_images(data_root)
     for n in nps:
-        budget = budget_bytes or default_ram_budget_bytes(ranks_per_host(scenario, n))
+        budget = budget_bytes or default_ram_budget_bytes(topology.assign(n, scenario.launch).ranks_per_host)
         for spec in specs:
             if not spec.synthetic:
                 pipe = _build(PipelineConfig, spec.pipeline, "job", spec.name)
@@ -204,7 +203,8 @@ def compare(scenario: Scenario, nps: list[int], *, out: str | None = None, argv:
         "device": device_label(scenario.train.device)}))
     from pipeprof.scenario import emulated_ms
 
-    local = max(nps) if not (scenario.launch.hosts or scenario.launch.hostfile) else 1
+    # every host's ranks must reach the rendezvous in time: size it for the busiest host
+    local = max(topology.assign(n, scenario.launch).ranks_per_host for n in nps)
     env = horovod.worker_env(dict(os.environ), str(Path.cwd()), emulated=emulated_ms(scenario.train.device) is not None,
                              local_ranks=local)
     recorder = Recorder(run_dir)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from pathlib import Path
 
 import pandas as pd
@@ -16,22 +15,17 @@ import pandas as pd
 from pipeprof import atomic
 from pipeprof.analysis.verdict import Verdict, decide
 from pipeprof.data.stagebench import StageBench, stage_costs
-from pipeprof.launch.horovod import parse_hosts
+from pipeprof.launch import topology
 from pipeprof.rundir import write_csv
 from pipeprof.scenario import Scenario
 
 
-def ranks_per_host(scenario: Scenario, np: int) -> int:
-    if scenario.launch.hosts:
-        return max(1, min(np, parse_hosts(scenario.launch.hosts)[0][1]))
-    return np
-
-
 def cores_per_rank(scenario: Scenario, np: int, override: float | None = None) -> float:
-    """The CPU cores one rank has at ``np``: given, or this host's cores over its ranks."""
+    """The CPU cores one rank has at ``np``: given, or a host's usable cores over the ranks
+    Horovod puts on the busiest host (launch.topology)."""
     if override:
         return float(override)
-    return max(1.0, float(len(os.sched_getaffinity(0)) // ranks_per_host(scenario, np)))
+    return float(topology.assign(np, scenario.launch).cores_per_rank)
 
 
 def diagnose(scenario: Scenario, data_root: str, summary: pd.DataFrame, run_dir: Path, *,

@@ -12,7 +12,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import os
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +20,7 @@ import pandas as pd
 from pipeprof.analysis.predict import TERMS_ADVICE, Ceiling, Prediction, Source, Target, predict
 from pipeprof.analysis.telemetry import samples_in, windows
 from pipeprof.errors import PipeprofError
+from pipeprof.launch import topology
 from pipeprof import atomic
 from pipeprof.rundir import load_steps, load_telemetry, write_csv
 from pipeprof.scenario import Scenario
@@ -110,7 +110,7 @@ def load_source(run_dir: Path, *, measure_missing_stages: bool = True) -> tuple[
             raise PipeprofError(f"{run_dir}: no stages.csv (run compare with --ablation, or let predict measure it)")
         from pipeprof.data.stagebench import StageBench, stage_costs
 
-        cores = max(1, min(len(os.sched_getaffinity(0)), int(manifest.get("cpu_cores") or 1)))
+        cores = max(1, min(topology.usable_cores(), int(manifest.get("cpu_cores") or 1)))
         with StageBench(scenario.data, manifest.get("data_root", ""), scenario.train.batch_size, cores=cores,
                         log_path=run_dir / "logs" / "stagebench.log") as bench:
             write_csv(stages_csv, pd.DataFrame(stage_costs(bench, scenario.variant_pipeline(scenario.variants[0])))

@@ -12,7 +12,6 @@
 from __future__ import annotations
 
 import json
-import os
 import platform
 import socket
 import sys
@@ -24,6 +23,7 @@ from typing import Any
 import pandas as pd
 
 from pipeprof import __version__, atomic
+from pipeprof.launch import topology
 from pipeprof.records import STEP_COLUMNS
 
 
@@ -63,7 +63,7 @@ def manifest(scenario: dict[str, Any], argv: list[str], gpus: list[dict[str, Any
         "horovod": _version("horovod"),
         "host": socket.gethostname(),
         "platform": platform.platform(),
-        "cpu_cores": os.cpu_count(),
+        "cpu_cores": topology.usable_cores(),  # the cores this run could use (its CPU affinity)
         "gpus": gpus,
         "started_unix_s": time.time(),
         "command_line": [Path(sys.argv[0]).name, *argv],

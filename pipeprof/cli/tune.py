@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
 from typing import Any
 
 from rich.console import Console
@@ -16,7 +15,7 @@ from rich.table import Table
 from pipeprof import scenario as scen
 from pipeprof.cli.compare import _size, console_for_output
 from pipeprof.errors import PipeprofError
-from pipeprof.launch import signals
+from pipeprof.launch import signals, topology
 from pipeprof.report.table import fmt, print_summary
 from pipeprof.tui.reporter import PlainReporter
 from pipeprof.tune.run import TuneResult, parse_duration, tune
@@ -85,7 +84,7 @@ def report(res: TuneResult, console: Console) -> None:
 def run(args: argparse.Namespace, argv: list[str]) -> int:
     console = console_for_output()
     scenario = scen.load(args.scenario, [scen.parse_override(s) for s in args.sets])
-    cores = args.cores_per_rank or len(os.sched_getaffinity(0))
+    cores = args.cores_per_rank or topology.usable_cores()
     budget_s = parse_duration(args.budget)
     if args.trial_seconds <= 0:
         raise PipeprofError(f"--trial-seconds {args.trial_seconds}: must be positive")

@@ -28,7 +28,7 @@ from typing import Any
 from pipeprof.data import filecache
 from pipeprof.data.files import count_images
 from pipeprof.errors import PipeprofError
-from pipeprof.launch import signals, supervise
+from pipeprof.launch import signals, supervise, topology
 from pipeprof.scenario import CacheConfig, DataConfig, PipelineConfig, PrefetchConfig, StageSwitch, _build
 
 STAGES = ("read", "label", "shuffle", "augment")
@@ -98,7 +98,7 @@ def serve(cores: int | None) -> int:
             pipe = _build(PipelineConfig, req["pipeline"], "stagebench", "pipeline")
             res = measure(data, pipe, data_root=req["data_root"], batch_size=req["batch_size"],
                           seconds=req["seconds"], cache_prefix=req.get("cache_prefix", ""))
-            res["cores"] = cores or os.cpu_count()
+            res["cores"] = cores or topology.usable_cores()
         except Exception as exc:  # one bad configuration must not end the whole search
             res = {"error": f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"}
         out.write(json.dumps(res) + "\n")
@@ -118,7 +118,7 @@ class StageBench:
         self.seconds = seconds
         self.cache_dir = cache_dir
         self.trials = 0
-        available = len(os.sched_getaffinity(0))
+        available = topology.usable_cores()
         if cores is not None and not 1 <= cores <= available:
             raise PipeprofError(f"--cores-per-rank {cores}: this machine lets pipeprof use 1..{available} cores")
         argv = [sys.executable, "-m", "pipeprof.data.stagebench", "--parent", str(os.getpid())] + (

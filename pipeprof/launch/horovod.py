@@ -21,7 +21,7 @@ from pathlib import Path
 
 from pipeprof.errors import PipeprofError
 from pipeprof.job import ERROR_TAG
-from pipeprof.launch import signals, supervise
+from pipeprof.launch import signals, supervise, topology
 from pipeprof.scenario import LaunchConfig
 
 
@@ -45,58 +45,19 @@ def worker_counts(spec: str | int | list[int]) -> list[int]:
     return sorted(set(counts))
 
 
-def parse_hosts(hosts: str) -> list[tuple[str, int]]:
-    """``node1:8,node2:8`` → [("node1", 8), ("node2", 8)]; a host without slots has 1."""
-    out = []
-    for item in hosts.split(","):
-        item = item.strip()
-        if not item:
-            continue
-        name, _, slots = item.partition(":")
-        try:
-            out.append((name, int(slots) if slots else 1))
-        except ValueError:
-            raise PipeprofError(f"-H {hosts!r}: slots of '{name}' must be an integer, got '{slots}'") from None
-    if not out:
-        raise PipeprofError(f"-H {hosts!r}: no hosts given")
-    return out
-
-
-def hostfile_slots(path: str) -> int:
-    """Total slots in a horovodrun/MPI hostfile (``host slots=N`` or ``host:N`` per line)."""
-    p = Path(path)
-    if not p.is_file():
-        raise PipeprofError(f"--hostfile {path}: file does not exist")
-    total = 0
-    for n, line in enumerate(p.read_text().splitlines(), 1):
-        line = line.split("#", 1)[0].strip()
-        if not line:
-            continue
-        try:
-            if "slots=" in line:
-                total += int(line.split("slots=", 1)[1].split()[0])
-            elif ":" in line:
-                total += int(line.rsplit(":", 1)[1])
-            else:
-                total += 1
-        except ValueError:
-            raise PipeprofError(f"--hostfile {path}:{n}: cannot read the slot count in {line!r}") from None
-    return total
-
-
 def local_slots(gpu_count: int) -> tuple[int, str]:
     """Slots on this host when no hosts are given: one per GPU, else one per CPU core."""
     if gpu_count > 0:
         return gpu_count, f"{gpu_count} GPU(s)"
-    cores = os.cpu_count() or 1
+    cores = topology.usable_cores()
     return cores, f"{cores} CPU cores, no GPU"
 
 
 def check_slots(np: int, launch: LaunchConfig, gpu_count: int) -> None:
-    if launch.hosts:
-        slots, what = sum(s for _, s in parse_hosts(launch.hosts)), f"-H {launch.hosts}"
-    elif launch.hostfile:
-        slots, what = hostfile_slots(launch.hostfile), f"--hostfile {launch.hostfile}"
+    if (named := topology.host_slots(launch)) is not None:
+        slots, what = sum(s for _, s in named[0]), named[1]
+        if np > slots:  # horovodrun starts one rank per slot of a host list, never more
+            raise PipeprofError(f"np={np} needs {np} slots but {what} offers {slots}; add hosts or slots")
     else:
         slots, what = local_slots(gpu_count)
         what = f"localhost ({what})"
@@ -114,14 +75,9 @@ def find_horovodrun() -> str:
 
 
 def horovodrun_argv(np: int, launch: LaunchConfig, worker: list[str], horovodrun: str = "horovodrun") -> list[str]:
-    """The horovodrun command line that starts ``np`` copies of ``worker``."""
-    argv = [horovodrun, "-np", str(np)]
-    if launch.hosts:
-        argv += ["-H", launch.hosts]
-    elif launch.hostfile:
-        argv += ["--hostfile", launch.hostfile]
-    else:
-        argv += ["-H", f"localhost:{np}"]
+    """The horovodrun command line that starts ``np`` copies of ``worker``, placed as
+    ``topology.assign`` says (a hostfile is read by pipeprof's parser and passed as ``-H``)."""
+    argv = [horovodrun, "-np", str(np), "-H", topology.assign(np, launch).hosts_arg]
     argv.append("--gloo" if launch.controller == "gloo" else "--mpi")
     return argv + worker
 
@@ -148,7 +104,7 @@ def worker_env(base: dict[str, str], cwd: str, emulated: bool = False, local_ran
     if emulated:
         env.setdefault("HOROVOD_CYCLE_TIME", EMULATION_CYCLE_TIME_MS)
     env.setdefault("HOROVOD_GLOO_TIMEOUT_SECONDS",
-                   str(rendezvous_timeout_s(local_ranks, len(os.sched_getaffinity(0)))))
+                   str(rendezvous_timeout_s(local_ranks, topology.usable_cores())))
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # keep TensorFlow's start-up chatter out of the log
     env["PYTHONUNBUFFERED"] = "1"  # progress lines arrive as they happen
     # user factories ("module:function") are found from the launch directory, on every rank

@@ -30,6 +30,7 @@ from pipeprof.analysis import stopping
 from pipeprof.analysis.stats import STOP_FIXED
 from pipeprof.errors import PipeprofError
 from pipeprof.job import ERROR_TAG, PROGRESS_TAG, Job, VariantSpec
+from pipeprof.launch import topology
 from pipeprof.records import STEP_COLUMNS, StepRecord, VariantRun
 from pipeprof.scenario import PipelineConfig, Scenario, TrainConfig, _build, emulated_ms
 
@@ -56,7 +57,7 @@ def _setup_devices(tf, hvd, train: TrainConfig) -> str:
         # With CUDA_VISIBLE_DEVICES already narrowed to one GPU per rank, there is only one.
         tf.config.set_visible_devices(gpus[hvd.local_rank() % len(gpus)], "GPU")
         return f"GPU:{hvd.local_rank() % len(gpus)}"
-    threads = train.intra_op_threads or max(1, (os.cpu_count() or 1) // hvd.local_size())
+    threads = train.intra_op_threads or topology.cores_per_rank(hvd.local_size())
     tf.config.threading.set_intra_op_parallelism_threads(threads)
     return f"CPU ({threads} intra-op threads)"
 
