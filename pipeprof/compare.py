@@ -174,11 +174,31 @@ def write_summary(run_dir: Path, synthetic_variants: set[str], order: list[str] 
                             tel["gpu"], tel["host"], tel["proc"])
     if reference is not None:
         summary = add_stage_costs(summary, reference)
+    summary = with_bad_files(summary, run_dir)
     summary.insert(2, "device", device_label(device))
     tmp = run_dir / "summary.csv.tmp"
     summary.to_csv(tmp, index=False, float_format="%.4g")
     tmp.replace(run_dir / "summary.csv")
     return summary
+
+
+def with_bad_files(summary: pd.DataFrame, run_dir: Path) -> pd.DataFrame:
+    """The ranks' bad-file logs merged into ``bad_files.csv``, and counted in ``summary``."""
+    from pipeprof.analysis.badfiles import add_bad_files
+    from pipeprof.data import badfiles
+    from pipeprof.rundir import write_csv
+
+    bad = badfiles.load(run_dir)
+    if not bad.empty:
+        write_csv(run_dir / "bad_files.csv", bad, float_format=None)
+    return add_bad_files(summary, bad)
+
+
+def bad_files_warning(run_dir: Path) -> str | None:
+    from pipeprof.analysis.badfiles import bad_files_warning as warning
+    from pipeprof.data import badfiles
+
+    return warning(badfiles.load(run_dir), str(run_dir / "bad_files.csv"))
 
 
 def compare(scenario: Scenario, nps: list[int], *, out: str | None = None, argv: list[str] | None = None,
@@ -256,6 +276,8 @@ def compare(scenario: Scenario, nps: list[int], *, out: str | None = None, argv:
                          f"{recorder.malformed_path}")
     recorder.close()
     summary = write_summary(run_dir, synthetic_names, order, reference, scenario.train.device)
+    if (skipped := bad_files_warning(run_dir)) is not None:
+        reporter.warning(skipped)
     verdicts = []
     if ablation and failure is None and not summary.empty:
         from pipeprof.diagnose import diagnose

@@ -45,6 +45,9 @@ class DataConfig:
     image_size: int = 64  # the model's input side, in pixels
     num_classes: int = 10
     label_offset: int = 0  # subtracted from TFRecord labels (ImageNet TFRecords count from 1)
+    # a truncated, empty, unreadable or non-image file (or a corrupt TFRecord record): "skip"
+    # it, counted and listed in the run directory; or "fail" the run, naming it
+    on_bad_file: Literal["skip", "fail"] = "skip"
     generate: GenerateConfig = field(default_factory=GenerateConfig)
 
 

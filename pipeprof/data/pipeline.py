@@ -21,7 +21,10 @@ from pipeprof.errors import PipeprofError
 from pipeprof.models import resolve_callable
 from pipeprof.scenario import AugmentConfig, DataConfig, PipelineConfig
 
-from pipeprof.data.files import IMAGE_EXTENSIONS
+from pipeprof.data import badfiles
+from pipeprof.data.badfiles import BadFiles
+from pipeprof.data.files import scan_image_folder
+from pipeprof.data.screen import BadElements, read_files, tfrecord_elements
 
 
 @dataclass(frozen=True)
@@ -31,27 +34,30 @@ class Shard:
 
 
 def list_image_folder(root: str | Path) -> tuple[list[str], list[str]]:
-    """Files of an image folder (one sub-folder per class), sorted; and the class names."""
-    root = Path(root)
-    if not root.is_dir():
-        raise PipeprofError(f"data.path: image folder '{root}' does not exist")
-    classes = sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
-    if not classes:
-        raise PipeprofError(f"data.path: '{root}' has no class sub-folders (expected one folder per class)")
-    files: list[str] = []
-    for c in classes:
-        files.extend(sorted(str(p) for p in (root / c).iterdir() if p.suffix.lower() in IMAGE_EXTENSIONS))
-    if not files:
-        raise PipeprofError(f"data.path: '{root}' holds no .jpg/.jpeg/.png files in its class folders")
-    return files, classes
+    """Readable files of an image folder (one sub-folder per class), sorted; and the class names."""
+    listing = scan_image_folder(root)
+    return listing.files, listing.classes
 
 
 def list_tfrecords(path: str) -> list[str]:
+    return _tfrecord_files(path)[0]
+
+
+def _tfrecord_files(path: str) -> tuple[list[str], list[int], list[tuple[str, str]]]:
+    """The TFRecord files matching ``path`` (a folder or a glob): readable ones, their sizes,
+    and the unreadable ones with their reason."""
     pattern = os.path.join(path, "*") if os.path.isdir(path) else path
-    files = sorted(f for f in glob.glob(os.path.expanduser(pattern)) if os.path.isfile(f))
-    if not files:
+    files, unreadable = [], []
+    for f in sorted(glob.glob(os.path.expanduser(pattern))):
+        if os.path.isfile(f):
+            (files if os.access(f, os.R_OK) else unreadable).append(f)
+        elif os.path.islink(f):
+            unreadable.append(f)
+    if not files and not unreadable:
         raise PipeprofError(f"data.path: no TFRecord files match '{path}'")
-    return files
+    sizes = [os.path.getsize(f) for f in files]
+    return files, sizes, [(f, "unreadable: a link to nothing" if os.path.islink(f) and not os.path.exists(f)
+                           else "unreadable: permission denied") for f in unreadable]
 
 
 def _parallel(pipe: PipelineConfig) -> int:
@@ -65,50 +71,61 @@ def _decode(encoded: tf.Tensor, size: int) -> tf.Tensor:
     return img / 255.0
 
 
-def _folder_source(data: DataConfig, root: str, pipe: PipelineConfig, shard: Shard, with_ids: bool) -> tf.data.Dataset:
-    files, classes = list_image_folder(root)
+def _folder_source(data: DataConfig, root: str, pipe: PipelineConfig, shard: Shard, with_ids: bool,
+                   bad: BadElements) -> tf.data.Dataset:
+    listing = scan_image_folder(root)
+    files, classes = listing.files, listing.classes
     if len(classes) != data.num_classes:
         raise PipeprofError(f"data.num_classes is {data.num_classes} but '{root}' has {len(classes)} class folders")
+    for path, why in listing.unreadable:
+        bad.python(path, why)
+    if not files:
+        path, why = listing.unreadable[0]
+        raise PipeprofError(f"data.path: none of the {len(listing.unreadable)} image files in '{root}' can be read "
+                            f"(first: {path}: {why})")
     ds = _ordered_and_sharded(tf.data.Dataset.from_tensor_slices(files), len(files), pipe, shard)
     table = tf.lookup.StaticHashTable(
         tf.lookup.KeyValueTensorInitializer(tf.constant(classes), tf.range(len(classes), dtype=tf.int32)), -1
     )
     size = data.image_size
 
-    def read_and_label(path: tf.Tensor):
-        image = _decode(tf.io.read_file(path), size)
+    def decode_and_label(path: tf.Tensor, encoded: tf.Tensor):
+        image = _decode(encoded, size)
         if pipe.label.enabled:  # the class comes from the path, as in most image-folder pipelines
             label = table.lookup(tf.strings.split(path, os.sep)[-2])
         else:
             label = tf.constant(0, tf.int32)
         return (image, label, path) if with_ids else (image, label)
 
-    return ds.map(read_and_label, num_parallel_calls=_parallel(pipe), deterministic=pipe.deterministic or None)
+    par, det = _parallel(pipe), pipe.deterministic or None
+    ds = read_files(ds, bad, par, det)  # bad files are dropped here, before decoding
+    return ds.map(decode_and_label, num_parallel_calls=par, deterministic=det)
 
 
-def _tfrecord_source(data: DataConfig, pipe: PipelineConfig, shard: Shard, with_ids: bool) -> tf.data.Dataset:
-    files = list_tfrecords(data.path)
+def _tfrecord_source(data: DataConfig, pipe: PipelineConfig, shard: Shard, with_ids: bool,
+                     bad: BadElements) -> tf.data.Dataset:
+    files, sizes, unreadable = _tfrecord_files(data.path)
+    for path, why in unreadable:
+        bad.python(path, why)
+    if not files:
+        raise PipeprofError(f"data.path: none of the {len(unreadable)} TFRecord files matching '{data.path}' can "
+                            f"be read (first: {unreadable[0][0]}: {unreadable[0][1]})")
     size = data.image_size
+    par, det = _parallel(pipe), pipe.deterministic or None
+    globless = [not any(c in f for c in "*?[\\") for f in files]
+    sources = tf.data.Dataset.from_tensor_slices((files, tf.constant(sizes, tf.int64), globless))
+    elements = tfrecord_elements(data, pipe.label.enabled, bad)  # bad records are dropped there
     if len(files) >= shard.count:  # shard by file: each rank reads only its own files
-        ds = _ordered_and_sharded(tf.data.Dataset.from_tensor_slices(files), len(files), pipe, shard)
-        ds = ds.interleave(tf.data.TFRecordDataset, cycle_length=min(8, len(files)), num_parallel_calls=_parallel(pipe),
-                           deterministic=pipe.deterministic or None)
+        ds = _ordered_and_sharded(sources, len(files), pipe, shard)
+        ds = ds.interleave(elements, cycle_length=min(8, len(files)), num_parallel_calls=par, deterministic=det)
     else:  # fewer files than ranks: every rank reads all and keeps its records
-        ds = tf.data.TFRecordDataset(files).shard(shard.count, shard.index)
-    features = {"image/encoded": tf.io.FixedLenFeature([], tf.string)}
-    if pipe.label.enabled:
-        features["image/class/label"] = tf.io.FixedLenFeature([], tf.int64)
+        ds = sources.flat_map(elements).shard(shard.count, shard.index)
 
-    def parse(record: tf.Tensor):
-        ex = tf.io.parse_single_example(record, features)
-        image = _decode(ex["image/encoded"], size)
-        if pipe.label.enabled:
-            label = tf.cast(ex["image/class/label"], tf.int32) - data.label_offset
-        else:
-            label = tf.constant(0, tf.int32)
+    def decode(encoded, label, record):
+        image = _decode(encoded, size)
         return (image, label, tf.strings.substr(record, 0, 64)) if with_ids else (image, label)
 
-    return ds.map(parse, num_parallel_calls=_parallel(pipe), deterministic=pipe.deterministic or None)
+    return ds.map(decode, num_parallel_calls=par, deterministic=det)
 
 
 def _ordered_and_sharded(ds: tf.data.Dataset, n: int, pipe: PipelineConfig, shard: Shard) -> tf.data.Dataset:
@@ -173,17 +190,25 @@ def build(
     cache_prefix: str = "",
     epochs: int | None = None,
     with_ids: bool = False,
+    bad_files: BadFiles | None = None,
 ) -> tf.data.Dataset:
-    """The real pipeline for one rank: batched (image float32 [B,H,W,3], label int32 [B])."""
+    """The real pipeline for one rank: batched (image float32 [B,H,W,3], label int32 [B]).
+
+    Bad files (``data.check``) are skipped and handed to ``bad_files`` (None: counted in a
+    sink nobody reads, for the stage benchmark and tune, which own no run directory), or end
+    the pipeline with the first one named when ``data.on_bad_file = "fail"``."""
+    sink = bad_files if bad_files is not None else BadFiles()
+    badfiles.building(sink.variant)
+    bad = BadElements(sink, fail=data.on_bad_file == "fail")
     if data.source == "factory":
         fn = resolve_callable(data.factory, "data.factory")
         ds = fn(shard.index, shard.count, data.image_size, data.num_classes)
         if not isinstance(ds, tf.data.Dataset):
             raise PipeprofError(f"data.factory {data.factory} returned {type(ds).__name__}, not a tf.data.Dataset")
     elif data.source == "tfrecord":
-        ds = _tfrecord_source(data, pipe, shard, with_ids)
+        ds = _tfrecord_source(data, pipe, shard, with_ids, bad)
     else:
-        ds = _folder_source(data, data_root, pipe, shard, with_ids)
+        ds = _folder_source(data, data_root, pipe, shard, with_ids, bad)
 
     def cache(d: tf.data.Dataset) -> tf.data.Dataset:
         if pipe.cache.kind == "file":

@@ -221,10 +221,28 @@ def main(argv: list[str] | None = None) -> int:
     except PipeprofError as exc:
         print(f"{ERROR_TAG} rank {rank}: {exc.message}", file=sys.stderr, flush=True)
     except Exception as exc:  # report, then let horovodrun end the other ranks
+        if (line := _input_failure(exc)) is not None:  # a bad file: one line, no traceback
+            print(f"{ERROR_TAG} rank {rank}: {line}", file=sys.stderr, flush=True)
+            return 1
         traceback.print_exc()
         print(f"{ERROR_TAG} rank {rank}: {type(exc).__name__}: {' '.join(str(exc).split())[:500]}",
               file=sys.stderr, flush=True)
     return 1
+
+
+def _bad_files(run_dir: Path, np: int, variant: str, rank: int):
+    """Where this rank's pipeline for ``variant`` writes the bad files it skips."""
+    from pipeprof.data import badfiles
+
+    return badfiles.BadFiles(badfiles.log_path(run_dir, np, variant, rank), variant=variant)
+
+
+def _input_failure(exc: BaseException) -> str | None:
+    """The one line for a rank ended by its input (a bad file under data.on_bad_file = "fail",
+    or a decode error past the checks), else None."""
+    from pipeprof.data import badfiles
+
+    return badfiles.failure_line(exc)
 
 
 def _start_telemetry(job: Job, scenario: Scenario, rank: int, local_rank: int, local_size: int):
@@ -287,7 +305,8 @@ def _train(job: Job, scenario: Scenario, telemetry) -> int:
         pipe: PipelineConfig = _build(PipelineConfig, spec.pipeline, "job", f"variants.{spec.name}.pipeline")
         return pipeline.build(data, pipe, data_root=job.data_root, shard=pipeline.Shard(rank, size),
                               batch_size=per_worker_batch, epochs=epochs,
-                              cache_prefix=str(run_dir / "cache" / f"np{size}-{spec.name}"))
+                              cache_prefix=str(run_dir / "cache" / f"np{size}-{spec.name}"),
+                              bad_files=_bad_files(run_dir, size, spec.name, rank))
 
     # The synthetic twin takes its shapes from the real pipeline's element spec.
     first_real = next((v for v in job.variants if not v.synthetic), None)
