@@ -19,7 +19,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from pipeprof.cli import compare, predict, run, tune, watch
+    from pipeprof.cli import compare, doctor, predict, run, tune, watch
 
     parser = _Parser(prog="pipeprof", description="Input-pipeline bottleneck profiler for Horovod Keras training.")
     parser.add_argument("--version", action="version", version=f"pipeprof {__version__}")
@@ -29,6 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
     tune.add_parser(sub)
     predict.add_parser(sub)
     watch.add_parser(sub)
+    doctor.add_parser(sub)
     return parser
 
 

@@ -1,0 +1,374 @@
+"""`pipeprof doctor` as a library call: what works here, and what a scenario needs that is missing.
+
+Before a cluster run: Python, TensorFlow and Horovod (versions, and how Horovod was built,
+from ``horovodrun --check-build``), GPUs as NVML and TensorFlow see them, CPU cores and
+affinity, the launch the scenario asks for, and its data (files, classes, bytes, and the
+files ``data.check`` finds bad). Nothing is generated, written or launched. TensorFlow and
+Horovod are probed in subprocesses, so a broken install is a finding, not a crash.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from pipeprof import __version__
+from pipeprof.errors import PipeprofError
+from pipeprof.scenario import Scenario
+
+Status = Literal["ok", "note", "warn", "fail"]
+PROBE_TIMEOUT_S = 180.0
+SCAN_THREADS = 8
+
+
+@dataclass(frozen=True)
+class Finding:
+    area: str  # python, tensorflow, horovod, gpu, cpu, launch, data
+    what: str
+    status: Status
+    detail: str
+
+
+@dataclass
+class Report:
+    findings: list[Finding] = field(default_factory=list)
+    bad_files: list[tuple[str, str]] = field(default_factory=list)  # (path, reason), data's
+
+    @property
+    def failures(self) -> list[Finding]:
+        return [f for f in self.findings if f.status == "fail"]
+
+    def add(self, area: str, what: str, status: Status, detail: str) -> None:
+        self.findings.append(Finding(area, what, status, detail))
+
+
+# --- probes (subprocesses)
+
+_PROBE = r"""
+import json, os
+out = {}
+try:
+    import tensorflow as tf
+    out["tensorflow"] = tf.__version__
+    out["cuda_built"] = bool(tf.test.is_built_with_cuda())
+    out["tf_gpus"] = [d.name for d in tf.config.list_physical_devices("GPU")]
+except Exception as exc:
+    out["tensorflow_error"] = f"{type(exc).__name__}: {exc}"
+try:
+    import horovod
+    out["horovod"] = horovod.__version__
+    import horovod.tensorflow
+except Exception as exc:
+    out["horovod_error"] = f"{type(exc).__name__}: {exc}"
+print("PIPEPROF-DOCTOR " + json.dumps(out))
+"""
+
+
+def _quiet_env() -> dict[str, str]:
+    return dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONUNBUFFERED="1")
+
+
+def probe_frameworks(python: str = sys.executable) -> dict[str, Any]:
+    """TensorFlow's and Horovod's versions, TensorFlow's GPUs; ``*_error`` keys say what failed."""
+    try:
+        proc = subprocess.run([python, "-c", _PROBE], capture_output=True, text=True, env=_quiet_env(),
+                              timeout=PROBE_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        return {"tensorflow_error": f"importing TensorFlow took over {PROBE_TIMEOUT_S:.0f} s"}
+    for line in proc.stdout.splitlines():
+        if line.startswith("PIPEPROF-DOCTOR "):
+            return json.loads(line.split(" ", 1)[1])
+    last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+    return {"tensorflow_error": f"the probe exited with {proc.returncode}: {last[:200]}"}
+
+
+def parse_check_build(text: str) -> dict[str, dict[str, bool]]:
+    """``horovodrun --check-build`` → {"version": {...}, "frameworks": {"TensorFlow": True, ...},
+    "controllers": {...}, "tensor operations": {...}}."""
+    sections: dict[str, dict[str, bool]] = {}
+    current: dict[str, bool] | None = None
+    for line in text.splitlines():
+        if m := re.match(r"\s*Horovod v(\S+):", line):
+            sections["version"] = {m.group(1): True}
+        elif m := re.match(r"\s*Available (.+):\s*$", line):
+            current = sections.setdefault(m.group(1).strip().lower(), {})
+        elif (m := re.match(r"\s*\[(X| )\]\s+(\S.*?)\s*$", line)) and current is not None:
+            current[m.group(2)] = m.group(1) == "X"
+    return sections
+
+
+def check_build(horovodrun: str) -> tuple[dict[str, dict[str, bool]], str]:
+    """Horovod's build, parsed, and the error when it could not be read."""
+    try:
+        proc = subprocess.run([horovodrun, "--check-build"], capture_output=True, text=True, env=_quiet_env(),
+                              timeout=PROBE_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        return {}, f"horovodrun --check-build took over {PROBE_TIMEOUT_S:.0f} s"
+    except OSError as exc:
+        return {}, f"horovodrun could not start: {exc.strerror}"
+    parsed = parse_check_build(proc.stdout)
+    if "frameworks" not in parsed:
+        last = (proc.stderr.strip().splitlines() or proc.stdout.strip().splitlines() or ["no output"])[-1]
+        return parsed, f"horovodrun --check-build exited with {proc.returncode}: {last[:200]}"
+    return parsed, ""
+
+
+# --- the checks
+
+
+def diagnose(scenario: Scenario | None, *, scenario_error: str = "", nvml: Any = None) -> Report:
+    """Every check; the slow ones (two subprocesses, the data scan) run side by side."""
+    from pipeprof.launch.horovod import find_horovodrun
+    from pipeprof.telemetry.nvml import Nvml
+
+    report = Report()
+    try:
+        horovodrun = find_horovodrun()
+    except PipeprofError as exc:
+        horovodrun, missing = "", exc.message
+    with ThreadPoolExecutor(max_workers=3, thread_name_prefix="pipeprof-doctor") as pool:
+        frameworks = pool.submit(probe_frameworks)
+        build = pool.submit(check_build, horovodrun) if horovodrun else None
+        data = pool.submit(data_findings, scenario) if scenario is not None else None
+        nvml = nvml or Nvml()
+        gpus = nvml.inventory()
+        nvml_reason = "" if nvml.available else nvml.reason
+        probe = frameworks.result()
+        parsed, build_error = build.result() if build else ({}, missing)
+        found, bad = data.result() if data else ([], [])
+
+    report.add("python", "Python", "ok", f"{platform.python_version()} ({sys.executable}); pipeprof {__version__}")
+    _frameworks(report, probe)
+    _horovod(report, horovodrun, parsed, build_error, scenario)
+    _gpus(report, gpus, nvml_reason, probe)
+    _cpu(report)
+    if scenario_error:
+        report.add("scenario", "scenario", "fail", scenario_error)
+    if scenario is not None:
+        _launch(report, scenario, len(gpus))
+        report.findings += found
+        report.bad_files = bad
+    return report
+
+
+def _frameworks(report: Report, probe: dict[str, Any]) -> None:
+    if "tensorflow" in probe:
+        build = "CUDA build" if probe.get("cuda_built") else "CPU-only build"
+        report.add("tensorflow", "TensorFlow", "ok", f"{probe['tensorflow']} ({build})")
+    else:
+        report.add("tensorflow", "TensorFlow", "fail", f"cannot be imported: {probe.get('tensorflow_error', '?')}")
+    if "horovod_error" in probe:
+        report.add("horovod", "Horovod", "fail", f"cannot be imported with TensorFlow: {probe['horovod_error']}")
+    elif "horovod" in probe:
+        report.add("horovod", "Horovod", "ok", f"{probe['horovod']} (horovod.tensorflow imports)")
+
+
+def _built(section: dict[str, bool]) -> str:
+    return ", ".join(k for k, v in section.items() if v) or "none"
+
+
+def _horovod(report: Report, horovodrun: str, parsed: dict[str, dict[str, bool]], error: str,
+             scenario: Scenario | None) -> None:
+    if not horovodrun:
+        report.add("horovod", "horovodrun", "fail", error)
+        return
+    if error:
+        report.add("horovod", "horovodrun --check-build", "fail", f"{horovodrun}: {error}")
+        return
+    frameworks, controllers = parsed.get("frameworks", {}), parsed.get("controllers", {})
+    ops = parsed.get("tensor operations", {})
+    report.add("horovod", "horovodrun", "ok", horovodrun)
+    report.add("horovod", "frameworks", "ok" if frameworks.get("TensorFlow") else "fail",
+               f"built for {_built(frameworks)}" + ("" if frameworks.get("TensorFlow") else
+                                                     "; pipeprof needs TensorFlow (HOROVOD_WITH_TENSORFLOW=1)"))
+    wanted = scenario.launch.controller if scenario is not None else ""
+    for name, built in controllers.items():
+        needed = name.lower() == wanted
+        status: Status = "ok" if built else ("fail" if needed else "note")
+        detail = "built" if built else "not built"
+        if needed:
+            detail += f"; the scenario's launch.controller is {wanted}"
+        report.add("horovod", f"controller {name}", status, detail)
+    report.add("horovod", "tensor operations", "ok", f"built: {_built(ops)}")
+
+
+def _gpus(report: Report, gpus: list[dict[str, Any]], nvml_reason: str, probe: dict[str, Any]) -> None:
+    if nvml_reason:
+        report.add("gpu", "NVML", "note", nvml_reason)
+    else:
+        names = ", ".join(f"{g['index']}: {g['name']}" for g in gpus) or "none"
+        report.add("gpu", "NVML", "ok", f"{len(gpus)} GPU(s): {names}")
+    if "tensorflow" not in probe:
+        return
+    tf_gpus = probe.get("tf_gpus", [])
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    narrowed = f" (CUDA_VISIBLE_DEVICES={visible})" if visible is not None else ""
+    if not gpus and not tf_gpus:
+        report.add("gpu", "GPUs", "note", "no GPU here: ranks train on the CPU, one slot per core")
+    elif len(tf_gpus) == len(gpus) or (visible is not None and 0 < len(tf_gpus) <= len(gpus)):
+        report.add("gpu", "TensorFlow", "ok", f"sees {len(tf_gpus)} GPU(s){narrowed}, as NVML does")
+    elif not tf_gpus:
+        why = "a CPU-only TensorFlow" if not probe.get("cuda_built") else "CUDA/cuDNN libraries missing or mismatched"
+        report.add("gpu", "TensorFlow", "warn", f"sees no GPU while NVML sees {len(gpus)}{narrowed}: {why}; "
+                                                f"ranks would train on the CPU")
+    else:
+        report.add("gpu", "TensorFlow", "warn", f"sees {len(tf_gpus)} GPU(s) while NVML sees {len(gpus)}{narrowed}")
+
+
+def _cpu(report: Report) -> None:
+    from pipeprof.launch import topology
+
+    total = os.cpu_count() or 1
+    usable = topology.usable_cores()
+    try:
+        cpus = sorted(os.sched_getaffinity(0))
+        affinity = f"affinity {_ranges(cpus)}"
+    except (AttributeError, OSError):
+        affinity = "no affinity on this OS"
+    status: Status = "ok" if usable == total else "note"
+    report.add("cpu", "CPU cores", status, f"{total} on the host, {usable} usable by pipeprof ({affinity})")
+
+
+def _ranges(cpus: list[int]) -> str:
+    out, start = [], None
+    for i, c in enumerate(cpus):
+        start = c if start is None else start
+        if i + 1 == len(cpus) or cpus[i + 1] != c + 1:
+            out.append(str(c) if start == c else f"{start}-{c}")
+            start = None
+    return ",".join(out)
+
+
+def _launch(report: Report, scenario: Scenario, gpu_count: int) -> None:
+    from pipeprof.launch import horovod
+
+    launch = scenario.launch
+    if launch.controller == "mpi":
+        mpirun = shutil.which("mpirun")
+        report.add("launch", "mpirun", "ok" if mpirun else "fail",
+                   mpirun or "not on PATH; launch.controller = mpi needs an MPI (e.g. Open MPI)")
+    refused = []
+    for n in launch.np:
+        try:
+            horovod.check_slots(n, launch, gpu_count)
+        except PipeprofError as exc:
+            refused.append(exc.message)
+    if refused:
+        report.add("launch", "slots", "fail", refused[0])
+    else:
+        report.add("launch", "slots", "ok", f"worker counts {', '.join(map(str, launch.np))} fit")
+
+
+# --- data
+
+
+def data_findings(scenario: Scenario) -> tuple[list[Finding], list[tuple[str, str]]]:
+    """The scenario's data: where, classes, files and bytes, and its bad files (path, reason)."""
+    report = Report()
+    data = scenario.data
+    where = scenario.source_file or "scenario"
+    if data.source == "factory":
+        report.add("data", "source", "note", f"data.factory {data.factory}: your own dataset, not checked")
+        return report.findings, []
+    if data.source == "generated":
+        from pipeprof.compare import resolve_data_path
+        from pipeprof.data import generate
+
+        g = data.generate
+        root = generate.dataset_dir(g, str(resolve_data_path(scenario, data.path)) if data.path else "")
+        if not generate.is_complete(root, g):
+            try:
+                generate.check_target(root, g, f"{where}: data.path" if data.path else "")
+            except PipeprofError as exc:
+                report.add("data", "generated", "fail", exc.message)
+                return report.findings, []
+            report.add("data", "generated", "note", f"not generated yet: {g.images:,} {g.format.upper()} images "
+                                                    f"({g.size}px, {g.classes} classes) will be written to {root} "
+                                                    f"on the first run")
+            return report.findings, []
+        return _folder(report, scenario, root)
+    if data.source == "folder":
+        from pipeprof.compare import resolve_data_path
+
+        return _folder(report, scenario, resolve_data_path(scenario, data.path))
+    return _tfrecords(report, scenario)
+
+
+def _bad_verdict(report: Report, scenario: Scenario, bad: list[tuple[str, str]], total: int) -> None:
+    if not bad:
+        report.add("data", "bad files", "ok", f"none among {total:,}")
+    elif scenario.data.on_bad_file == "fail":
+        report.add("data", "bad files", "fail", f"{len(bad):,} of {total:,}, and data.on_bad_file = \"fail\" "
+                                                f"ends the run on the first (first: {bad[0][0]}: {bad[0][1]})")
+    else:
+        report.add("data", "bad files", "warn", f"{len(bad):,} of {total:,}: skipped and counted during the run "
+                                                f"(data.on_bad_file = \"skip\")")
+
+
+def _folder(report: Report, scenario: Scenario, root: Path) -> tuple[list[Finding], list[tuple[str, str]]]:
+    from pipeprof.data.check import check_file
+    from pipeprof.data.files import scan_image_folder
+
+    if not root.is_dir():
+        report.add("data", "data.path", "fail", f"'{root}' does not exist or is not a directory")
+        return report.findings, []
+    try:
+        listing = scan_image_folder(root)
+    except PipeprofError as exc:
+        report.add("data", "data.path", "fail", exc.message)
+        return report.findings, []
+    with ThreadPoolExecutor(max_workers=SCAN_THREADS, thread_name_prefix="pipeprof-doctor-scan") as pool:
+        verdicts = list(pool.map(check_file, listing.files))
+    bad = list(listing.unreadable) + [(f, v.reason) for f, v in zip(listing.files, verdicts) if not v.ok]
+    total = len(listing.files) + len(listing.unreadable)
+    size = sum(v.size for v in verdicts)
+    report.add("data", "data.path", "ok", str(root))
+    classes = len(listing.classes)
+    matches = classes == scenario.data.num_classes
+    report.add("data", "classes", "ok" if matches else "fail",
+               f"{classes}" + ("" if matches else f", but data.num_classes is {scenario.data.num_classes}"))
+    report.add("data", "files", "ok", f"{total:,} image files, {_bytes(size)}")
+    _bad_verdict(report, scenario, bad, total)
+    return report.findings, bad
+
+
+def _tfrecords(report: Report, scenario: Scenario) -> tuple[list[Finding], list[tuple[str, str]]]:
+    from pipeprof.compare import resolve_data_path
+    from pipeprof.data.check import scan_tfrecord
+
+    path = str(resolve_data_path(scenario, scenario.data.path))
+    pattern = os.path.join(path, "*") if os.path.isdir(path) else path
+    matched = sorted(glob.glob(os.path.expanduser(pattern)))
+    files = [f for f in matched if os.path.isfile(f) or os.path.islink(f)]
+    if not files:
+        report.add("data", "data.path", "fail", f"no TFRecord files match '{path}'")
+        return report.findings, []
+    with ThreadPoolExecutor(max_workers=SCAN_THREADS, thread_name_prefix="pipeprof-doctor-scan") as pool:
+        scans = list(pool.map(scan_tfrecord, files))
+    bad = [(f, problem) for f, (_, problem) in zip(files, scans) if problem]
+    size = sum(os.path.getsize(f) for f in files if os.path.isfile(f))
+    report.add("data", "data.path", "ok", path)
+    report.add("data", "files", "ok", f"{len(files):,} TFRecord files, {sum(n for n, _ in scans):,} records "
+                                      f"(framing read), {_bytes(size)}")
+    _bad_verdict(report, scenario, bad, len(files))
+    report.add("data", "records", "note", "images inside records, and record checksums, are checked while the run "
+                                          "reads them")
+    return report.findings, bad
+
+
+def _bytes(n: int) -> str:
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if n < 1000 or unit == "TB":
+            return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
+        n /= 1000
+    return f"{n} B"
