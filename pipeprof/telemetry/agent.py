@@ -67,22 +67,27 @@ class RankTelemetry:
 
     def _loop(self) -> None:
         lower_this_thread()
-        next_gpu = next_host = time.monotonic()
+        next_gpu = next_host = next_slow = time.monotonic()
         tick = min(self.gpu_interval_s, self.host_interval_s)
         while not self._stop.wait(max(0.0, min(next_gpu, next_host) - time.monotonic())):
             t_cpu = time.thread_time()
             now = time.monotonic()
+            host_due = now >= next_host
             if now >= next_gpu:
                 next_gpu = now + self.gpu_interval_s
                 if self.gpu is not None:
-                    for s in self.gpu.sample():
+                    # GPU and host ticks drift apart, so the slow GPU fields keep their own clock
+                    slow = now >= next_slow
+                    if slow:
+                        next_slow = now + self.host_interval_s
+                    for s in self.gpu.sample(slow=slow):
                         self.stream.put("gpu", s.to_dict())
-            if now >= next_host:
+            if host_due:  # the stream is flushed at the host interval too: one send, not one per GPU tick
                 next_host = now + self.host_interval_s
                 if self.host is not None:
                     self.stream.put("host", self.host.sample().to_dict())
                 self.stream.put("proc", self.proc.sample().to_dict())
-            self.stream.flush()
+                self.stream.flush()
             self.cpu_time_s += time.thread_time() - t_cpu
             if tick <= 0:
                 break

@@ -114,7 +114,10 @@ class LiveState:
             elif kind == "gpu":
                 for lr in str(record.get("local_ranks", "")).split(";"):
                     if lr != "":
-                        self._gpu[(record.get("host", ""), int(lr))] = record
+                        key = (record.get("host", ""), int(lr))
+                        # fast samples carry utilisation only: keep the slow fields of the last full one
+                        self._gpu[key] = {**self._gpu.get(key, {}),
+                                          **{k: v for k, v in record.items() if v is not None}}
             elif kind == "host":
                 self._host[record.get("host", "")] = record
             elif kind == "proc":

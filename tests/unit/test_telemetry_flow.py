@@ -96,7 +96,8 @@ def test_nvml_errors_missing_library_and_unsupported_queries_do_not_break_a_run(
     run_two_ranks(tmp_path / "errors", fake)
     gpu = pd.read_csv(tmp_path / "errors" / "telemetry" / "gpu.csv")
     assert gpu["gpu_util_pct"].isna().all() and gpu["power_w"].isna().all()
-    assert gpu["mem_used_mb"].notna().all() and gpu["temp_c"].notna().all()  # the rest still measured
+    slow = gpu[gpu["mem_used_mb"].notna()]  # memory, clock, power, temperature come at the host interval
+    assert len(slow) >= 2 and slow["temp_c"].notna().all()  # the rest still measured, on each GPU
     assert fake.calls.count("nvmlDeviceGetPowerUsage") == 1  # unsupported: asked once only
 
     _, state = run_two_ranks(tmp_path / "missing", FakeNvml(missing_library=True))
