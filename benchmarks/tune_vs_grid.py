@@ -1,8 +1,10 @@
 """The tuner against an exhaustive grid over the same space, in one run, on the quickstart pipeline.
 
 Both search the same space (parallel calls, prefetch depth, private thread pool, max
-intra-op parallelism, cache placement; the shuffle buffer is held at the scenario's) with
-the same trial length, in the same worker pinned to --cores cores. Then the tuner's winner,
+intra-op parallelism, cache placement; the shuffle buffer is held at the scenario's) in the
+same worker pinned to --cores cores. The grid measures every point for the trial length;
+the tuner's trials are adaptive, as in `pipeprof tune` (0.5 to 2 trial lengths: until the
+rate is known to ±1%, or it cannot beat the incumbent). Then the tuner's winner,
 the grid's winner, tf.data AUTOTUNE and the scenario's own settings are measured again
 head to head, in alternating rounds of longer trials, so the comparison does not rest on
 the grid's single luckiest short measurement. Targets: tuner >= 95% of the grid's best,
@@ -27,7 +29,8 @@ from pipeprof import scenario as scen  # noqa: E402
 from pipeprof.compare import Reporter, prepare_data  # noqa: E402
 from pipeprof.data.stagebench import StageBench  # noqa: E402
 from pipeprof.tune import space as sp  # noqa: E402
-from pipeprof.tune.search import coordinate_descent  # noqa: E402
+from pipeprof.tune.run import bench_evaluate  # noqa: E402
+from pipeprof.tune.search import Window, coordinate_descent  # noqa: E402
 
 
 def main() -> None:
@@ -47,15 +50,18 @@ def main() -> None:
     with StageBench(s.data, data_root, s.train.batch_size, cores=args.cores, seconds=args.trial_seconds,
                     cache_dir=f"/tmp/pipeprof-tvg-{os.getpid()}",
                     log_path=Path(f"/tmp/pipeprof-tvg-{os.getpid()}/stagebench.log")) as bench:
-        def evaluate(point: sp.Point, seconds: float) -> dict:
-            return bench.run(sp.apply(base, point), seconds)
+        measure = bench_evaluate(bench, base)
+
+        def evaluate(point: sp.Point, seconds: float) -> dict:  # the grid's and the final's: fixed length
+            return measure(point, Window(seconds, seconds))
 
         t0 = time.monotonic()
-        tuned = coordinate_descent(space, sp.point_of(base, space), evaluate, budget_s=1e9,
+        tuned = coordinate_descent(space, sp.point_of(base, space), measure, budget_s=1e9,
                                    trial_s=args.trial_seconds)
         tune_wall = time.monotonic() - t0
-        print(f"  tuner: {len(tuned.trials)} trials in {tune_wall:.0f}s, best {tuned.best.samples_per_s:,.0f} samples/s",
-              flush=True)
+        stops = {s: sum(t.stop == s for t in tuned.trials) for s in dict.fromkeys(t.stop for t in tuned.trials)}
+        print(f"  tuner: {len(tuned.trials)} trials in {tune_wall:.0f}s, best {tuned.best.samples_per_s:,.0f} samples/s "
+              f"(trials ended: {', '.join(f'{k} {v}' for k, v in stops.items())})", flush=True)
 
         t0 = time.monotonic()
         grid_results = []

@@ -29,7 +29,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--cores-per-rank", type=int, default=None, metavar="N",
                    help="CPU cores one rank will have on the cluster node (enforced by CPU affinity; default: all here)")
     p.add_argument("--budget", default="5m", metavar="DURATION", help="search time, e.g. 90s, 5m (default 5m)")
-    p.add_argument("--trial-seconds", type=float, default=1.5, metavar="S", help="measurement per trial (default 1.5)")
+    p.add_argument("--trial-seconds", type=float, default=1.5, metavar="S", help="a trial's typical length: each measures 0.5 to 2 times this, until its "
+                        "rate is known to ±1%% or it cannot beat the best so far (default 1.5)")
     p.add_argument("--ram-budget", type=_size, metavar="SIZE", help="RAM one rank may use for cache + shuffle, e.g. 8G")
     p.add_argument("--ranks", type=int, default=1, metavar="N",
                    help="ranks the data set will be sharded over (sizes the in-memory cache; default 1)")
@@ -101,7 +102,8 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
         progress.update(task, completed=min(elapsed, budget_s),
                         description=f"trial {seen['n']} · best {seen['best']:,.0f} samples/s")
         if not console.is_terminal:
-            console.print(f"  {t.phase:<7} {t.samples_per_s:9.0f} samples/s  {_point_text(t.point)}"
+            console.print(f"  {t.phase:<7} {t.samples_per_s:9.0f} samples/s ±{fmt(t.half_pct, 1, '%'):>5} "
+                          f"{t.seconds:4.1f}s {t.stop:<8} {_point_text(t.point)}"
                           + (f"  error: {t.error}" if t.error else ""))
 
     with progress:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 import subprocess
 import sys
@@ -25,6 +26,9 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
+from pipeprof.analysis.stats import rate_interval
 from pipeprof.data import filecache
 from pipeprof.data.files import count_images
 from pipeprof.errors import PipeprofError
@@ -32,6 +36,11 @@ from pipeprof.launch import signals, supervise, topology
 from pipeprof.scenario import CacheConfig, DataConfig, PipelineConfig, PrefetchConfig, StageSwitch, _build
 
 STAGES = ("read", "label", "shuffle", "augment")
+
+# how an adaptive measurement ended (``stop`` in its answer)
+STOP_FIXED, STOP_TARGET, STOP_LOST, STOP_MAX_TIME = "fixed", "target", "lost", "max_time"
+MIN_BATCHES = 20  # batch means need blocks of a few batches: prefetching makes neighbours correlated
+CHECK_S = 0.1  # how often an adaptive measurement looks at its interval
 
 
 def stage_ladder(base: PipelineConfig) -> list[tuple[str, PipelineConfig]]:
@@ -58,8 +67,14 @@ def single_threaded(p: PipelineConfig) -> PipelineConfig:
 
 
 def measure(data: DataConfig, pipe: PipelineConfig, *, data_root: str, batch_size: int, seconds: float,
-            warmup_batches: int = 5, cache_prefix: str = "") -> dict[str, float]:
-    """Pull batches for ``seconds`` after warm-up; throughput and CPU cost of this process."""
+            warmup_batches: int = 5, cache_prefix: str = "", min_seconds: float | None = None,
+            target_pct: float = 0.0, beat: float | None = None) -> dict[str, Any]:
+    """Pull batches after warm-up; throughput and CPU cost of this process.
+
+    Fixed length (``seconds``) unless ``min_seconds`` is given: then the measurement stops,
+    after ``min_seconds``, as soon as the rate's 95% batch-means interval is within
+    ``target_pct`` % of it (known well enough to rank), or lies wholly below ``beat`` (it
+    cannot win: it loses early), and at ``seconds`` at the latest."""
     from pipeprof.data import pipeline
 
     ds = pipeline.build(data, pipe, data_root=data_root, shard=pipeline.Shard(0, 1), batch_size=batch_size,
@@ -71,18 +86,36 @@ def measure(data: DataConfig, pipe: PipelineConfig, *, data_root: str, batch_siz
         fill = max(fill, (count_images(data_root) if data.source in ("folder", "generated") else 0) // batch_size + 1)
     for _ in range(warmup_batches + fill):
         next(it)
-    n = 0
+    ends = []
+    stop, next_check = STOP_FIXED, min_seconds
     c0, t0 = time.process_time(), time.perf_counter()
     while True:
         next(it)
-        n += 1
-        wall = time.perf_counter() - t0
-        if wall >= seconds and n >= 3:
+        ends.append(time.perf_counter())
+        wall = ends[-1] - t0
+        if wall >= seconds and len(ends) >= 3:
+            stop = STOP_MAX_TIME if min_seconds is not None else STOP_FIXED
             break
+        if next_check is not None and wall >= next_check and len(ends) >= MIN_BATCHES:
+            next_check = wall + CHECK_S
+            rate, half = _interval(t0, ends, batch_size)
+            if beat is not None and rate + half < beat:
+                stop = STOP_LOST
+                break
+            if half <= target_pct / 100 * rate:
+                stop = STOP_TARGET
+                break
     cpu = time.process_time() - c0
-    samples = n * batch_size
+    samples = len(ends) * batch_size
+    rate, half = _interval(t0, ends, batch_size)
     return {"samples_per_s": samples / wall, "core_ms_per_sample": 1e3 * cpu / samples,
-            "cpu_cores_used": cpu / wall, "batches": n, "seconds": wall}
+            "cpu_cores_used": cpu / wall, "batches": len(ends), "seconds": wall,
+            "half_pct": 100 * half / rate if rate > 0 and not math.isnan(half) else math.nan, "stop": stop}
+
+
+def _interval(t0: float, ends: list[float], batch_size: int) -> tuple[float, float]:
+    durations = np.diff(np.array([t0] + ends))
+    return rate_interval(np.full(len(durations), float(batch_size)), durations)
 
 
 def serve(cores: int | None) -> int:
@@ -97,7 +130,9 @@ def serve(cores: int | None) -> int:
             data = _build(DataConfig, req["data"], "stagebench", "data")
             pipe = _build(PipelineConfig, req["pipeline"], "stagebench", "pipeline")
             res = measure(data, pipe, data_root=req["data_root"], batch_size=req["batch_size"],
-                          seconds=req["seconds"], cache_prefix=req.get("cache_prefix", ""))
+                          seconds=req["seconds"], cache_prefix=req.get("cache_prefix", ""),
+                          min_seconds=req.get("min_seconds"), target_pct=req.get("target_pct", 0.0),
+                          beat=req.get("beat"))
             res["cores"] = cores or topology.usable_cores()
         except Exception as exc:  # one bad configuration must not end the whole search
             res = {"error": f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"}
@@ -142,14 +177,17 @@ class StageBench:
     def __exit__(self, kind: type[BaseException] | None, *exc: object) -> None:
         self.close(stop_now=kind is not None)
 
-    def run(self, pipe: PipelineConfig, seconds: float | None = None) -> dict[str, Any]:
+    def run(self, pipe: PipelineConfig, seconds: float | None = None, *, min_seconds: float | None = None,
+            target_pct: float = 0.0, beat: float | None = None) -> dict[str, Any]:
+        """One measurement (see ``measure``: fixed length, or adaptive with ``min_seconds``)."""
         assert self._proc.stdin is not None and self._proc.stdout is not None
         if prefix := filecache.user_prefix(pipe):
             filecache.claim(prefix, "pipeline benchmark")
         self.trials += 1
         req = {"data": dataclasses.asdict(self.data), "pipeline": dataclasses.asdict(pipe), "data_root": self.data_root,
                "batch_size": self.batch_size, "seconds": seconds or self.seconds,
-               "cache_prefix": str(Path(self.cache_dir) / f"trial{self.trials}") if self.cache_dir else ""}
+               "cache_prefix": str(Path(self.cache_dir) / f"trial{self.trials}") if self.cache_dir else "",
+               "min_seconds": min_seconds, "target_pct": target_pct, "beat": beat}
         try:
             self._proc.stdin.write(json.dumps(req) + "\n")
             self._proc.stdin.flush()

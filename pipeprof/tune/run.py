@@ -26,7 +26,7 @@ from pipeprof import atomic
 from pipeprof.rundir import manifest, new_run_dir, write_csv, write_json
 from pipeprof.scenario import PipelineConfig, Scenario, VariantConfig
 from pipeprof.tune import space as sp
-from pipeprof.tune.search import SearchResult, Trial, coordinate_descent
+from pipeprof.tune.search import Evaluate, SearchResult, Trial, Window, coordinate_descent
 
 
 @dataclass
@@ -41,8 +41,18 @@ class TuneResult:
 
 
 def _trials_frame(trials: list[Trial]) -> pd.DataFrame:
-    return pd.DataFrame([{**t.point, "samples_per_s": t.samples_per_s, "cpu_cores_used": t.cpu_cores_used,
+    return pd.DataFrame([{**t.point, "samples_per_s": t.samples_per_s, "half_pct": t.half_pct,
+                          "cpu_cores_used": t.cpu_cores_used, "seconds": t.seconds, "stop": t.stop,
                           "phase": t.phase, "error": t.error} for t in trials])
+
+
+def bench_evaluate(bench: StageBench, base: PipelineConfig) -> Evaluate:
+    """The search's trials as measurements in the pinned worker: a point applied to ``base``."""
+    def evaluate(point: sp.Point, window: Window) -> dict:
+        adaptive = window.min_s < window.max_s
+        return bench.run(sp.apply(base, point), window.max_s, min_seconds=window.min_s if adaptive else None,
+                         target_pct=window.target_pct, beat=window.beat)
+    return evaluate
 
 
 def tune(scenario: Scenario, *, cores: int, budget_s: float, trial_s: float = 1.5, ram_budget_bytes: int | None = None,
@@ -76,9 +86,7 @@ def tune(scenario: Scenario, *, cores: int, budget_s: float, trial_s: float = 1.
     with caught, StageBench(scenario.data, data_root, batch, cores=cores, seconds=trial_s,
                             cache_dir=str(run_dir / "cache"), log_path=run_dir / "logs" / "stagebench.log") as bench:
         started = time.monotonic()
-
-        def evaluate(point: sp.Point, seconds: float) -> dict:
-            return bench.run(sp.apply(base, point), seconds)
+        evaluate = bench_evaluate(bench, base)
 
         def trial_done(t: Trial) -> None:
             done.append(t)
@@ -87,8 +95,8 @@ def tune(scenario: Scenario, *, cores: int, budget_s: float, trial_s: float = 1.
 
         search = coordinate_descent(space, start, evaluate, budget_s=budget_s, trial_s=trial_s, allowed=allowed,
                                     on_trial=trial_done)
-        default_res = evaluate(start, 2 * trial_s)
-        auto_res = evaluate(sp.autotune_point(base, space), 2 * trial_s)
+        default_res = evaluate(start, Window(2 * trial_s, 2 * trial_s))
+        auto_res = evaluate(sp.autotune_point(base, space), Window(2 * trial_s, 2 * trial_s))
     if caught.signum is not None:
         write_csv(run_dir / "trials.csv", _trials_frame(done))
         raise PipeprofError(f"tune: {signals.Interrupted(caught.signum)} after {len(done)} trial(s); they are in "

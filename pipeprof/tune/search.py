@@ -2,8 +2,15 @@
 
 Start from the scenario's settings; sweep one knob at a time over its values with the others
 held, keep whatever is better by more than the noise margin, and sweep again until a pass
-changes nothing or the budget runs out. Then the best few are measured again for longer
-and the winner is the best of that run-off, so one lucky short measurement cannot win.
+changes nothing or the budget runs out. Then the best few are measured again in alternating
+rounds and the winner is the best mean of that run-off, so neither one lucky short
+measurement nor a fast spell of the machine can win.
+
+Each trial measures until its rate is known well enough to rank it (a 95% interval within
+``margin``/2 of the rate) or until it cannot beat the incumbent by ``margin`` (it loses
+early). The machine's speed drifts by more than the margin over tens of seconds, so the
+incumbent is measured again before a sweep when its figure has grown old: candidates are
+held to a figure taken in the same spell.
 """
 
 from __future__ import annotations
@@ -21,8 +28,21 @@ class Trial:
     point: Point
     samples_per_s: float
     cpu_cores_used: float = float("nan")
-    phase: str = "search"
+    phase: str = "search"  # start | recheck | search | run-off
     error: str = ""
+    seconds: float = float("nan")
+    half_pct: float = float("nan")  # the rate's 95% half-width, % of the rate
+    stop: str = ""  # how the measurement ended: fixed | target | lost | max_time
+
+
+@dataclass(frozen=True)
+class Window:
+    """How long one trial measures: at least ``min_s``, at most ``max_s``; in between it stops
+    once its interval is within ``target_pct`` % or wholly below ``beat`` (samples/s)."""
+    min_s: float
+    max_s: float
+    target_pct: float = 0.0
+    beat: float | None = None
 
 
 @dataclass
@@ -32,7 +52,10 @@ class SearchResult:
     stopped_by_budget: bool = False
 
 
-Evaluate = Callable[[Point, float], dict[str, Any]]  # (point, seconds) -> {"samples_per_s", "cpu_cores_used"} or {"error"}
+Evaluate = Callable[[Point, Window], dict[str, Any]]  # -> {"samples_per_s", "cpu_cores_used", ...} or {"error"}
+
+RECHECK_TRIALS = 3  # the incumbent's figure is re-measured once this many trial lengths old
+RUNOFF_ROUNDS = 2
 
 
 def coordinate_descent(space: list[Dimension], start: Point, evaluate: Evaluate, *, budget_s: float,
@@ -43,41 +66,63 @@ def coordinate_descent(space: list[Dimension], start: Point, evaluate: Evaluate,
     result = SearchResult()
     seen: dict[tuple, Trial] = {}
     deadline = clock() + budget_s
+    target = 100 * margin / 2
 
-    def run(point: Point, seconds: float, phase: str) -> Trial:
-        res = evaluate(point, seconds)
+    def run(point: Point, window: Window, phase: str) -> Trial:
+        res = evaluate(point, window)
         t = Trial(point=dict(point), samples_per_s=float(res.get("samples_per_s", 0.0)),
-                  cpu_cores_used=float(res.get("cpu_cores_used", float("nan"))), phase=phase, error=res.get("error", ""))
+                  cpu_cores_used=float(res.get("cpu_cores_used", float("nan"))), phase=phase, error=res.get("error", ""),
+                  seconds=float(res.get("seconds", float("nan"))), half_pct=float(res.get("half_pct", float("nan"))),
+                  stop=str(res.get("stop", "")))
         result.trials.append(t)
         if on_trial is not None:
             on_trial(t)
         return t
 
+    def adaptive(beat: float | None = None) -> Window:
+        return Window(0.5 * trial_s, 2 * trial_s, target, beat)
+
     current = dict(start)
-    best = seen[key(current)] = run(current, trial_s, "start")
+    best = seen[key(current)] = run(current, adaptive(), "start")
+    measured_at = clock()
     for _ in range(max_passes):
         improved = False
         for dim in space:
-            for value in dim.values:
-                candidate = {**current, dim.name: value}
-                if key(candidate) in seen or not allowed(candidate):
-                    continue
+            todo = [{**current, dim.name: v} for v in dim.values]
+            todo = [c for c in todo if key(c) not in seen and allowed(c)]
+            if not todo:
+                continue
+            if clock() > deadline:
+                result.stopped_by_budget = True
+                break
+            if not best.error and clock() - measured_at > RECHECK_TRIALS * trial_s:
+                best = seen[key(current)] = run(current, adaptive(), "recheck")
+                measured_at = clock()
+            for candidate in todo:
                 if clock() > deadline:
                     result.stopped_by_budget = True
                     break
-                t = seen[key(candidate)] = run(candidate, trial_s, "search")
-                if not t.error and t.samples_per_s > best.samples_per_s * (1 + margin):
+                bar = best.samples_per_s * (1 + margin) if not best.error else None
+                t = seen[key(candidate)] = run(candidate, adaptive(bar), "search")
+                if not t.error and (bar is None or t.samples_per_s > bar):
                     best, current, improved = t, candidate, True
+                    measured_at = clock()
             if result.stopped_by_budget:
                 break
         if not improved or result.stopped_by_budget:
             break
 
-    # run-off: the best few again, twice as long, in one go
-    finalists = sorted((t for t in seen.values() if not t.error), key=lambda t: -t.samples_per_s)[:runoff]
+    # run-off: the best few again, in alternating rounds of equal length; the best mean wins
+    # (the search's own winner always among them: the others' figures may come from a faster spell)
+    others = sorted((t for k, t in seen.items() if not t.error and k != key(current)), key=lambda t: -t.samples_per_s)
+    finalists = ([best] if not best.error else []) + others[:runoff - (0 if best.error else 1)]
     if len(finalists) > 1:
-        again = [run(t.point, 2 * trial_s, "run-off") for t in finalists]
-        result.best = max(again, key=lambda t: t.samples_per_s)
+        rounds = [[run(t.point, Window(trial_s, trial_s), "run-off") for t in finalists] for _ in range(RUNOFF_ROUNDS)]
+        means = [sum(r[i].samples_per_s for r in rounds) / len(rounds) for i in range(len(finalists))]
+        i = max(range(len(finalists)), key=lambda j: means[j])
+        last = rounds[-1][i]
+        result.best = Trial(point=last.point, samples_per_s=means[i], cpu_cores_used=last.cpu_cores_used,
+                            phase="run-off", seconds=sum(r[i].seconds for r in rounds), stop="fixed")
     else:
         result.best = finalists[0] if finalists else best
     return result

@@ -13,7 +13,7 @@ SPACE = [sp.Dimension("parallel_calls", (1, 2, 4, "autotune")), sp.Dimension("pr
          sp.Dimension("cache", ("off", "before_augment"))]
 
 
-def separable(point, seconds):
+def separable(point, window=None):
     """A smooth objective with a unique optimum: parallel 4, prefetch autotune, pool 2, intra 1, cache on."""
     score = {1: 100, 2: 180, 4: 240, "autotune": 230}[point["parallel_calls"]]
     score *= {1: 0.8, 4: 0.97, "autotune": 1.0}[point["prefetch"]]
@@ -27,9 +27,49 @@ def test_finds_the_optimum_of_a_separable_objective_with_far_fewer_trials_than_t
     start = {"parallel_calls": 1, "prefetch": 1, "private_threadpool_size": 0, "max_intra_op_parallelism": 0,
              "cache": "off"}
     res = coordinate_descent(SPACE, start, separable, budget_s=1e9)
-    grid_best = max(sp.grid(SPACE), key=lambda p: separable(p, 0)["samples_per_s"])
+    grid_best = max(sp.grid(SPACE), key=lambda p: separable(p)["samples_per_s"])
     assert res.best.point == grid_best
     assert len(res.trials) <= 0.5 * len(sp.grid(SPACE))
+
+
+def drifting_machine(objective, slow_from_s: float):
+    """``objective`` on a machine that slows by a fifth at ``slow_from_s``; a trial takes its
+    window's length, or its minimum when the rate cannot beat the bar."""
+    clock = [0.0]
+
+    def evaluate(point, window):
+        rate = objective(point)["samples_per_s"] * (1.0 if clock[0] < slow_from_s else 0.8)
+        lost = window.beat is not None and rate < window.beat
+        took = window.min_s if lost else window.max_s
+        clock[0] += took
+        return {"samples_per_s": rate, "seconds": took, "stop": "lost" if lost else "max_time"}
+    return evaluate, lambda: clock[0]
+
+
+def test_a_slowdown_mid_search_does_not_hide_a_better_setting():
+    # only the cache matters (+10%) and it is swept last; the machine slows after the incumbent
+    # was measured: held to that stale figure, the cache would lose (0.8 x 1.1 < 1.02)
+    def cache_only(point, window=None):
+        return {"samples_per_s": 110.0 if point["cache"] == "before_augment" else 100.0}
+
+    evaluate, clock = drifting_machine(cache_only, slow_from_s=4.0)
+    res = coordinate_descent(SPACE, {d.name: d.values[0] for d in SPACE}, evaluate, budget_s=1e9, trial_s=1.0,
+                             clock=clock)
+    assert res.best.point["cache"] == "before_augment"
+    rechecks = [t for t in res.trials if t.phase == "recheck"]
+    assert rechecks and rechecks[0].samples_per_s == 80.0  # the incumbent, measured again after the slowdown
+
+
+def test_a_candidate_that_cannot_win_stops_at_its_minimum():
+    evaluate, clock = drifting_machine(separable, slow_from_s=1e9)
+    windows = []
+    res = coordinate_descent(SPACE, {d.name: d.values[0] for d in SPACE},
+                             lambda p, w: windows.append(w) or evaluate(p, w), budget_s=1e9, trial_s=1.0, clock=clock)
+    lost = [t for t in res.trials if t.stop == "lost"]
+    assert lost and all(t.seconds == 0.5 and t.phase == "search" for t in lost)
+    search = [(t, w) for t, w in zip(res.trials, windows) if t.phase == "search"]
+    assert all(w.beat is not None and w.target_pct == 1.0 for _, w in search)  # held to the incumbent + 2%
+    assert res.best.phase == "run-off"
 
 
 def test_budget_stops_the_search_and_still_returns_the_best_so_far():
@@ -42,9 +82,9 @@ def test_budget_stops_the_search_and_still_returns_the_best_so_far():
 def test_disallowed_points_are_never_measured():
     measured = []
 
-    def f(p, s):
+    def f(p, w):
         measured.append(p)
-        return separable(p, s)
+        return separable(p, w)
 
     coordinate_descent(SPACE, {d.name: d.values[0] for d in SPACE}, f, budget_s=1e9,
                        allowed=lambda p: p["cache"] == "off")
@@ -52,10 +92,10 @@ def test_disallowed_points_are_never_measured():
 
 
 def test_failing_points_never_win():
-    def f(p, s):
+    def f(p, w):
         if p["parallel_calls"] == 4:
             return {"error": "boom"}
-        return separable(p, s)
+        return separable(p, w)
 
     res = coordinate_descent(SPACE, {d.name: d.values[0] for d in SPACE}, f, budget_s=1e9)
     assert res.best.point["parallel_calls"] == "autotune" and not res.best.error
