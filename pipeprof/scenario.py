@@ -27,12 +27,12 @@ DEFAULT_SCENARIO = "quickstart"
 class GenerateConfig:
     """The built-in dataset generator (used when ``data.source = "generated"``)."""
 
-    images: int = 2000
+    images: int = 2000  # how many images, split evenly over the classes
     size: int = 96  # side of the square images written to disk, in pixels
-    classes: int = 10
-    seed: int = 0
+    classes: int = 10  # must equal data.num_classes
+    seed: int = 0  # the same seed writes the same files
     format: Literal["jpeg", "png"] = "jpeg"
-    quality: int = 90
+    quality: int = 90  # JPEG quality, 1..100
 
 
 @dataclass(frozen=True)
@@ -43,7 +43,7 @@ class DataConfig:
     path: str = ""
     factory: str = ""  # "module:function" when source = "factory"
     image_size: int = 64  # the model's input side, in pixels
-    num_classes: int = 10
+    num_classes: int = 10  # the model's outputs; labels run 0..num_classes-1
     label_offset: int = 0  # subtracted from TFRecord labels (ImageNet TFRecords count from 1)
     # a truncated, empty, unreadable or non-image file (or a corrupt TFRecord record): "skip"
     # it, counted and listed in the run directory; or "fail" the run, naming it
@@ -59,23 +59,23 @@ class StageSwitch:
 @dataclass(frozen=True)
 class ShuffleConfig:
     enabled: bool = True
-    buffer_size: int = 1024
+    buffer_size: int = 1024  # elements in tf.data's shuffle buffer
     # True: shuffle the whole file list with a seed shared by all ranks, then shard (each
     # rank gets a random disjoint subset, reshuffled every epoch). False: shard first,
     # then shuffle within the shard (a sorted list then gives class-clustered batches).
     files_before_shard: bool = True
-    seed: int = 1234
+    seed: int = 1234  # the file-list and buffer shuffles' seed (buffers: + rank)
 
 
 @dataclass(frozen=True)
 class AugmentConfig:
     enabled: bool = True
     strength: float = 1.0  # multiplies every magnitude below
-    flip: bool = True
-    rotation_deg: float = 15.0
+    flip: bool = True  # random left-right flip
+    rotation_deg: float = 15.0  # random rotation up to this angle either way
     crop_scale_min: float = 0.6  # smallest crop, as a fraction of the image area
-    brightness: float = 0.2
-    contrast: float = 0.2
+    brightness: float = 0.2  # random brightness shift up to this (images in 0..1)
+    contrast: float = 0.2  # random contrast factor in 1 ± this
 
 
 @dataclass(frozen=True)
@@ -89,7 +89,7 @@ class CacheConfig:
 @dataclass(frozen=True)
 class PrefetchConfig:
     enabled: bool = True
-    depth: Union[int, Autotune] = "autotune"
+    depth: Union[int, Autotune] = "autotune"  # batches prefetched
 
 
 @dataclass(frozen=True)
@@ -103,7 +103,7 @@ class PipelineConfig:
     parallel_calls: Union[int, Autotune] = "autotune"
     private_threadpool_size: int = 0  # 0: tf.data's shared pool
     max_intra_op_parallelism: int = 0  # 0: tf.data's default
-    deterministic: bool = False
+    deterministic: bool = False  # keep element order under parallel maps (slower)
 
 
 @dataclass(frozen=True)
@@ -119,7 +119,7 @@ class TrainConfig:
     optimizer: Literal["sgd", "adam"] = "sgd"
     learning_rate: float = 0.01  # for one worker; scaled by lr_scaling
     lr_scaling: Literal["linear", "sqrt", "none"] = "linear"
-    momentum: float = 0.9
+    momentum: float = 0.9  # SGD momentum
     lr_warmup_steps: int = 0  # ramp from learning_rate to the scaled rate (Goyal et al.)
     warmup_steps: int = 5  # timed steps dropped from every variant
     # 0: measure each variant until its interval is narrow enough (analysis.stopping);
@@ -145,11 +145,11 @@ class VariantConfig:
 
 @dataclass(frozen=True)
 class LaunchConfig:
-    np: list[int] = field(default_factory=lambda: [1, 2])
+    np: list[int] = field(default_factory=lambda: [1, 2])  # worker counts, in order (--np)
     hosts: str = ""  # horovodrun -H, e.g. "node1:8,node2:8"
-    hostfile: str = ""
+    hostfile: str = ""  # lines "node1 slots=8" (--hostfile)
     controller: Literal["gloo", "mpi"] = "gloo"
-    oversubscribe: bool = False
+    oversubscribe: bool = False  # more ranks than this host's slots (--oversubscribe)
     timeout_s: int = 3600  # per worker count; a hung launch is killed after this
 
 
@@ -162,7 +162,7 @@ class TelemetryConfig:
 
 @dataclass(frozen=True)
 class Scenario:
-    name: str = "unnamed"
+    name: str = "unnamed"  # names the run directory
     description: str = ""
     data: DataConfig = field(default_factory=DataConfig)
     pipeline: PipelineConfig = field(default_factory=PipelineConfig)
