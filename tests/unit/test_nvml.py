@@ -51,7 +51,12 @@ def test_na_is_falsy_and_prints_na():
     assert not NA and repr(NA) == "n/a"
 
 
-def test_real_pynvml_on_this_host_does_not_raise():
+def test_real_pynvml_on_this_host_is_either_gpus_or_a_reason():
     nv = Nvml()  # the real nvidia-ml-py: on a host without a driver this is the "no NVML" state
-    assert isinstance(nv.inventory(), list)
+    gpus = nv.inventory()
+    if nv.available:  # a GPU host: every device named, with its memory
+        assert nv.reason == "" and all(g["name"] and g["memory_total_mb"] > 0 for g in gpus)
+    else:  # this development machine: no driver, said once, every query n/a
+        assert gpus == [] and nv.reason.startswith("no NVML on this host (")
+        assert nv.query("nvmlDeviceGetCount") is NA and nv.device_count() == 0
     nv.shutdown()

@@ -76,7 +76,9 @@ def test_memory_arithmetic_is_shown_when_a_cache_does_not_fit():
         memory.check(pipe, 224, 1_281_167, 64 * 2**30, "imagenet.toml")
     msg = exc.value.message
     assert "memory cache 1,281,167 images × 602,116 B (224×224×3 float32 + label) = 718.43 GB" in msg
-    assert 1_281_167 * 602_116 / 2**30 == pytest.approx(718.43, abs=0.005)
+    # the bytes the check refused on are the ones it printed: 224×224×3 float32 + an int32 label each
+    need = memory.pipeline_bytes(pipe, 224, 1_281_167)
+    assert need == {"cache": 1_281_167 * (224 * 224 * 3 * 4 + 4), "shuffle": 10_000 * 602_116}
     assert "shuffle buffer 10,000 × 602,116 B" in msg and "RAM budget of 64.00 GB" in msg and "\n" not in msg
 
 
