@@ -104,7 +104,8 @@ def main() -> None:
     args = ap.parse_args()
     sys.path.insert(0, str(REPO))
     from pipeprof import scenario as sc
-    from pipeprof.compare import Reporter, prepare_data
+    from pipeprof.workflows.data import prepare_data
+    from pipeprof.workflows.events import Reporter
 
     data_root = prepare_data(sc.load(args.scenario), Reporter())
     horovodrun = str(REPO / ".venv" / "bin" / "horovodrun")

@@ -26,10 +26,11 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from pipeprof import scenario as scen  # noqa: E402
-from pipeprof.compare import Reporter, prepare_data  # noqa: E402
+from pipeprof.workflows.data import prepare_data  # noqa: E402
+from pipeprof.workflows.events import Reporter  # noqa: E402
 from pipeprof.data.stagebench import StageBench  # noqa: E402
 from pipeprof.tune import space as sp  # noqa: E402
-from pipeprof.tune.run import bench_evaluate  # noqa: E402
+from pipeprof.workflows.tune import bench_evaluate  # noqa: E402
 from pipeprof.tune.search import Window, coordinate_descent  # noqa: E402
 
 

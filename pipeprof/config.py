@@ -20,11 +20,11 @@ from pipeprof.errors import PipeprofError
 NOT_TOML_KEYS = {"source_file"}
 
 
-def _deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+def deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     out = copy.deepcopy(base)
     for key, value in over.items():
         if isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = _deep_merge(out[key], value)
+            out[key] = deep_merge(out[key], value)
         else:
             out[key] = copy.deepcopy(value)
     return out
@@ -53,7 +53,7 @@ def _coerce(tp: Any, value: Any, where: str, key: str) -> Any:
     if dataclasses.is_dataclass(tp):
         if not isinstance(value, dict):
             raise bad()
-        return _build(tp, value, where, key)
+        return build(tp, value, where, key)
     if origin is Literal:
         if value not in typing.get_args(tp) or isinstance(value, bool) != any(isinstance(a, bool) for a in typing.get_args(tp)):
             raise bad()
@@ -93,7 +93,7 @@ def _coerce(tp: Any, value: Any, where: str, key: str) -> Any:
     raise TypeError(f"scenario field type {tp!r} is not supported")  # a bug in this module
 
 
-def _build(cls: type, data: dict[str, Any], where: str, prefix: str) -> Any:
+def build(cls: type, data: dict[str, Any], where: str, prefix: str) -> Any:
     hints = typing.get_type_hints(cls)
     names = [f.name for f in dataclasses.fields(cls) if f.name not in NOT_TOML_KEYS]
     kwargs: dict[str, Any] = {}

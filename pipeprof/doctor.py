@@ -281,7 +281,7 @@ def data_findings(scenario: Scenario) -> tuple[list[Finding], list[tuple[str, st
         report.add("data", "source", "note", f"data.factory {data.factory}: your own dataset, not checked")
         return report.findings, []
     if data.source == "generated":
-        from pipeprof.compare import resolve_data_path
+        from pipeprof.workflows.data import resolve_data_path
         from pipeprof.data import generate
 
         g = data.generate
@@ -298,7 +298,7 @@ def data_findings(scenario: Scenario) -> tuple[list[Finding], list[tuple[str, st
             return report.findings, []
         return _folder(report, scenario, root)
     if data.source == "folder":
-        from pipeprof.compare import resolve_data_path
+        from pipeprof.workflows.data import resolve_data_path
 
         return _folder(report, scenario, resolve_data_path(scenario, data.path))
     return _tfrecords(report, scenario)
@@ -343,7 +343,7 @@ def _folder(report: Report, scenario: Scenario, root: Path) -> tuple[list[Findin
 
 
 def _tfrecords(report: Report, scenario: Scenario) -> tuple[list[Finding], list[tuple[str, str]]]:
-    from pipeprof.compare import resolve_data_path
+    from pipeprof.workflows.data import resolve_data_path
     from pipeprof.data.check import scan_tfrecord
 
     path = str(resolve_data_path(scenario, scenario.data.path))

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Union
 
-from pipeprof.config import _build, _deep_merge, apply_overrides, overlay_overrides, parse_override  # noqa: F401
+from pipeprof.config import apply_overrides, build, deep_merge, overlay_overrides, parse_override  # noqa: F401  (the CLI loads scenarios through here)
 from pipeprof.errors import PipeprofError
 
 Autotune = Literal["autotune"]
@@ -178,12 +178,12 @@ class Scenario:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], where: str = "scenario") -> "Scenario":
-        return _build(cls, data, where, "")
+        return build(cls, data, where, "")
 
     def variant_pipeline(self, variant: VariantConfig) -> PipelineConfig:
         """The pipeline of a real variant: the scenario's pipeline with its overrides."""
-        merged = _deep_merge(dataclasses.asdict(self.pipeline), variant.pipeline)
-        return _build(PipelineConfig, merged, self.source_file or "scenario", f"variants.{variant.name}.pipeline")
+        merged = deep_merge(dataclasses.asdict(self.pipeline), variant.pipeline)
+        return build(PipelineConfig, merged, self.source_file or "scenario", f"variants.{variant.name}.pipeline")
 
 
 def resolve_path(name_or_path: str | None) -> Path:

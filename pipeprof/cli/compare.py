@@ -5,61 +5,10 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from rich.console import Console
-
 from pipeprof import scenario as scen
-from pipeprof.compare import CompareResult, compare
+from pipeprof.cli.common import add_common_arguments, console_for_output, finish, make_reporter, overrides_from_args
 from pipeprof.errors import PipeprofError
-from pipeprof.launch import signals
-from pipeprof.launch.horovod import worker_counts
-from pipeprof.report.table import print_summary
-from pipeprof.tui.reporter import DashboardReporter, PlainReporter
-
-# --flag → (dotted scenario key, value); value None means "the flag's argument"
-STAGE_SWITCHES = {
-    "no_label": ("pipeline.label.enabled", False),
-    "no_shuffle": ("pipeline.shuffle.enabled", False),
-    "no_augment": ("pipeline.augment.enabled", False),
-    "no_prefetch": ("pipeline.prefetch.enabled", False),
-    "no_cache": ("pipeline.cache.enabled", False),
-    "deterministic": ("pipeline.deterministic", True),
-    "shard_then_shuffle": ("pipeline.shuffle.files_before_shard", False),
-    "oversubscribe": ("launch.oversubscribe", True),
-    "no_telemetry": ("telemetry.enabled", False),
-}
-VALUE_FLAGS = {
-    "steps": "train.measure_steps",
-    "warmup": "train.warmup_steps",
-    "batch_size": "train.batch_size",
-    "model": "model.name",
-    "shuffle_buffer": "pipeline.shuffle.buffer_size",
-    "augment_strength": "pipeline.augment.strength",
-    "cache_placement": "pipeline.cache.placement",
-    "private_threadpool_size": "pipeline.private_threadpool_size",
-    "max_intra_op_parallelism": "pipeline.max_intra_op_parallelism",
-    "hosts": "launch.hosts",
-    "hostfile": "launch.hostfile",
-    "timeout": "launch.timeout_s",
-    "device": "train.device",
-}
-
-
-def _int_or_autotune(text: str) -> int | str:
-    if text == "autotune":
-        return text
-    try:
-        return int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer or 'autotune', got {text!r}") from None
-
-
-def _size(text: str) -> int:
-    units = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
-    t = text.strip().upper().removesuffix("B")
-    try:
-        return int(float(t[:-1]) * units[t[-1]]) if t and t[-1] in units else int(t)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a size such as 512M or 8G, got {text!r}") from None
+from pipeprof.workflows.compare import compare
 
 
 def add_parser(sub: Any) -> None:
@@ -78,111 +27,6 @@ def add_parser(sub: Any) -> None:
                         "worker count, for pipeprof predict --ceiling")
     add_common_arguments(p)
     p.set_defaults(run=run)
-
-
-def add_common_arguments(p: argparse.ArgumentParser) -> None:
-    """Flags shared by compare and run: the scenario, launch, training and pipeline overrides."""
-    p.add_argument("scenario", nargs="?", default=None,
-                   help=f"scenario TOML file or built-in name (default: {scen.DEFAULT_SCENARIO})")
-    p.add_argument("--out", metavar="DIR", help="run directory (default: runs/<time>-<scenario>)")
-    p.add_argument("--no-dashboard", action="store_true",
-                   help="plain progress lines instead of the live dashboard (the default without a terminal)")
-    p.add_argument("--no-telemetry", action="store_true", help="no NVML/host sampling and no record stream")
-    p.add_argument("--stream-host", metavar="ADDR",
-                   help="the launcher address ranks stream to (default: loopback, or this host's name with -H)")
-    p.add_argument("--ram-budget", type=_size, metavar="SIZE",
-                   help="RAM a rank may use for cache and shuffle buffers, e.g. 8G (default: 80%% of free RAM / ranks)")
-    p.add_argument("--overlay", action="append", default=[], metavar="TOML",
-                   help="a scenario fragment merged over the scenario, e.g. the one pipeprof tune writes (repeatable)")
-    p.add_argument("-H", "--hosts", metavar="HOST:SLOTS,...", help="hosts for horovodrun -H")
-    p.add_argument("--hostfile", metavar="FILE", help="hostfile for horovodrun --hostfile")
-    ctl = p.add_mutually_exclusive_group()
-    ctl.add_argument("--gloo", dest="controller", action="store_const", const="gloo", help="Gloo controller (default)")
-    ctl.add_argument("--mpi", dest="controller", action="store_const", const="mpi", help="MPI controller")
-    p.add_argument("--oversubscribe", action="store_true", help="allow more ranks than slots (GPUs, else CPU cores)")
-    p.add_argument("--timeout", type=int, metavar="S", help="seconds one worker count may take before it is killed")
-    p.add_argument("--steps", type=int, metavar="N",
-                   help="measured steps per variant (default: measure until the gap's 95%% interval is within "
-                        "train.target_ci_pct points or clear of the 5%%/20%% thresholds)")
-    p.add_argument("--warmup", type=int, metavar="N", help="warm-up steps dropped per variant")
-    p.add_argument("--batch-size", type=int, metavar="N", help="batch size (per worker, or global: see the scenario)")
-    p.add_argument("--model", metavar="NAME", help="small_cnn, resnet50v2, mobilenetv2 or module:function")
-    p.add_argument("--device", metavar="auto|emulated:MS",
-                   help="emulated:MS replaces each model step by MS ms of device time that uses no CPU, plus a real "
-                        "allreduce of the gradient size: rehearse many ranks' input side on one box")
-    stages = p.add_argument_group("pipeline stages (apply to every real variant)")
-    for flag in ("label", "shuffle", "augment", "cache", "prefetch"):
-        stages.add_argument(f"--no-{flag}", action="store_true", help=f"switch the {flag} stage off")
-    stages.add_argument("--cache", choices=["memory", "file"], help="switch caching on, in memory or in a file")
-    stages.add_argument("--cache-placement", choices=["before_augment", "after_augment"])
-    stages.add_argument("--prefetch", type=_int_or_autotune, metavar="N|autotune", help="prefetch depth")
-    stages.add_argument("--parallel-calls", type=_int_or_autotune, metavar="N|autotune", help="parallel calls per map")
-    stages.add_argument("--shuffle-buffer", type=int, metavar="N")
-    stages.add_argument("--shard-then-shuffle", action="store_true",
-                        help="shard the file list first, then shuffle within the shard (default: shuffle, then shard)")
-    stages.add_argument("--augment-strength", type=float, metavar="X")
-    stages.add_argument("--private-threadpool-size", type=int, metavar="N")
-    stages.add_argument("--max-intra-op-parallelism", type=int, metavar="N")
-    stages.add_argument("--deterministic", action="store_true", help="keep element order deterministic")
-    p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
-                   help="override any scenario key, e.g. --set pipeline.augment.rotation_deg=30 (repeatable)")
-
-
-def overrides_from_args(args: argparse.Namespace) -> list[tuple[list[str], Any]]:
-    """Command-line flags as scenario overrides (they beat the file)."""
-    out: list[tuple[list[str], Any]] = []
-    for path in getattr(args, "overlay", []):
-        out += scen.overlay_overrides(path)
-    out += [scen.parse_override(s) for s in args.sets]
-    for attr, (key, value) in STAGE_SWITCHES.items():
-        if getattr(args, attr, False):
-            out.append((key.split("."), value))
-    for attr, key in VALUE_FLAGS.items():
-        value = getattr(args, attr, None)
-        if value is not None:
-            out.append((key.split("."), value))
-    if args.cache:
-        out += [(["pipeline", "cache", "enabled"], True), (["pipeline", "cache", "kind"], args.cache)]
-    if args.prefetch is not None:
-        out += [(["pipeline", "prefetch", "enabled"], True), (["pipeline", "prefetch", "depth"], args.prefetch)]
-    if args.parallel_calls is not None:
-        out.append((["pipeline", "parallel_calls"], args.parallel_calls))
-    if args.controller:
-        out.append((["launch", "controller"], args.controller))
-    if getattr(args, "np_spec", None):
-        out.append((["launch", "np"], worker_counts(args.np_spec)))
-    return out
-
-
-def make_reporter(args: argparse.Namespace, console: Console, *, command: str, scenario: str,
-                  steps_total: int) -> PlainReporter:
-    if console.is_terminal and not args.no_dashboard:
-        return DashboardReporter(console, command=command, scenario=scenario, steps_total=steps_total)
-    return PlainReporter(console)
-
-
-def console_for_output() -> Console:
-    console = Console()
-    if not console.is_terminal:  # logs and pipes: wide enough for the summary table
-        console = Console(width=max(console.width, 140))
-    return console
-
-
-def finish(result: CompareResult, console: Console, title: str) -> int:
-    if not result.summary.empty:
-        print_summary(result.summary, console, title=title)
-    if result.verdicts:
-        import pandas as pd
-
-        from pipeprof.report.verdict import print_diagnosis
-
-        stages_csv = result.run_dir / "stages.csv"
-        print_diagnosis(result.summary, result.verdicts, pd.read_csv(stages_csv) if stages_csv.exists() else None,
-                        console)
-    console.print(f"run directory: {result.run_dir}")
-    if result.failure:
-        raise PipeprofError(result.failure, exit_code=1 if result.signum is None else signals.exit_code(result.signum))
-    return 0
 
 
 def run(args: argparse.Namespace, argv: list[str]) -> int:

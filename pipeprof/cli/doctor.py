@@ -10,7 +10,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from pipeprof import scenario as scen
-from pipeprof.cli.compare import console_for_output
+from pipeprof.cli.common import console_for_output
 from pipeprof.doctor import Report, diagnose
 from pipeprof.errors import PipeprofError
 

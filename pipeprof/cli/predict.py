@@ -10,10 +10,10 @@ from typing import Any
 from rich.table import Table
 
 from pipeprof.analysis.predict import TERMS_ADVICE, Target
-from pipeprof.cli.compare import console_for_output
+from pipeprof.cli.common import console_for_output
 from pipeprof.errors import PipeprofError
 from pipeprof.launch.horovod import worker_counts
-from pipeprof.prediction import advice, run_predict
+from pipeprof.workflows.predict import advice, run_predict
 from pipeprof.report.table import fmt
 
 

@@ -6,8 +6,8 @@ import argparse
 from typing import Any
 
 from pipeprof import scenario as scen
-from pipeprof.cli.compare import add_common_arguments, console_for_output, finish, make_reporter, overrides_from_args
-from pipeprof.compare import compare
+from pipeprof.cli.common import add_common_arguments, console_for_output, finish, make_reporter, overrides_from_args
+from pipeprof.workflows.compare import compare
 
 
 def add_parser(sub: Any) -> None:

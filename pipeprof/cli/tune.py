@@ -13,12 +13,12 @@ from rich.syntax import Syntax
 from rich.table import Table
 
 from pipeprof import scenario as scen
-from pipeprof.cli.compare import _size, console_for_output
+from pipeprof.cli.common import console_for_output, parse_size
 from pipeprof.errors import PipeprofError
 from pipeprof.launch import signals, topology
 from pipeprof.report.table import fmt, print_summary
 from pipeprof.tui.reporter import PlainReporter
-from pipeprof.tune.run import TuneResult, parse_duration, tune
+from pipeprof.workflows.tune import TuneResult, parse_duration, tune
 
 
 def add_parser(sub: Any) -> None:
@@ -31,7 +31,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--budget", default="5m", metavar="DURATION", help="search time, e.g. 90s, 5m (default 5m)")
     p.add_argument("--trial-seconds", type=float, default=1.5, metavar="S", help="a trial's typical length: each measures 0.5 to 2 times this, until its "
                         "rate is known to ±1%% or it cannot beat the best so far (default 1.5)")
-    p.add_argument("--ram-budget", type=_size, metavar="SIZE", help="RAM one rank may use for cache + shuffle, e.g. 8G")
+    p.add_argument("--ram-budget", type=parse_size, metavar="SIZE", help="RAM one rank may use for cache + shuffle, e.g. 8G")
     p.add_argument("--ranks", type=int, default=1, metavar="N",
                    help="ranks the data set will be sharded over (sizes the in-memory cache; default 1)")
     p.add_argument("--confirm-steps", type=int, default=60, metavar="N",

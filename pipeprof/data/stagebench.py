@@ -33,7 +33,8 @@ from pipeprof.data import filecache
 from pipeprof.data.files import count_images
 from pipeprof.errors import PipeprofError
 from pipeprof.launch import signals, supervise, topology
-from pipeprof.scenario import CacheConfig, DataConfig, PipelineConfig, PrefetchConfig, StageSwitch, _build
+from pipeprof.config import build
+from pipeprof.scenario import CacheConfig, DataConfig, PipelineConfig, PrefetchConfig, StageSwitch
 
 STAGES = ("read", "label", "shuffle", "augment")
 
@@ -127,8 +128,8 @@ def serve(cores: int | None) -> int:
             continue
         req = json.loads(line)
         try:
-            data = _build(DataConfig, req["data"], "stagebench", "data")
-            pipe = _build(PipelineConfig, req["pipeline"], "stagebench", "pipeline")
+            data = build(DataConfig, req["data"], "stagebench", "data")
+            pipe = build(PipelineConfig, req["pipeline"], "stagebench", "pipeline")
             res = measure(data, pipe, data_root=req["data_root"], batch_size=req["batch_size"],
                           seconds=req["seconds"], cache_prefix=req.get("cache_prefix", ""),
                           min_seconds=req.get("min_seconds"), target_pct=req.get("target_pct", 0.0),

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pipeprof.errors import PipeprofError
-from pipeprof.job import ERROR_TAG
+from pipeprof.launch.job import ERROR_TAG
 from pipeprof.launch import signals, supervise, topology
 from pipeprof.scenario import LaunchConfig
 

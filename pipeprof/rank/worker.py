@@ -29,10 +29,11 @@ from pipeprof import atomic
 from pipeprof.analysis import stopping
 from pipeprof.analysis.stats import STOP_FIXED
 from pipeprof.errors import PipeprofError
-from pipeprof.job import ERROR_TAG, PROGRESS_TAG, Job, VariantSpec
+from pipeprof.launch.job import ERROR_TAG, PROGRESS_TAG, Job, VariantSpec
 from pipeprof.launch import topology
 from pipeprof.records import STEP_COLUMNS, StepRecord, VariantRun
-from pipeprof.scenario import PipelineConfig, Scenario, TrainConfig, _build, emulated_ms
+from pipeprof.config import build
+from pipeprof.scenario import PipelineConfig, Scenario, TrainConfig, emulated_ms
 
 
 
@@ -302,7 +303,7 @@ def _train(job: Job, scenario: Scenario, telemetry) -> int:
         device = f"emulated ({device_ms:g} ms/step + allreduce of {gradient_floats * 4 / 2**20:.1f} MB)"
 
     def real_dataset(spec: VariantSpec, epochs: int | None = None):
-        pipe: PipelineConfig = _build(PipelineConfig, spec.pipeline, "job", f"variants.{spec.name}.pipeline")
+        pipe: PipelineConfig = build(PipelineConfig, spec.pipeline, "job", f"variants.{spec.name}.pipeline")
         return pipeline.build(data, pipe, data_root=job.data_root, shard=pipeline.Shard(rank, size),
                               batch_size=per_worker_batch, epochs=epochs,
                               cache_prefix=str(run_dir / "cache" / f"np{size}-{spec.name}"),

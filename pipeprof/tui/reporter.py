@@ -9,7 +9,7 @@ import pandas as pd
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-from pipeprof.compare import Reporter
+from pipeprof.workflows.events import Reporter
 from pipeprof.tui.dashboard import LiveDashboard
 from pipeprof.tui.state import LiveState, ResultRow
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from pipeprof.cli.compare import overrides_from_args
+from pipeprof.cli.common import overrides_from_args
 from pipeprof.cli.main import build_parser, main
 
 

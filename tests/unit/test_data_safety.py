@@ -9,7 +9,8 @@ import pytest
 
 from pipeprof import atomic
 from pipeprof import scenario as scen
-from pipeprof.compare import Reporter, prepare_data
+from pipeprof.workflows.data import prepare_data
+from pipeprof.workflows.events import Reporter
 from pipeprof.data import filecache
 from pipeprof.data import generate as gen
 from pipeprof.errors import PipeprofError

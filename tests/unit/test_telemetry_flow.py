@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 from rich.console import Console
 
-from pipeprof.compare import write_summary
+from pipeprof.workflows.summary import write_summary
 from pipeprof.records import StepRecord
 from pipeprof.telemetry.agent import RankTelemetry, gpu_targets
 from pipeprof.telemetry.gpu import gpu_for_local_rank

@@ -6,10 +6,10 @@ import re
 
 import pytest
 
-from pipeprof import diagnose
+from pipeprof.workflows import diagnose
 from pipeprof import scenario as scen
 from pipeprof.analysis.memory import default_ram_budget_bytes
-from pipeprof.compare import check_memory, variant_specs
+from pipeprof.workflows.plan import check_memory, variant_specs
 from pipeprof.errors import PipeprofError
 from pipeprof.launch import horovod, topology
 from pipeprof.scenario import LaunchConfig

@@ -17,7 +17,9 @@ from pathlib import Path
 import pandas as pd
 
 from pipeprof.analysis.memory import check, default_ram_budget_bytes
-from pipeprof.compare import CompareResult, Reporter, compare, prepare_data
+from pipeprof.workflows.compare import CompareResult, compare
+from pipeprof.workflows.data import prepare_data
+from pipeprof.workflows.events import Reporter
 from pipeprof.data.files import count_images
 from pipeprof.data.stagebench import StageBench
 from pipeprof.errors import PipeprofError

@@ -1,0 +1,110 @@
+"""`pipeprof compare` as a library call: one Horovod launch per worker count, every variant
+inside it, results summarised after each launch so nothing measured is lost to a later failure.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from pipeprof.launch import horovod, signals, topology
+from pipeprof.launch.job import PROGRESS_TAG, Job
+from pipeprof.rundir import manifest, new_run_dir, write_json
+from pipeprof.scenario import Scenario, cache_warning, emulated_ms
+from pipeprof.telemetry.nvml import Nvml
+from pipeprof.workflows.data import prepare_data
+from pipeprof.workflows.events import Reporter
+from pipeprof.workflows.live import RecordStream
+from pipeprof.workflows.plan import check_memory, variant_specs
+from pipeprof.workflows.summary import bad_files_warning, device_label, write_summary
+
+
+@dataclass
+class CompareResult:
+    run_dir: Path
+    summary: pd.DataFrame
+    failure: str | None = None  # one line, when a launch failed; what ran before it is kept
+    verdicts: list = field(default_factory=list)  # analysis.verdict.Verdict per np, with --ablation
+    signum: int | None = None  # the stop signal (SIGINT, SIGTERM, SIGHUP) that ended it early
+
+
+def compare(scenario: Scenario, nps: list[int], *, out: str | None = None, argv: list[str] | None = None,
+            reporter: Reporter | None = None, nvml: Nvml | None = None, only_variants: list[str] | None = None,
+            synthetic: bool = True, stream_host: str | None = None, ablation: bool = False,
+            cores_per_rank: float | None = None, ram_budget_bytes: int | None = None, real: bool = True) -> CompareResult:
+    reporter = reporter or Reporter()
+    nvml = nvml or Nvml()
+    gpus = nvml.inventory()
+    for n in nps:  # refuse before spending anything
+        horovod.check_slots(n, scenario.launch, len(gpus))
+    specs = variant_specs(scenario, only_variants, synthetic, ablation, real)
+    for spec_warning in {w for v in scenario.variants if (w := cache_warning(scenario.variant_pipeline(v)))}:
+        reporter.warning(spec_warning)
+    horovodrun = horovod.find_horovodrun()
+    data_root = prepare_data(scenario, reporter)
+    check_memory(scenario, specs, data_root, nps, ram_budget_bytes)
+    run_dir = new_run_dir(out, scenario.name).resolve()
+    write_json(run_dir / "manifest.json", manifest(scenario.to_dict(), list(argv or []), gpus, {
+        "worker_counts": nps, "variants": [s.name for s in specs], "data_root": data_root,
+        "launcher": "horovodrun", "controller": scenario.launch.controller,
+        "device": device_label(scenario.train.device)}))
+    # every host's ranks must reach the rendezvous in time: size it for the busiest host
+    local = max(topology.assign(n, scenario.launch).ranks_per_host for n in nps)
+    env = horovod.worker_env(dict(os.environ), str(Path.cwd()), emulated=emulated_ms(scenario.train.device) is not None,
+                             local_ranks=local)
+    synthetic_names = {s.name for s in specs if s.synthetic}
+    order = [s.name for s in specs]
+    reference = scenario.variants[0].name if ablation else None
+    summary = pd.DataFrame()
+    failure = None
+    signum = None
+    caught = signals.Catch()  # a stop signal between launches ends them; what was measured is kept
+    stream = RecordStream(run_dir, reporter, remote=bool(scenario.launch.hosts or scenario.launch.hostfile),
+                          stream_host=stream_host)
+    with caught, stream:
+        for n in nps:
+            job = Job(run_dir=str(run_dir), np=n, scenario=scenario.to_dict(), data_root=data_root, variants=specs,
+                      stream=stream.address if scenario.telemetry.enabled else "", stream_token=stream.token)
+            argv_n = horovod.horovodrun_argv(n, scenario.launch, [sys.executable, "-m", "pipeprof.rank", job.encode()],
+                                             horovodrun=horovodrun)
+            reporter.progress({"event": "launch", "np": n, "of_variants": len(specs)})
+
+            def on_line(line: str) -> None:
+                if PROGRESS_TAG in line:
+                    try:
+                        reporter.progress(json.loads(line.split(PROGRESS_TAG, 1)[1]))
+                    except ValueError:
+                        pass  # a progress line cut by another rank's output: the next one will do
+
+            result = horovod.run(argv_n, env=env, log_path=run_dir / "logs" / f"np{n}.log",
+                                 timeout_s=scenario.launch.timeout_s, on_line=on_line)
+            stream.after_launch()
+            summary = write_summary(run_dir, synthetic_names, order, reference, scenario.train.device)
+            reporter.results(summary)
+            if not result.ok:
+                failure = f"np={n}: {result.reason()} (log: {run_dir / 'logs' / f'np{n}.log'})"
+                signum = result.signum
+                break
+    if caught.signum is not None:
+        signum = caught.signum
+        failure = failure or f"{signals.Interrupted(signum)} (run directory: {run_dir})"
+    stream.close()
+    summary = write_summary(run_dir, synthetic_names, order, reference, scenario.train.device)
+    if (skipped := bad_files_warning(run_dir)) is not None:
+        reporter.warning(skipped)
+    verdicts = []
+    if ablation and failure is None and not summary.empty:
+        from pipeprof.workflows.diagnose import diagnose  # TensorFlow's stage benchmark: only when asked
+
+        reporter.message("measuring each stage alone (pipeline only, no model) for the verdict")
+        with caught:
+            verdicts = diagnose(scenario, data_root, summary, run_dir, cores_override=cores_per_rank)
+        if caught.signum is not None:
+            signum = caught.signum
+            failure = f"{signals.Interrupted(signum)} while measuring the stages (run directory: {run_dir})"
+    return CompareResult(run_dir, summary, failure, verdicts, signum=signum)

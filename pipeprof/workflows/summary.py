@@ -1,0 +1,53 @@
+"""A run directory's results, written after every launch so nothing measured is lost:
+``summary.csv`` (throughput, gaps, telemetry, stage costs, bad files) and ``bad_files.csv``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from pipeprof.analysis.ablation import add_stage_costs
+from pipeprof.analysis.badfiles import add_bad_files
+from pipeprof.analysis.badfiles import bad_files_warning as _warning_text
+from pipeprof.analysis.stats import summarize
+from pipeprof.analysis.telemetry import add_telemetry
+from pipeprof.data import badfiles
+from pipeprof.rundir import load_steps, load_telemetry, load_variant_runs, write_csv
+from pipeprof.scenario import emulated_ms
+
+
+def device_label(device: str) -> str:
+    """What summary.csv's ``device`` column says: ``real``, or ``emulated:40ms`` for emulated runs."""
+    ms = emulated_ms(device)
+    return "real" if ms is None else f"emulated:{ms:g}ms"
+
+
+def write_summary(run_dir: Path, synthetic_variants: set[str], order: list[str] | None = None,
+                  reference: str | None = None, device: str = "auto") -> pd.DataFrame:
+    steps = load_steps(run_dir, paired=True)  # the twin's alternating steps carry the paired gaps
+    tel = load_telemetry(run_dir)
+    stops = {(int(r["np"]), r["variant"]): r.get("stop_reason", "") for r in load_variant_runs(run_dir)}
+    summary = add_telemetry(summarize(steps, synthetic_variants, order, stops), steps[steps["paired"] == ""],
+                            tel["gpu"], tel["host"], tel["proc"])
+    if reference is not None:
+        summary = add_stage_costs(summary, reference)
+    summary = with_bad_files(summary, run_dir)
+    summary.insert(2, "device", device_label(device))
+    tmp = run_dir / "summary.csv.tmp"
+    summary.to_csv(tmp, index=False, float_format="%.4g")
+    tmp.replace(run_dir / "summary.csv")
+    return summary
+
+
+def with_bad_files(summary: pd.DataFrame, run_dir: Path) -> pd.DataFrame:
+    """The ranks' bad-file logs merged into ``bad_files.csv``, and counted in ``summary``."""
+    bad = badfiles.load(run_dir)
+    if not bad.empty:
+        write_csv(run_dir / "bad_files.csv", bad, float_format=None)
+    return add_bad_files(summary, bad)
+
+
+def bad_files_warning(run_dir: Path) -> str | None:
+    """The terminal's line about skipped bad files (None when there were none)."""
+    return _warning_text(badfiles.load(run_dir), str(run_dir / "bad_files.csv"))

@@ -1,0 +1,54 @@
+"""`pipeprof watch` as a library call: run the user's own training command with a collector's
+address in its environment; ``pipeprof.keras.PipeprofCallback`` in their script streams to it,
+and everything streamed is kept and summarised in a run directory."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from pipeprof.errors import PipeprofError
+from pipeprof.launch import horovod, signals
+from pipeprof.rundir import manifest, new_run_dir, write_json
+from pipeprof.telemetry.nvml import Nvml
+from pipeprof.telemetry.stream import ENV_ADDRESS, ENV_RUN_DIR, ENV_TOKEN
+from pipeprof.workflows.compare import CompareResult
+from pipeprof.workflows.events import Reporter
+from pipeprof.workflows.live import RecordStream
+from pipeprof.workflows.summary import write_summary
+
+HOST_FLAGS = ("-H", "--hosts", "--hostfile")  # a watched horovodrun that starts ranks on other hosts
+
+
+@dataclass
+class WatchResult(CompareResult):
+    exit_code: int = 0  # what pipeprof exits with when the command failed (its status, or 128 + signal)
+
+
+def watch(cmd: list[str], *, out: str | None = None, argv: list[str] | None = None, reporter: Reporter | None = None,
+          timeout_s: int = 0, stream_host: str | None = None,
+          on_line: Callable[[str], None] | None = None) -> WatchResult:
+    reporter = reporter or Reporter()
+    run_dir = new_run_dir(out, "watch").resolve()
+    write_json(run_dir / "manifest.json", manifest({}, list(argv or []), Nvml().inventory(), {"watched_command": cmd}))
+    stream = RecordStream(run_dir, reporter, remote=any(a in HOST_FLAGS for a in cmd), stream_host=stream_host)
+    with stream:
+        env = horovod.worker_env(dict(os.environ), os.getcwd())
+        env.update({ENV_ADDRESS: stream.address, ENV_TOKEN: stream.token, ENV_RUN_DIR: str(run_dir)})
+        reporter.progress({"event": "launch", "np": None, "of_variants": 1})
+        try:
+            result = horovod.run(cmd, env=env, log_path=run_dir / "logs" / "watch.log",
+                                 timeout_s=timeout_s or 10**9, on_line=on_line)
+        except FileNotFoundError:
+            raise PipeprofError(f"pipeprof watch: command not found: {cmd[0]}") from None
+        stream.after_launch()
+    stream.close()
+    summary = write_summary(Path(run_dir), set())
+    if result.ok:
+        return WatchResult(run_dir, summary)
+    code = (signals.exit_code(result.signum) if result.signum is not None
+            else result.returncode if result.returncode > 0 else 1)
+    return WatchResult(run_dir, summary, f"the watched command failed: {result.reason()} "
+                                         f"(log: {run_dir}/logs/watch.log)", signum=result.signum, exit_code=code)
