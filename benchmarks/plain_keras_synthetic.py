@@ -84,21 +84,11 @@ def main(argv: list[str] | None = None) -> int:
     import tensorflow as tf
     import horovod.tensorflow.keras as hvd
 
-    from pipeprof.launch import topology
     from pipeprof.models import build_model
+    from pipeprof.rank.devices import setup_devices
 
     hvd.init()
-
-    gpus = tf.config.list_physical_devices("GPU")
-    for gpu in gpus:
-        tf.config.experimental.set_memory_growth(gpu, True)
-    if gpus:
-        tf.config.set_visible_devices(gpus[hvd.local_rank() % len(gpus)], "GPU")
-        device = f"GPU:{hvd.local_rank() % len(gpus)}"
-    else:
-        threads = args.intra_op_threads or topology.cores_per_rank(hvd.local_size())
-        tf.config.threading.set_intra_op_parallelism_threads(threads)
-        device = f"CPU ({threads} intra-op threads)"
+    device = setup_devices(tf, hvd, args.intra_op_threads)  # the ranks' own set-up: the baseline cannot drift from it
 
     model = build_model(args.model, (args.image_size, args.image_size, 3), args.classes)
     opt = hvd.DistributedOptimizer(tf.keras.optimizers.SGD(learning_rate=args.lr * hvd.size(), momentum=0.9))

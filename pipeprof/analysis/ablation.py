@@ -21,24 +21,34 @@ LADDER = ("read", "+label", "+shuffle", "+augment", "+prefetch", "+cache")
 RUNG_TIME_SHARE = 0.25
 
 
-def ladder_pipelines(base: PipelineConfig) -> list[tuple[str, PipelineConfig]]:
-    """The rungs for a scenario's pipeline. Cache and prefetch are added last (as configured,
-    or memory cache before augment / AUTOTUNE prefetch when the scenario has them off)."""
+STAGE_ORDER = ("read", "label", "shuffle", "augment", "prefetch", "cache")
+
+
+def ladder(base: PipelineConfig, *, upto: str = "cache", skip_off: bool = False) -> list[tuple[str, PipelineConfig]]:
+    """Cumulative pipelines, the one stage ladder: read only (no label, shuffle, augment,
+    prefetch or cache), then each stage of ``STAGE_ORDER`` added in turn, up to ``upto``,
+    as the scenario configures it. A stage the scenario has off is skipped with ``skip_off``
+    (the stage benchmark: its cost is zero by construction), else switched on (prefetch as
+    AUTOTUNE, a memory cache before augment)."""
     p = dataclasses.replace(base, label=StageSwitch(False), shuffle=dataclasses.replace(base.shuffle, enabled=False),
                             augment=dataclasses.replace(base.augment, enabled=False),
                             cache=CacheConfig(enabled=False), prefetch=PrefetchConfig(enabled=False))
     rungs = [("read", p)]
-    p = dataclasses.replace(p, label=StageSwitch(True))
-    rungs.append(("+label", p))
-    p = dataclasses.replace(p, shuffle=dataclasses.replace(base.shuffle, enabled=True))
-    rungs.append(("+shuffle", p))
-    p = dataclasses.replace(p, augment=dataclasses.replace(base.augment, enabled=True))
-    rungs.append(("+augment", p))
-    p = dataclasses.replace(p, prefetch=base.prefetch if base.prefetch.enabled else PrefetchConfig(True, "autotune"))
-    rungs.append(("+prefetch", p))
-    p = dataclasses.replace(p, cache=base.cache if base.cache.enabled else CacheConfig(enabled=True))
-    rungs.append(("+cache", p))
+    for stage in STAGE_ORDER[1:STAGE_ORDER.index(upto) + 1]:
+        cfg = getattr(base, stage)
+        if not cfg.enabled:
+            if skip_off:
+                continue
+            cfg = {"prefetch": PrefetchConfig(True, "autotune"), "cache": CacheConfig(enabled=True)}.get(
+                stage, dataclasses.replace(cfg, enabled=True))
+        p = dataclasses.replace(p, **{stage: cfg})
+        rungs.append((stage, p))
     return rungs
+
+
+def ladder_pipelines(base: PipelineConfig) -> list[tuple[str, PipelineConfig]]:
+    """The ablation's rungs (``LADDER``'s names): every stage, cache and prefetch last."""
+    return [(stage if stage == "read" else f"+{stage}", p) for stage, p in ladder(base)]
 
 
 def add_stage_costs(summary: pd.DataFrame, reference: str) -> pd.DataFrame:

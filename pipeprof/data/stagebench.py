@@ -28,13 +28,14 @@ from typing import Any
 
 import numpy as np
 
+from pipeprof.analysis.ablation import ladder
 from pipeprof.analysis.stats import rate_interval
 from pipeprof.data import filecache
 from pipeprof.data.files import count_images
 from pipeprof.errors import PipeprofError
 from pipeprof.launch import signals, supervise, topology
 from pipeprof.config import build
-from pipeprof.scenario import CacheConfig, DataConfig, PipelineConfig, PrefetchConfig, StageSwitch
+from pipeprof.scenario import DataConfig, PipelineConfig
 
 STAGES = ("read", "label", "shuffle", "augment")
 
@@ -45,22 +46,9 @@ CHECK_S = 0.1  # how often an adaptive measurement looks at its interval
 
 
 def stage_ladder(base: PipelineConfig) -> list[tuple[str, PipelineConfig]]:
-    """Cumulative pipelines: read only, then + label, + shuffle, + augment (no cache, no prefetch).
-
-    A stage the scenario has switched off is skipped (its cost is zero by construction).
-    """
-    off = dataclasses.replace(
-        base, label=StageSwitch(False), shuffle=dataclasses.replace(base.shuffle, enabled=False),
-        augment=dataclasses.replace(base.augment, enabled=False), cache=CacheConfig(enabled=False),
-        prefetch=PrefetchConfig(enabled=False))
-    rungs = [("read", off)]
-    current = off
-    for stage in STAGES[1:]:
-        if not getattr(base, stage).enabled:
-            continue
-        current = dataclasses.replace(current, **{stage: getattr(base, stage)})
-        rungs.append((stage, current))
-    return rungs
+    """Cumulative pipelines for the stage benchmark: read only, then + label, + shuffle,
+    + augment (no cache, no prefetch); a stage the scenario has switched off is skipped."""
+    return ladder(base, upto=STAGES[-1], skip_off=True)
 
 
 def single_threaded(p: PipelineConfig) -> PipelineConfig:

@@ -1,0 +1,143 @@
+"""The timed loop of one variant on one rank: warm-up, then measured steps, fixed in number
+or until ``analysis.stopping`` says the interval is narrow enough; a real variant measured
+in rounds alternating with its synthetic twin.
+
+Timing: each iteration is ``next(batches)`` (the input wait) followed by Keras's own
+``train_step`` and a read of the loss, which waits until the step has really finished on
+the device.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import statistics
+import time
+from dataclasses import dataclass
+
+import numpy
+
+from pipeprof.analysis import stopping
+from pipeprof.analysis.stats import STOP_FIXED
+from pipeprof.records import StepRecord
+from pipeprof.scenario import TrainConfig
+
+
+@dataclass
+class Measured:
+    """One variant's steps on this rank, and how its measurement ended (the same on every rank)."""
+
+    records: list[StepRecord]  # the variant's, and its twin's when measured in alternation
+    loss: float
+    accuracy: float
+    steps: int  # the variant's measured steps (warm-up excluded)
+    seconds: float  # the measured steps' time, averaged over ranks (twin's included)
+    stop_reason: str
+    half_pct: float  # the precision reached (NaN with fixed steps: the summary computes it)
+
+
+# After each switch between a real variant and its twin, this many steps are not measured:
+# the real pipeline refills its buffers during the twin's first steps (on the twin's time)
+# and the real variant's first steps drain them.
+SETTLE_STEPS = 2
+
+
+class Stepper:
+    """Timed training steps of one variant, recorded the same way whichever mode measures."""
+
+    def __init__(self, step_fn, *, np: int, rank: int, per_worker_batch: int, on_step) -> None:
+        self.step_fn, self.np, self.rank, self.batch, self.on_step = step_fn, np, rank, per_worker_batch, on_step
+        self.records: list[StepRecord] = []
+        self.losses: list[float] = []
+        self.accs: list[float] = []
+        self.prev_end = time.perf_counter()
+
+    def step(self, batches, variant: str, index: int, warmup: bool, total: int, paired: str = "",
+             round_: int = -1) -> float:
+        clock = time.perf_counter
+        t0 = clock()
+        x, y = next(batches)
+        t1 = clock()
+        logs = self.step_fn(x, y)
+        loss = float(logs["loss"])  # blocks until the step is done on the device
+        t2 = clock()
+        # A step runs from the end of the previous one, so the bookkeeping between steps
+        # (records, progress, telemetry, checks) is counted and measured steps add up to wall time.
+        step_ms, self.prev_end = (t2 - self.prev_end) * 1e3, t2
+        if not paired:
+            self.losses.append(loss)
+            self.accs.append(float(logs.get("accuracy", float("nan"))))
+        record = StepRecord(np=self.np, variant=variant, rank=self.rank, step=index, warmup=warmup,
+                            input_wait_ms=(t1 - t0) * 1e3, step_time_ms=step_ms, batch_size=self.batch,
+                            end_unix_s=time.time(), paired=paired, round=round_)
+        self.records.append(record)
+        if self.on_step is not None:
+            self.on_step(record, total)
+        return step_ms
+
+    def measured(self, warmup: int, stop_reason: str, half_pct: float, seconds: float | None = None) -> Measured:
+        losses, accs = self.losses[warmup:] or self.losses, self.accs[warmup:] or self.accs
+        own = [r for r in self.records if not r.warmup and not r.paired]
+        if seconds is None:
+            seconds = sum(r.step_time_ms for r in own) / 1e3
+        return Measured(self.records, sum(losses) / len(losses), sum(accs) / len(accs), len(own), seconds,
+                        stop_reason, half_pct)
+
+
+def run_variant(step_fn, batches, *, np: int, variant: str, rank: int, train: TrainConfig,
+                per_worker_batch: int, on_step=None, average=None, max_measure_s: float = 0.0, twin=None,
+                on_check=None) -> Measured:
+    """Train ``warmup_steps`` steps, then measured steps: exactly ``measure_steps`` when set,
+    else until ``analysis.stopping`` says the interval is narrow enough.
+
+    ``on_step(record, total)`` runs after each step, outside the timed region (``total`` is
+    0 when adaptive). ``average(values)`` averages a list of floats over ranks (an
+    allreduce); ``max_measure_s`` replaces ``train.max_measure_s`` when set. When adaptive,
+    a real variant given its synthetic ``twin`` (batches) alternates with it in rounds and
+    stops on the paired gap; otherwise (the twin itself, or no twin at this np) it stops on
+    its own throughput's interval. ``on_check(check)`` sees every adaptive check.
+    """
+    stepper = Stepper(step_fn, np=np, rank=rank, per_worker_batch=per_worker_batch, on_step=on_step)
+    warmup = train.warmup_steps
+    if train.measure_steps > 0:
+        total = warmup + train.measure_steps
+        for i in range(total):
+            stepper.step(batches, variant, i, i < warmup, total)
+        return stepper.measured(warmup, STOP_FIXED, math.nan)
+    rule = stopping.Rule(train.target_ci_pct, train.min_measure_s, max_measure_s or train.max_measure_s)
+    times = [stepper.step(batches, variant, i, True, 0) for i in range(warmup)]
+    # every rank sizes the checks from the same typical step
+    every = stopping.check_every(float(average([statistics.median(times[1:] or times or [0.0])])[0]) / 1e3)
+    batch = float(per_worker_batch * np)
+    streak, i = 0, warmup
+    if twin is None:
+        agreed: list[float] = []  # measured step times, averaged over ranks
+        while True:
+            mine = [stepper.step(batches, variant, i + j, False, 0) for j in range(every)]
+            i += every
+            agreed += [float(v) for v in average(mine)]
+            seconds = numpy.asarray(agreed) / 1e3
+            check, streak = stopping.evaluate(rule, seconds, numpy.full(len(agreed), batch), None, streak)
+            if on_check is not None:
+                on_check(check)
+            if check.stop:
+                return stepper.measured(warmup, check.reason, check.half_pct, check.seconds)
+    rounds: list[tuple[float, float]] = []  # per round: twin's seconds, real's seconds (averaged over ranks)
+    for round_ in itertools.count():
+        halves = []
+        for source, name, paired in ((twin, "synthetic", variant), (batches, variant, "")):
+            t = [stepper.step(source, name, i + j, j < SETTLE_STEPS, 0, paired, round_)
+                 for j in range(SETTLE_STEPS + every)]
+            i += SETTLE_STEPS + every
+            halves.append(t[SETTLE_STEPS:])
+        agreed = average(halves[0] + halves[1]) / 1e3
+        rounds.append((float(agreed[:every].sum()), float(agreed[every:].sum())))
+        s_sec, r_sec = (numpy.array(col) for col in zip(*rounds))
+        per_round = numpy.full(len(rounds), batch * every)
+        check, streak = stopping.evaluate_paired(rule, every * len(rounds), per_round, s_sec, per_round, r_sec,
+                                                 streak)
+        if on_check is not None:
+            on_check(check)
+        if check.stop:
+            return stepper.measured(warmup, check.reason, check.half_pct, check.seconds)
+    raise AssertionError("unreachable")
