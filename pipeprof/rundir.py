@@ -1,11 +1,17 @@
-"""The run directory: the output contract that later features and users' scripts read.
+"""The run directory: the output contract that later features and users' scripts read, and
+``RunDir``, the one object every reader and writer of it goes through.
 
     RUN_DIR/
       manifest.json      versions, host, CPU cores, GPUs, the resolved scenario, the command line
       steps/npN-VARIANT.csv   per-rank, per-step records (warm-up steps flagged)
       variants.jsonl     one line per (np, variant) run: batch sizes, learning rate, mean loss
       summary.csv        one row per (np, variant): throughput ±95%, gap, efficiency, verdict
-      logs/npN.log       everything horovodrun printed for that worker count
+      model.json         the model's parameter and gradient sizes
+      stages.csv, verdict.json, verdict.txt   the ablation's stage costs and verdicts
+      prediction.csv, prediction.json         pipeprof predict's output
+      trials.csv, tune.json, winner.toml, tfdata.py.txt   pipeprof tune's output
+      bad_files.csv      the bad files skipped, per (np, variant)
+      logs/              everything horovodrun (and the stage benchmark) printed
       live/, telemetry/  everything the ranks streamed while running (see telemetry.recorder)
 """
 
@@ -23,11 +29,12 @@ from typing import Any
 import pandas as pd
 
 from pipeprof import __version__, atomic
+from pipeprof.errors import PipeprofError
 from pipeprof.launch import topology
 from pipeprof.records import STEP_COLUMNS
 
 
-def new_run_dir(out: str | None, scenario_name: str) -> Path:
+def _new_run_dir(out: str | None, scenario_name: str) -> Path:
     if out:
         path = Path(out)
     else:
@@ -38,8 +45,6 @@ def new_run_dir(out: str | None, scenario_name: str) -> Path:
             n += 1
             path = Path("runs") / f"{stamp}-{scenario_name}-{n}"
     if path.exists() and (not path.is_dir() or any(path.iterdir())):
-        from pipeprof.errors import PipeprofError
-
         what = "directory exists and is not empty" if path.is_dir() else "exists and is not a directory"
         raise PipeprofError(f"--out {path}: {what} (pipeprof never overwrites a run)")
     path.mkdir(parents=True, exist_ok=True)
@@ -97,32 +102,104 @@ def _with_defaults(frame: pd.DataFrame) -> pd.DataFrame:
     return frame
 
 
-def load_steps(run_dir: Path, paired: bool = False) -> pd.DataFrame:
-    """Step records: rank 0's complete files, plus streamed ones for any (np, variant) that
-    never completed (an interrupted or failed launch), so what was measured is not lost.
+class RunDir:
+    """One run directory. ``RunDir.create(out, name)`` makes a new one (never an existing,
+    non-empty one); ``RunDir(path)`` opens one to read. Readers get frames and dicts, or
+    None where a file is absent; a file a reader cannot do without is a one-line error
+    naming the directory."""
 
-    Synthetic steps measured in alternation with a real variant (``paired``) are left out
-    unless asked for: only the gap computation needs them."""
-    frames = [_with_defaults(f) for f in (_read_csv(p) for p in sorted((run_dir / "steps").glob("np*.csv")))
-              if f is not None]
-    done = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=STEP_COLUMNS)
-    live = _read_csv(run_dir / "live" / "steps.csv")
-    if live is not None and not live.empty:
-        live = _with_defaults(live)
-        have = set(zip(done["np"], done["variant"], done["paired"]))
-        partial = live[[(n, v, p) not in have for n, v, p in zip(live["np"], live["variant"], live["paired"])]]
-        if not partial.empty:
-            done = pd.concat([done, partial[STEP_COLUMNS]], ignore_index=True) if not done.empty else partial[STEP_COLUMNS]
-    done = _with_defaults(done)
-    return done if paired else done[done["paired"] == ""].reset_index(drop=True)
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
 
+    @classmethod
+    def create(cls, out: str | None, name: str) -> "RunDir":
+        return cls(_new_run_dir(out, name).resolve())
 
-def load_telemetry(run_dir: Path) -> dict[str, pd.DataFrame | None]:
-    return {k: _read_csv(run_dir / "telemetry" / f"{k}.csv") for k in ("gpu", "host", "proc")}
+    def __truediv__(self, name: str) -> Path:
+        return self.path / name
 
+    def __str__(self) -> str:
+        return str(self.path)
 
-def load_variant_runs(run_dir: Path) -> list[dict[str, Any]]:
-    path = run_dir / "variants.jsonl"
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    def log_path(self, name: str) -> Path:
+        return self.path / "logs" / f"{name}.log"
+
+    # --- reading ---------------------------------------------------------------------------
+
+    def _require(self, name: str, what: str) -> Path:
+        path = self.path / name
+        if not path.exists():
+            raise PipeprofError(f"{self.path}: no {name} ({what}); is this a pipeprof run directory?")
+        return path
+
+    def manifest(self, what: str = "the run's manifest") -> dict[str, Any]:
+        return json.loads(self._require("manifest.json", what).read_text())
+
+    def summary(self, what: str = "the run's results") -> pd.DataFrame:
+        return pd.read_csv(self._require("summary.csv", what))
+
+    def steps(self, paired: bool = False) -> pd.DataFrame:
+        """Step records: rank 0's complete files, plus streamed ones for any (np, variant) that
+        never completed (an interrupted or failed launch), so what was measured is not lost.
+
+        Synthetic steps measured in alternation with a real variant (``paired``) are left out
+        unless asked for: only the gap computation needs them."""
+        frames = [_with_defaults(f) for f in (_read_csv(p) for p in sorted((self.path / "steps").glob("np*.csv")))
+                  if f is not None]
+        done = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=STEP_COLUMNS)
+        live = _read_csv(self.path / "live" / "steps.csv")
+        if live is not None and not live.empty:
+            live = _with_defaults(live)
+            have = set(zip(done["np"], done["variant"], done["paired"]))
+            partial = live[[(n, v, p) not in have for n, v, p in zip(live["np"], live["variant"], live["paired"])]]
+            if not partial.empty:
+                done = (pd.concat([done, partial[STEP_COLUMNS]], ignore_index=True) if not done.empty
+                        else partial[STEP_COLUMNS])
+        done = _with_defaults(done)
+        return done if paired else done[done["paired"] == ""].reset_index(drop=True)
+
+    def telemetry(self) -> dict[str, pd.DataFrame | None]:
+        return {k: _read_csv(self.path / "telemetry" / f"{k}.csv") for k in ("gpu", "host", "proc")}
+
+    def variant_runs(self) -> list[dict[str, Any]]:
+        path = self.path / "variants.jsonl"
+        if not path.exists():
+            return []
+        return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+    def stages(self) -> pd.DataFrame | None:
+        return _read_csv(self.path / "stages.csv")
+
+    def model(self) -> dict[str, Any]:
+        path = self.path / "model.json"
+        return json.loads(path.read_text()) if path.exists() else {}
+
+    # --- writing (whole files, atomically) -----------------------------------------------
+
+    def write_manifest(self, data: dict[str, Any]) -> None:
+        write_json(self.path / "manifest.json", data)
+
+    def write_summary(self, frame: pd.DataFrame) -> None:
+        write_csv(self.path / "summary.csv", frame)
+
+    def write_bad_files(self, frame: pd.DataFrame) -> None:
+        write_csv(self.path / "bad_files.csv", frame, float_format=None)
+
+    def write_stages(self, frame: pd.DataFrame) -> None:
+        write_csv(self.path / "stages.csv", frame)
+
+    def write_verdicts(self, verdicts: list[dict[str, Any]], text: str) -> None:
+        atomic.write_text(self.path / "verdict.json", json.dumps(verdicts, indent=2) + "\n")
+        atomic.write_text(self.path / "verdict.txt", text)
+
+    def write_prediction(self, frame: pd.DataFrame, data: dict[str, Any]) -> None:
+        write_csv(self.path / "prediction.csv", frame)
+        write_json(self.path / "prediction.json", data)
+
+    def write_tune(self, trials: pd.DataFrame, result: dict[str, Any] | None = None, winner_toml: str = "",
+                   tfdata_code: str = "") -> None:
+        write_csv(self.path / "trials.csv", trials)
+        if result is not None:
+            write_json(self.path / "tune.json", result)
+            atomic.write_text(self.path / "winner.toml", winner_toml)
+            atomic.write_text(self.path / "tfdata.py.txt", tfdata_code)

@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-import pandas as pd
 from rich.console import Console
 
 from pipeprof import scenario as scen
@@ -14,6 +13,7 @@ from pipeprof.errors import PipeprofError
 from pipeprof.launch import signals
 from pipeprof.launch.horovod import worker_counts
 from pipeprof.report.table import print_summary
+from pipeprof.rundir import RunDir
 from pipeprof.report.verdict import print_diagnosis
 from pipeprof.tui.reporter import DashboardReporter, PlainReporter
 from pipeprof.workflows.compare import CompareResult
@@ -157,9 +157,7 @@ def finish(result: CompareResult, console: Console, title: str) -> int:
     if not result.summary.empty:
         print_summary(result.summary, console, title=title)
     if result.verdicts:
-        stages_csv = result.run_dir / "stages.csv"
-        print_diagnosis(result.summary, result.verdicts, pd.read_csv(stages_csv) if stages_csv.exists() else None,
-                        console)
+        print_diagnosis(result.summary, result.verdicts, RunDir(result.run_dir).stages(), console)
     console.print(f"run directory: {result.run_dir}")
     if result.failure:
         raise PipeprofError(result.failure, exit_code=1 if result.signum is None else signals.exit_code(result.signum))

@@ -14,7 +14,7 @@ import pandas as pd
 
 from pipeprof.launch import horovod, signals, topology
 from pipeprof.launch.job import PROGRESS_TAG, Job
-from pipeprof.rundir import manifest, new_run_dir, write_json
+from pipeprof.rundir import RunDir, manifest
 from pipeprof.scenario import Scenario, cache_warning, emulated_ms
 from pipeprof.telemetry.nvml import Nvml
 from pipeprof.workflows.data import prepare_data
@@ -48,8 +48,9 @@ def compare(scenario: Scenario, nps: list[int], *, out: str | None = None, argv:
     horovodrun = horovod.find_horovodrun()
     data_root = prepare_data(scenario, reporter)
     check_memory(scenario, specs, data_root, nps, ram_budget_bytes)
-    run_dir = new_run_dir(out, scenario.name).resolve()
-    write_json(run_dir / "manifest.json", manifest(scenario.to_dict(), list(argv or []), gpus, {
+    run = RunDir.create(out, scenario.name)
+    run_dir = run.path
+    run.write_manifest(manifest(scenario.to_dict(), list(argv or []), gpus, {
         "worker_counts": nps, "variants": [s.name for s in specs], "data_root": data_root,
         "launcher": "horovodrun", "controller": scenario.launch.controller,
         "device": device_label(scenario.train.device)}))
@@ -81,13 +82,13 @@ def compare(scenario: Scenario, nps: list[int], *, out: str | None = None, argv:
                     except ValueError:
                         pass  # a progress line cut by another rank's output: the next one will do
 
-            result = horovod.run(argv_n, env=env, log_path=run_dir / "logs" / f"np{n}.log",
+            result = horovod.run(argv_n, env=env, log_path=run.log_path(f"np{n}"),
                                  timeout_s=scenario.launch.timeout_s, on_line=on_line)
             stream.after_launch()
             summary = write_summary(run_dir, synthetic_names, order, reference, scenario.train.device)
             reporter.results(summary)
             if not result.ok:
-                failure = f"np={n}: {result.reason()} (log: {run_dir / 'logs' / f'np{n}.log'})"
+                failure = f"np={n}: {result.reason()} (log: {run.log_path(f'np{n}')})"
                 signum = result.signum
                 break
     if caught.signum is not None:

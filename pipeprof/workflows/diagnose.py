@@ -6,17 +6,15 @@ parallelism, on the cores one rank has) and ``verdict.json`` / ``verdict.txt`` (
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 
 import pandas as pd
 
-from pipeprof import atomic
 from pipeprof.analysis.verdict import Verdict, decide
 from pipeprof.data.stagebench import StageBench, stage_costs
 from pipeprof.launch import topology
-from pipeprof.rundir import write_csv
+from pipeprof.rundir import RunDir
 from pipeprof.scenario import Scenario
 
 
@@ -39,11 +37,12 @@ def diagnose(scenario: Scenario, data_root: str, summary: pd.DataFrame, run_dir:
         per_worker = scenario.train.batch_size // max(nps)
     with StageBench(scenario.data, data_root, per_worker, cores=bench_cores, seconds=seconds,
                     cache_dir=str(run_dir / "cache" / "stagebench"),
-                    log_path=run_dir / "logs" / "stagebench.log") as bench:
+                    log_path=RunDir(run_dir).log_path("stagebench")) as bench:
         rows = stage_costs(bench, base)
     stages = pd.DataFrame(rows)
     stages.insert(1, "cores", bench_cores)
-    write_csv(run_dir / "stages.csv", stages)
+    run = RunDir(run_dir)
+    run.write_stages(stages)
 
     verdicts = []
     for n in nps:
@@ -57,7 +56,6 @@ def diagnose(scenario: Scenario, data_root: str, summary: pd.DataFrame, run_dir:
         verdicts.append(decide(rows, np=n, synthetic_per_rank=synth_per_rank,
                                cores_per_rank=cores_per_rank(scenario, n, cores_override), gap_pct=gap, gap_ci95=half,
                                host_busy_pct=busy))
-    atomic.write_text(run_dir / "verdict.json", json.dumps([v.to_dict() for v in verdicts], indent=2) + "\n")
-    atomic.write_text(run_dir / "verdict.txt", "\n\n".join(
+    run.write_verdicts([v.to_dict() for v in verdicts], "\n\n".join(
         "\n".join(v.text + [f"  - {a}" for a in v.advice]) for v in verdicts) + "\n")
     return verdicts

@@ -10,7 +10,6 @@ bytes per sample (the data set's files).
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 from pathlib import Path
 
@@ -21,16 +20,8 @@ from pipeprof.analysis.predict import TERMS_ADVICE, Ceiling, Prediction, Source,
 from pipeprof.analysis.telemetry import samples_in, windows
 from pipeprof.errors import PipeprofError
 from pipeprof.launch import topology
-from pipeprof import atomic
-from pipeprof.rundir import load_steps, load_telemetry, write_csv
+from pipeprof.rundir import RunDir
 from pipeprof.scenario import Scenario
-
-
-def _read_json(path: Path, what: str) -> dict:
-    try:
-        return json.loads(path.read_text())
-    except FileNotFoundError:
-        raise PipeprofError(f"{path.parent}: no {path.name} ({what}); is this a pipeprof run directory?") from None
 
 
 def _bytes_per_sample(data_root: str) -> float | None:
@@ -53,15 +44,13 @@ def load_ceiling(run_dir: Path, batch_per_rank: int) -> dict[int, Ceiling]:
     """Synthetic steps measured at each worker count on the target, with the node's CPU use,
     from a compare run's summary (the same throughput figures a measured gap is made of)."""
     where = f"--ceiling {run_dir}"
-    manifest = _read_json(run_dir / "manifest.json", "the ceiling run's manifest")
+    run = RunDir(run_dir)
+    manifest = run.manifest("the ceiling run's manifest")
     batch = int(manifest["scenario"]["train"]["batch_size"])
     if manifest["scenario"]["train"].get("batch_mode", "per_worker") != "per_worker" or batch != batch_per_rank:
         raise PipeprofError(f"{where}: its batch ({batch}, {manifest['scenario']['train'].get('batch_mode')}) is not "
                             f"the source run's {batch_per_rank} per worker")
-    try:
-        summary = pd.read_csv(run_dir / "summary.csv")
-    except FileNotFoundError:
-        raise PipeprofError(f"{where}: no summary.csv; is this a pipeprof run directory?") from None
+    summary = run.summary("the ceiling run's results")
     rows = summary[summary["variant"] == "synthetic"]
     if rows.empty:
         raise PipeprofError(f"{where}: no synthetic results (run: pipeprof compare SCENARIO --np LIST "
@@ -76,10 +65,11 @@ def load_ceiling(run_dir: Path, batch_per_rank: int) -> dict[int, Ceiling]:
 
 
 def load_source(run_dir: Path, *, measure_missing_stages: bool = True) -> tuple[Source, dict]:
-    manifest = _read_json(run_dir / "manifest.json", "the run's manifest")
+    run = RunDir(run_dir)
+    manifest = run.manifest()
     scenario = Scenario.from_dict({k: v for k, v in manifest["scenario"].items() if k != "source_file"}, "manifest")
     reference = scenario.variants[0].name
-    steps = load_steps(run_dir)
+    steps = run.steps()
     one = steps[(steps["np"] == 1) & ~steps["warmup"].astype(bool)]
     synth = one[one["variant"] == "synthetic"].groupby("step")["step_time_ms"].mean()
     real = one[one["variant"] == reference].groupby("step")["step_time_ms"].mean()
@@ -87,7 +77,7 @@ def load_source(run_dir: Path, *, measure_missing_stages: bool = True) -> tuple[
         raise PipeprofError(f"{run_dir}: predict needs an np=1 run with the synthetic and '{reference}' variants "
                             f"(run: pipeprof compare {scenario.name} --np 1 --ablation)")
 
-    tel = load_telemetry(run_dir)
+    tel = run.telemetry()
     win = windows(steps)
     synth_cpu = _mean_in_window(tel["proc"], win, 1, "synthetic")  # % of a core, one rank
     real_cpu = _mean_in_window(tel["proc"], win, 1, reference)
@@ -104,8 +94,8 @@ def load_source(run_dir: Path, *, measure_missing_stages: bool = True) -> tuple[
         notes.append("the source run computed its model on the CPU, so its CPU per step includes the model: on GPUs "
                      "the input term will be smaller than shown; pass --step-ms for the target accelerator")
 
-    stages_csv = run_dir / "stages.csv"
-    if not stages_csv.exists():
+    stages = run.stages()
+    if stages is None:
         if not measure_missing_stages:
             raise PipeprofError(f"{run_dir}: no stages.csv (run compare with --ablation, or let predict measure it)")
         from pipeprof.data.stagebench import StageBench, stage_costs
@@ -113,11 +103,11 @@ def load_source(run_dir: Path, *, measure_missing_stages: bool = True) -> tuple[
         cores = max(1, min(topology.usable_cores(), int(manifest.get("cpu_cores") or 1)))
         with StageBench(scenario.data, manifest.get("data_root", ""), scenario.train.batch_size, cores=cores,
                         log_path=run_dir / "logs" / "stagebench.log") as bench:
-            write_csv(stages_csv, pd.DataFrame(stage_costs(bench, scenario.variant_pipeline(scenario.variants[0])))
-                      .assign(cores=cores))
-        notes.append(f"measured the pipeline's stages now ({stages_csv})")
-    stages = pd.read_csv(stages_csv)
-    model = json.loads((run_dir / "model.json").read_text()) if (run_dir / "model.json").exists() else {}
+            stages = pd.DataFrame(stage_costs(bench, scenario.variant_pipeline(scenario.variants[0]))).assign(cores=cores)
+        run.write_stages(stages)
+        stages = run.stages()  # as every later reader sees them
+        notes.append(f"measured the pipeline's stages now ({run / 'stages.csv'})")
+    model = run.model()
     per_worker = scenario.train.batch_size  # at np=1 a global batch is the one worker's batch
     src = Source(
         batch_per_rank=per_worker,
@@ -157,9 +147,8 @@ def run_predict(run_dir: Path, target: Target, nps: list[int],
     rows = [p.to_dict() | {"advice": advice(p, run_dir)} for p in preds]
     frame = pd.DataFrame(rows)
     frame.insert(0, "device", ctx["manifest"].get("device", "real"))
-    write_csv(run_dir / "prediction.csv", frame)
-    atomic.write_text(run_dir / "prediction.json", json.dumps({
+    RunDir(run_dir).write_prediction(frame, {
         "target": dataclasses.asdict(target) | {"ceiling_run": str(ceiling_dir) if ceiling_dir else None},
         "source": {k: v for k, v in src.__dict__.items() if "jitter" not in k},
-        "notes": ctx["notes"], "predictions": rows}, indent=2, default=str) + "\n")
+        "notes": ctx["notes"], "predictions": rows})
     return preds, src, ctx

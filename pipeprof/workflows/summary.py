@@ -13,7 +13,7 @@ from pipeprof.analysis.badfiles import bad_files_warning as _warning_text
 from pipeprof.analysis.stats import summarize
 from pipeprof.analysis.telemetry import add_telemetry
 from pipeprof.data import badfiles
-from pipeprof.rundir import load_steps, load_telemetry, load_variant_runs, write_csv
+from pipeprof.rundir import RunDir
 from pipeprof.scenario import emulated_ms
 
 
@@ -25,18 +25,17 @@ def device_label(device: str) -> str:
 
 def write_summary(run_dir: Path, synthetic_variants: set[str], order: list[str] | None = None,
                   reference: str | None = None, device: str = "auto") -> pd.DataFrame:
-    steps = load_steps(run_dir, paired=True)  # the twin's alternating steps carry the paired gaps
-    tel = load_telemetry(run_dir)
-    stops = {(int(r["np"]), r["variant"]): r.get("stop_reason", "") for r in load_variant_runs(run_dir)}
+    run = RunDir(run_dir)
+    steps = run.steps(paired=True)  # the twin's alternating steps carry the paired gaps
+    tel = run.telemetry()
+    stops = {(int(r["np"]), r["variant"]): r.get("stop_reason", "") for r in run.variant_runs()}
     summary = add_telemetry(summarize(steps, synthetic_variants, order, stops), steps[steps["paired"] == ""],
                             tel["gpu"], tel["host"], tel["proc"])
     if reference is not None:
         summary = add_stage_costs(summary, reference)
     summary = with_bad_files(summary, run_dir)
     summary.insert(2, "device", device_label(device))
-    tmp = run_dir / "summary.csv.tmp"
-    summary.to_csv(tmp, index=False, float_format="%.4g")
-    tmp.replace(run_dir / "summary.csv")
+    run.write_summary(summary)
     return summary
 
 
@@ -44,7 +43,7 @@ def with_bad_files(summary: pd.DataFrame, run_dir: Path) -> pd.DataFrame:
     """The ranks' bad-file logs merged into ``bad_files.csv``, and counted in ``summary``."""
     bad = badfiles.load(run_dir)
     if not bad.empty:
-        write_csv(run_dir / "bad_files.csv", bad, float_format=None)
+        RunDir(run_dir).write_bad_files(bad)
     return add_bad_files(summary, bad)
 
 

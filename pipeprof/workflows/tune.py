@@ -24,8 +24,7 @@ from pipeprof.data.files import count_images
 from pipeprof.data.stagebench import StageBench
 from pipeprof.errors import PipeprofError
 from pipeprof.launch import signals
-from pipeprof import atomic
-from pipeprof.rundir import manifest, new_run_dir, write_csv, write_json
+from pipeprof.rundir import RunDir, manifest
 from pipeprof.scenario import PipelineConfig, Scenario, VariantConfig
 from pipeprof.tune import space as sp
 from pipeprof.tune.search import Evaluate, SearchResult, Trial, Window, coordinate_descent
@@ -63,8 +62,9 @@ def tune(scenario: Scenario, *, cores: int, budget_s: float, trial_s: float = 1.
     reporter = reporter or Reporter()
     data_root = prepare_data(scenario, reporter)
     base = scenario.variant_pipeline(scenario.variants[0])
-    run_dir = new_run_dir(out, f"{scenario.name}-tune").resolve()
-    write_json(run_dir / "manifest.json", manifest(scenario.to_dict(), list(argv or []), [], {
+    run = RunDir.create(out, f"{scenario.name}-tune")
+    run_dir = run.path
+    run.write_manifest(manifest(scenario.to_dict(), list(argv or []), [], {
         "command": "tune", "cores_per_rank": cores, "budget_s": budget_s, "data_root": data_root}))
     space = sp.default_space(cores, shuffle=base.shuffle.enabled)
     budget = ram_budget_bytes or default_ram_budget_bytes(1)
@@ -86,7 +86,7 @@ def tune(scenario: Scenario, *, cores: int, budget_s: float, trial_s: float = 1.
     done: list[Trial] = []
     caught = signals.Catch()  # a stop signal ends the search; the trials measured are kept
     with caught, StageBench(scenario.data, data_root, batch, cores=cores, seconds=trial_s,
-                            cache_dir=str(run_dir / "cache"), log_path=run_dir / "logs" / "stagebench.log") as bench:
+                            cache_dir=str(run_dir / "cache"), log_path=run.log_path("stagebench")) as bench:
         started = time.monotonic()
         evaluate = bench_evaluate(bench, base)
 
@@ -100,20 +100,18 @@ def tune(scenario: Scenario, *, cores: int, budget_s: float, trial_s: float = 1.
         default_res = evaluate(start, Window(2 * trial_s, 2 * trial_s))
         auto_res = evaluate(sp.autotune_point(base, space), Window(2 * trial_s, 2 * trial_s))
     if caught.signum is not None:
-        write_csv(run_dir / "trials.csv", _trials_frame(done))
+        run.write_tune(_trials_frame(done))
         raise PipeprofError(f"tune: {signals.Interrupted(caught.signum)} after {len(done)} trial(s); they are in "
                             f"{run_dir / 'trials.csv'}", exit_code=signals.exit_code(caught.signum))
     assert search.best is not None
     winner = sp.apply(base, search.best.point)
 
-    write_csv(run_dir / "trials.csv", _trials_frame(search.trials))
-    atomic.write_text(run_dir / "winner.toml", sp.fragment_toml(winner))
-    atomic.write_text(run_dir / "tfdata.py.txt", sp.tfdata_code(winner) + "\n")
-    write_json(run_dir / "tune.json", {
+    run.write_tune(_trials_frame(search.trials), {
         "cores_per_rank": cores, "budget_s": budget_s, "trials": len(search.trials),
         "stopped_by_budget": search.stopped_by_budget, "winner": search.best.point,
         "winner_samples_per_s": search.best.samples_per_s, "winner_cpu_cores_used": search.best.cpu_cores_used,
-        "scenario_default": {"point": start, **default_res}, "autotune": auto_res, "refused": list(refused.values())})
+        "scenario_default": {"point": start, **default_res}, "autotune": auto_res, "refused": list(refused.values())},
+        winner_toml=sp.fragment_toml(winner), tfdata_code=sp.tfdata_code(winner) + "\n")
 
     confirm = None
     if confirm_steps:

@@ -7,11 +7,10 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
 from pipeprof.errors import PipeprofError
 from pipeprof.launch import horovod, signals
-from pipeprof.rundir import manifest, new_run_dir, write_json
+from pipeprof.rundir import RunDir, manifest
 from pipeprof.telemetry.nvml import Nvml
 from pipeprof.telemetry.stream import ENV_ADDRESS, ENV_RUN_DIR, ENV_TOKEN
 from pipeprof.workflows.compare import CompareResult
@@ -31,24 +30,25 @@ def watch(cmd: list[str], *, out: str | None = None, argv: list[str] | None = No
           timeout_s: int = 0, stream_host: str | None = None,
           on_line: Callable[[str], None] | None = None) -> WatchResult:
     reporter = reporter or Reporter()
-    run_dir = new_run_dir(out, "watch").resolve()
-    write_json(run_dir / "manifest.json", manifest({}, list(argv or []), Nvml().inventory(), {"watched_command": cmd}))
+    run = RunDir.create(out, "watch")
+    run_dir = run.path
+    run.write_manifest(manifest({}, list(argv or []), Nvml().inventory(), {"watched_command": cmd}))
     stream = RecordStream(run_dir, reporter, remote=any(a in HOST_FLAGS for a in cmd), stream_host=stream_host)
     with stream:
         env = horovod.worker_env(dict(os.environ), os.getcwd())
         env.update({ENV_ADDRESS: stream.address, ENV_TOKEN: stream.token, ENV_RUN_DIR: str(run_dir)})
         reporter.progress({"event": "launch", "np": None, "of_variants": 1})
         try:
-            result = horovod.run(cmd, env=env, log_path=run_dir / "logs" / "watch.log",
+            result = horovod.run(cmd, env=env, log_path=run.log_path("watch"),
                                  timeout_s=timeout_s or 10**9, on_line=on_line)
         except FileNotFoundError:
             raise PipeprofError(f"pipeprof watch: command not found: {cmd[0]}") from None
         stream.after_launch()
     stream.close()
-    summary = write_summary(Path(run_dir), set())
+    summary = write_summary(run_dir, set())
     if result.ok:
         return WatchResult(run_dir, summary)
     code = (signals.exit_code(result.signum) if result.signum is not None
             else result.returncode if result.returncode > 0 else 1)
     return WatchResult(run_dir, summary, f"the watched command failed: {result.reason()} "
-                                         f"(log: {run_dir}/logs/watch.log)", signum=result.signum, exit_code=code)
+                                         f"(log: {run.log_path('watch')})", signum=result.signum, exit_code=code)

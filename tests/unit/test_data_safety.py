@@ -14,7 +14,7 @@ from pipeprof.workflows.events import Reporter
 from pipeprof.data import filecache
 from pipeprof.data import generate as gen
 from pipeprof.errors import PipeprofError
-from pipeprof.rundir import new_run_dir
+from pipeprof.rundir import RunDir
 from pipeprof.scenario import GenerateConfig
 
 SMALL = GenerateConfig(images=6, size=16, classes=2)
@@ -129,7 +129,7 @@ def test_compare_checks_a_scenarios_file_cache_before_anything_runs(tmp_path):
 def test_a_run_directory_is_never_a_users_file(tmp_path):
     keep = tmp_path / "out"
     keep.write_bytes(PRECIOUS)
-    assert "not a directory" in refusal(new_run_dir, str(keep), "s")
+    assert "not a directory" in refusal(RunDir.create, str(keep), "s")
     assert keep.read_bytes() == PRECIOUS
 
 

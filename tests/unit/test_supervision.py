@@ -76,8 +76,8 @@ from pipeprof.launch import signals
 
 child = subprocess.Popen(["sleep", "300"])
 with signals.handled(), signals.on_force(lambda: os.kill(child.pid, signal.SIGKILL)):
-    print("child", child.pid, flush=True)
-    try:
+    try:  # the ready line inside the try: the test's first signal may land while it is printed
+        print("child", child.pid, flush=True)
         time.sleep(60)
     except signals.Interrupted as exc:
         print("first", exc.signum, flush=True)
