@@ -70,7 +70,7 @@ def _coerce(tp: Any, value: Any, where: str, key: str) -> Any:
         if not isinstance(value, list):
             raise bad()
         return [_coerce(item_tp, v, where, f"{key}[{i}]") for i, v in enumerate(value)]
-    if tp is dict:
+    if tp is dict or origin is dict:
         if not isinstance(value, dict):
             raise bad()
         return value
@@ -90,16 +90,22 @@ def _coerce(tp: Any, value: Any, where: str, key: str) -> Any:
         if not isinstance(value, str):
             raise bad()
         return value
-    raise TypeError(f"scenario field type {tp!r} is not supported")  # a bug in this module
+    raise TypeError(f"field type {tp!r} is not supported")  # a bug in this module
 
 
-def build(cls: type, data: dict[str, Any], where: str, prefix: str) -> Any:
+def build(cls: type, data: dict[str, Any], where: str, prefix: str, *, ignore_unknown: bool = False) -> Any:
+    """A dataclass from plain data, every value checked against its field's type: the one
+    schema mechanism for scenarios and for the records that cross processes. An unknown key
+    is an error naming it, or skipped with ``ignore_unknown`` (records written by a newer
+    pipeprof)."""
     hints = typing.get_type_hints(cls)
     names = [f.name for f in dataclasses.fields(cls) if f.name not in NOT_TOML_KEYS]
     kwargs: dict[str, Any] = {}
     for key, value in data.items():
         dotted = f"{prefix}.{key}" if prefix else key
         if key not in names:
+            if ignore_unknown:
+                continue
             raise PipeprofError(f"{where}: unknown key '{dotted}' (known here: {', '.join(names)})")
         kwargs[key] = _coerce(hints[key], value, where, dotted)
     return cls(**kwargs)

@@ -1,7 +1,8 @@
 """Record types that cross process boundaries: per-step timings from ranks, per-variant facts.
 
 Pure data (no TensorFlow), each with to_dict/from_dict so ranks, the launcher and analysis
-agree on one schema. Units are in the names.
+agree on one schema; from_dict checks types with the same loader as scenarios
+(``config.build``) and skips keys a newer pipeprof added. Units are in the names.
 """
 
 from __future__ import annotations
@@ -9,6 +10,8 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, fields
 from typing import Any
+
+from pipeprof.config import build
 
 
 @dataclass(frozen=True)
@@ -32,7 +35,7 @@ class StepRecord:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "StepRecord":
-        return cls(**{f.name: d[f.name] for f in fields(cls) if f.name in d})
+        return build(cls, d, "step record", "", ignore_unknown=True)
 
 
 STEP_COLUMNS = [f.name for f in fields(StepRecord)]
@@ -61,4 +64,4 @@ class VariantRun:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "VariantRun":
-        return cls(**{f.name: d[f.name] for f in fields(cls) if f.name in d})
+        return build(cls, d, "variant run", "", ignore_unknown=True)

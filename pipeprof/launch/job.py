@@ -12,6 +12,8 @@ import zlib
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from pipeprof.config import build
+
 # Lines ranks print for the launcher (horovodrun merges every rank's output into one stream).
 PROGRESS_TAG = "PIPEPROF-PROGRESS"
 ERROR_TAG = "PIPEPROF-ERROR"
@@ -41,6 +43,4 @@ class Job:
 
     @classmethod
     def decode(cls, text: str) -> "Job":
-        d = json.loads(zlib.decompress(base64.urlsafe_b64decode(text.encode())))
-        d["variants"] = [VariantSpec(**v) for v in d["variants"]]
-        return cls(**d)
+        return build(cls, json.loads(zlib.decompress(base64.urlsafe_b64decode(text.encode()))), "job", "")
