@@ -60,9 +60,11 @@ def test_labels_come_from_the_folder(small_dataset):
 
 def test_shuffle_before_shard_mixes_classes_per_batch(small_dataset):
     root, cfg = small_dataset
-    sorted_pipe = PipelineConfig(shuffle=ShuffleConfig(enabled=False), augment=AugmentConfig(enabled=False))
+    # everything off and a deterministic order: file order (parallel maps may reorder otherwise)
+    sorted_pipe = PipelineConfig(shuffle=ShuffleConfig(enabled=False), augment=AugmentConfig(enabled=False),
+                                 deterministic=True)
     ids, _ = one_epoch_ids(root, cfg, sorted_pipe, pipeline.Shard(0, 1))
-    assert ids == sorted(ids)  # everything off: file order
+    assert ids == sorted(ids)
     mixed, _ = one_epoch_ids(root, cfg, PipelineConfig(augment=AugmentConfig(enabled=False)), pipeline.Shard(0, 1))
     assert mixed != ids and sorted(mixed) == ids
 
