@@ -3,7 +3,7 @@
 Both search the same space (parallel calls, prefetch depth, private thread pool, max
 intra-op parallelism, cache placement; the shuffle buffer is held at the scenario's) in the
 same worker pinned to --cores cores. The grid measures every point for the trial length;
-the tuner's trials are adaptive, as in `pipeprof tune` (0.5 to 2 trial lengths: until the
+the tuner's trials are adaptive, as in `pipeprof tune` (half to one trial length: until the
 rate is known to ±1%, or it cannot beat the incumbent). Then the tuner's winner,
 the grid's winner, tf.data AUTOTUNE and the scenario's own settings are measured again
 head to head, in alternating rounds of longer trials, so the comparison does not rest on

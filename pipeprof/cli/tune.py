@@ -29,7 +29,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--cores-per-rank", type=int, default=None, metavar="N",
                    help="CPU cores one rank will have on the cluster node (enforced by CPU affinity; default: all here)")
     p.add_argument("--budget", default="5m", metavar="DURATION", help="search time, e.g. 90s, 5m (default 5m)")
-    p.add_argument("--trial-seconds", type=float, default=1.5, metavar="S", help="a trial's typical length: each measures 0.5 to 2 times this, until its "
+    p.add_argument("--trial-seconds", type=float, default=1.5, metavar="S", help="a trial's length: each measures at least half of it, and stops there once its "
                         "rate is known to ±1%% or it cannot beat the best so far (default 1.5)")
     p.add_argument("--ram-budget", type=parse_size, metavar="SIZE", help="RAM one rank may use for cache + shuffle, e.g. 8G")
     p.add_argument("--ranks", type=int, default=1, metavar="N",

@@ -6,9 +6,9 @@ changes nothing or the budget runs out. Then the best few are measured again in 
 rounds and the winner is the best mean of that run-off, so neither one lucky short
 measurement nor a fast spell of the machine can win.
 
-Each trial measures until its rate is known well enough to rank it (a 95% interval within
-``margin``/2 of the rate) or until it cannot beat the incumbent by ``margin`` (it loses
-early). The machine's speed drifts by more than the margin over tens of seconds, so the
+Each trial measures at least half a trial length and at most one: it stops early once its
+rate is known well enough to rank it (a 95% interval within ``margin``/2 of the rate) or once
+it cannot beat the incumbent by ``margin`` (it loses early). The machine's speed drifts by more than the margin over tens of seconds, so the
 incumbent is measured again before a sweep when its figure has grown old: candidates are
 held to a figure taken in the same spell.
 """
@@ -79,8 +79,8 @@ def coordinate_descent(space: list[Dimension], start: Point, evaluate: Evaluate,
             on_trial(t)
         return t
 
-    def adaptive(beat: float | None = None) -> Window:
-        return Window(0.5 * trial_s, 2 * trial_s, target, beat)
+    def adaptive(beat: float | None = None) -> Window:  # never longer than a fixed trial
+        return Window(0.5 * trial_s, trial_s, target, beat)
 
     current = dict(start)
     best = seen[key(current)] = run(current, adaptive(), "start")

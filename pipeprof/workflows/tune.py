@@ -17,9 +17,6 @@ from pathlib import Path
 import pandas as pd
 
 from pipeprof.analysis.memory import check, default_ram_budget_bytes
-from pipeprof.workflows.compare import CompareResult, compare
-from pipeprof.workflows.data import prepare_data
-from pipeprof.workflows.events import Reporter
 from pipeprof.data.files import count_images
 from pipeprof.data.stagebench import StageBench
 from pipeprof.errors import PipeprofError
@@ -28,6 +25,9 @@ from pipeprof.rundir import RunDir, manifest
 from pipeprof.scenario import PipelineConfig, Scenario, VariantConfig
 from pipeprof.tune import space as sp
 from pipeprof.tune.search import Evaluate, SearchResult, Trial, Window, coordinate_descent
+from pipeprof.workflows.compare import CompareResult, compare
+from pipeprof.workflows.data import prepare_data
+from pipeprof.workflows.events import Reporter
 
 
 @dataclass
