@@ -9,6 +9,25 @@ REPO = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(os.environ.get("PIPEPROF_BIN", REPO / ".venv" / "bin"))
 
 
+def small_scenario(name: str, steps: int, extra: str = "") -> str:
+    """A scenario on 90 generated 40px images (3 classes), batch 8, ``steps`` fixed measured steps."""
+    return f"""
+name = "{name}"
+[data]
+source = "generated"
+image_size = 32
+num_classes = 3
+[data.generate]
+images = 90
+size = 40
+classes = 3
+[train]
+batch_size = 8
+warmup_steps = 5
+measure_steps = {steps}
+{extra}"""
+
+
 @pytest.fixture(scope="session")
 def small_dataset(tmp_path_factory):
     """A real generated image folder: 3 classes, 90 JPEGs of 48px."""

@@ -5,7 +5,6 @@ and named (data.on_bad_file = "skip"), or end the run with one line naming one (
 
 import os
 import subprocess
-from pathlib import Path
 
 import pandas as pd
 import pytest

@@ -12,26 +12,11 @@ import time
 import pandas as pd
 import pytest
 
-from tests.integration.conftest import REPO, VENV_BIN, pipeprof_cmd
+from tests.integration.conftest import REPO, VENV_BIN, pipeprof_cmd, small_scenario
 
 pytestmark = pytest.mark.horovod
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07|\r")
 
-SMALL = """
-name = "small"
-[data]
-source = "generated"
-image_size = 32
-num_classes = 3
-[data.generate]
-images = 90
-size = 40
-classes = 3
-[train]
-batch_size = 8
-warmup_steps = 5
-measure_steps = {steps}
-"""
 
 
 def env_with(data_dir, **extra):
@@ -39,7 +24,7 @@ def env_with(data_dir, **extra):
 
 
 def test_compare_np2_under_a_terminal_shows_the_live_dashboard_with_both_ranks(tmp_path, data_cache_dir):
-    (tmp_path / "small.toml").write_text(SMALL.format(steps=150))
+    (tmp_path / "small.toml").write_text(small_scenario("small", 150))
     master, slave = pty.openpty()
     proc = subprocess.Popen(pipeprof_cmd() + ["compare", "small.toml", "--np", "2", "--out", str(tmp_path / "run")],
                             cwd=tmp_path, stdin=slave, stdout=slave, stderr=slave, close_fds=True,
@@ -113,7 +98,7 @@ def test_watch_runs_a_user_script_with_the_callback_over_horovodrun(tmp_path):
 
 
 def test_ctrl_c_stops_cleanly_and_keeps_what_was_measured(tmp_path, data_cache_dir):
-    (tmp_path / "long.toml").write_text(SMALL.format(steps=5000))
+    (tmp_path / "long.toml").write_text(small_scenario("small", 5000))
     out = tmp_path / "run"
     proc = subprocess.Popen(pipeprof_cmd() + ["compare", "long.toml", "--np", "1", "--out", str(out)], cwd=tmp_path,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env_with(data_cache_dir))

@@ -11,27 +11,10 @@ import pandas as pd
 import psutil
 import pytest
 
-from tests.integration.conftest import pipeprof_cmd
+from tests.integration.conftest import pipeprof_cmd, small_scenario
 
 pytestmark = pytest.mark.horovod
 
-SCENARIO = """
-name = "signalled"
-[data]
-source = "generated"
-image_size = 32
-num_classes = 3
-[data.generate]
-images = 90
-size = 40
-classes = 3
-[train]
-batch_size = 8
-warmup_steps = 5
-measure_steps = 200
-[launch]
-np = [2]
-"""
 TAG = "PIPEPROF_TEST_RUN"  # inherited by horovodrun, its supervisors and the ranks
 
 
@@ -49,7 +32,7 @@ def started_by(tag: str) -> list[str]:
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
 def test_a_stop_signal_ends_every_rank_and_keeps_the_finished_variant(sig, tmp_path, data_cache_dir):
-    (tmp_path / "s.toml").write_text(SCENARIO)
+    (tmp_path / "s.toml").write_text(small_scenario("signalled", 200, "[launch]\nnp = [2]\n"))
     out, tag = tmp_path / "run", uuid.uuid4().hex
     env = dict(os.environ, PIPEPROF_DATA_DIR=str(data_cache_dir), **{TAG: tag})
     with (tmp_path / "stdout.txt").open("w") as stdout, (tmp_path / "stderr.txt").open("w") as stderr:
