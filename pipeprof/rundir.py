@@ -115,12 +115,6 @@ class RunDir:
     def create(cls, out: str | None, name: str) -> "RunDir":
         return cls(_new_run_dir(out, name).resolve())
 
-    def __truediv__(self, name: str) -> Path:
-        return self.path / name
-
-    def __str__(self) -> str:
-        return str(self.path)
-
     def log_path(self, name: str) -> Path:
         return self.path / "logs" / f"{name}.log"
 

@@ -28,6 +28,7 @@ def cores_per_rank(scenario: Scenario, np: int, override: float | None = None) -
 
 def diagnose(scenario: Scenario, data_root: str, summary: pd.DataFrame, run_dir: Path, *,
              cores_override: float | None = None, seconds: float = 2.0) -> list[Verdict]:
+    run = RunDir(run_dir)
     base = scenario.variant_pipeline(scenario.variants[0])
     reference = scenario.variants[0].name
     nps = sorted(int(n) for n in summary["np"].unique())
@@ -37,11 +38,10 @@ def diagnose(scenario: Scenario, data_root: str, summary: pd.DataFrame, run_dir:
         per_worker = scenario.train.batch_size // max(nps)
     with StageBench(scenario.data, data_root, per_worker, cores=bench_cores, seconds=seconds,
                     cache_dir=str(run_dir / "cache" / "stagebench"),
-                    log_path=RunDir(run_dir).log_path("stagebench")) as bench:
+                    log_path=run.log_path("stagebench")) as bench:
         rows = stage_costs(bench, base)
     stages = pd.DataFrame(rows)
     stages.insert(1, "cores", bench_cores)
-    run = RunDir(run_dir)
     run.write_stages(stages)
 
     verdicts = []

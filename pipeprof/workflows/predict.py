@@ -106,7 +106,7 @@ def load_source(run_dir: Path, *, measure_missing_stages: bool = True) -> tuple[
             stages = pd.DataFrame(stage_costs(bench, scenario.variant_pipeline(scenario.variants[0]))).assign(cores=cores)
         run.write_stages(stages)
         stages = run.stages()  # as every later reader sees them
-        notes.append(f"measured the pipeline's stages now ({run / 'stages.csv'})")
+        notes.append(f"measured the pipeline's stages now ({run.path / 'stages.csv'})")
     model = run.model()
     per_worker = scenario.train.batch_size  # at np=1 a global batch is the one worker's batch
     src = Source(
