@@ -1,20 +1,28 @@
 """Coordinate descent over the tuning space, under a time budget, then a run-off.
 
 Start from the scenario's settings; sweep one knob at a time over its values with the others
-held, keep whatever is better by more than the noise margin, and sweep again until a pass
-changes nothing or the budget runs out. Then the best few are measured again in alternating
-rounds and the winner is the best mean of that run-off, so neither one lucky short
-measurement nor a fast spell of the machine can win.
+held, keep whatever is better by more than the margin, and go on round the knobs until every
+one has been swept since the last change, or the budget runs out. Then the best few are
+measured again in alternating rounds and the winner is the best mean of that run-off, so
+neither one lucky short measurement nor a fast spell of the machine can win.
+
+The machine's speed drifts by more than the margin between trials (here ±10% over tens of
+seconds), so candidates are held to a figure of the incumbent from the same spell: it is
+measured again before a sweep once three trials old, and again at once when a candidate
+looks better, which moves the search only if it still wins. Those repeated measurements of
+one setting also say how noisy the machine is, and a move must clear twice that spread (2%
+at least): a lucky fast second would otherwise move the search, and each false move costs
+another round of sweeps. On a quiet machine the margin stays at 2%; on this development VM
+(same-setting trials ±10-17% apart) it rises, and only changes as large as the cache's move it.
 
 Each trial measures at least half a trial length and at most one: it stops early once its
 rate is known well enough to rank it (a 95% interval within ``margin``/2 of the rate) or once
-it cannot beat the incumbent by ``margin`` (it loses early). The machine's speed drifts by more than the margin over tens of seconds, so the
-incumbent is measured again before a sweep when its figure has grown old: candidates are
-held to a figure taken in the same spell.
+it cannot beat the incumbent by ``margin`` (it loses early).
 """
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -28,7 +36,7 @@ class Trial:
     point: Point
     samples_per_s: float
     cpu_cores_used: float = float("nan")
-    phase: str = "search"  # start | recheck | search | run-off
+    phase: str = "search"  # start | recheck | search | confirm | run-off
     error: str = ""
     seconds: float = float("nan")
     half_pct: float = float("nan")  # the rate's 95% half-width, % of the rate
@@ -50,12 +58,42 @@ class SearchResult:
     trials: list[Trial] = field(default_factory=list)
     best: Trial | None = None
     stopped_by_budget: bool = False
+    noise_pct: float = float("nan")  # the spread between two measurements of one setting (RMS, %)
+    margin_pct: float = float("nan")  # the margin a move had to clear at the end of the search
 
 
 Evaluate = Callable[[Point, Window], dict[str, Any]]  # -> {"samples_per_s", "cpu_cores_used", ...} or {"error"}
 
-RECHECK_TRIALS = 3  # the incumbent's figure is re-measured once this many trial lengths old
+RECHECK_TRIALS = 3  # the incumbent's figure is re-measured once this many trials old
 RUNOFF_ROUNDS = 2
+NOISE_FACTOR = 2.0  # a move must beat the incumbent by this many times the measured spread
+
+
+class Noise:
+    """How far two measurements of the same setting land apart on this machine: the RMS of the
+    log-ratios between a confirmation of the incumbent and its figure just before, a few trials
+    earlier. That is about the spread of a candidate-against-incumbent comparison itself, so a
+    margin of twice it keeps noise from moving the search. A decision uses the pairs seen
+    before it, not the one its own confirmation adds: the first (the cache's, swept first) is
+    held to the plain margin. Rechecks are left out: they follow the machine's slow drift,
+    which the confirmation cancels."""
+
+    def __init__(self) -> None:
+        self.log_ratios: list[float] = []
+
+    def add(self, before: Trial, after: Trial) -> None:
+        if not before.error and not after.error and before.samples_per_s > 0 and after.samples_per_s > 0:
+            self.log_ratios.append(math.log(after.samples_per_s / before.samples_per_s))
+
+    @property
+    def spread(self) -> float:
+        if not self.log_ratios:
+            return math.nan
+        return math.sqrt(sum(x * x for x in self.log_ratios) / len(self.log_ratios))
+
+    def margin(self, floor: float) -> float:
+        spread = self.spread
+        return floor if math.isnan(spread) else max(floor, NOISE_FACTOR * spread)
 
 
 def coordinate_descent(space: list[Dimension], start: Point, evaluate: Evaluate, *, budget_s: float,
@@ -82,36 +120,55 @@ def coordinate_descent(space: list[Dimension], start: Point, evaluate: Evaluate,
     def adaptive(beat: float | None = None) -> Window:  # never longer than a fixed trial
         return Window(0.5 * trial_s, trial_s, target, beat)
 
+    noise = Noise()
     current = dict(start)
     best = seen[key(current)] = run(current, adaptive(), "start")
-    measured_at = clock()
-    for _ in range(max_passes):
-        improved = False
-        for dim in space:
-            todo = [{**current, dim.name: v} for v in dim.values]
-            todo = [c for c in todo if key(c) not in seen and allowed(c)]
-            if not todo:
-                continue
+    measured_at = len(result.trials)  # the trial that last measured the incumbent
+    # Sweep the dimensions in turn, round and round, until every one has been swept since the
+    # search last moved (one that moved is done: its other values were tried at this point).
+    clean, sweeps = 0, 0
+    while clean < len(space) and sweeps < max_passes * len(space):
+        dim = space[sweeps % len(space)]
+        sweeps += 1
+        todo = [{**current, dim.name: v} for v in dim.values]
+        todo = [c for c in todo if key(c) not in seen and allowed(c)]
+        if not todo:
+            clean += 1
+            continue
+        if clock() > deadline:
+            result.stopped_by_budget = True
+            break
+        if not best.error and len(result.trials) - measured_at >= RECHECK_TRIALS:
+            best = seen[key(current)] = run(current, adaptive(), "recheck")
+            measured_at = len(result.trials)
+        moved = False
+        for candidate in todo:
             if clock() > deadline:
                 result.stopped_by_budget = True
                 break
-            if not best.error and clock() - measured_at > RECHECK_TRIALS * trial_s:
-                best = seen[key(current)] = run(current, adaptive(), "recheck")
-                measured_at = clock()
-            for candidate in todo:
-                if clock() > deadline:
-                    result.stopped_by_budget = True
-                    break
-                bar = best.samples_per_s * (1 + margin) if not best.error else None
-                t = seen[key(candidate)] = run(candidate, adaptive(bar), "search")
-                if not t.error and (bar is None or t.samples_per_s > bar):
-                    best, current, improved = t, candidate, True
-                    measured_at = clock()
-            if result.stopped_by_budget:
-                break
-        if not improved or result.stopped_by_budget:
+            bar = best.samples_per_s * (1 + noise.margin(margin)) if not best.error else None
+            t = seen[key(candidate)] = run(candidate, adaptive(bar), "search")
+            if t.error or (bar is not None and t.samples_per_s <= bar):
+                continue
+            if bar is not None:
+                # It looks better. Measure the incumbent again at once, so both figures come from
+                # the same spell of the machine (its speed drifts by more than the margin between
+                # trials), and move only if the candidate still wins by the margin.
+                ref = run(current, adaptive(), "confirm")
+                measured_at = len(result.trials)
+                if not ref.error:
+                    needed = noise.margin(margin)  # from the evidence before this pair
+                    noise.add(best, ref)
+                    best = seen[key(current)] = ref
+                    if t.samples_per_s <= ref.samples_per_s * (1 + needed):
+                        continue
+            best, current, moved = t, candidate, True
+            measured_at = len(result.trials)
+        clean = 0 if moved else clean + 1
+        if result.stopped_by_budget:
             break
 
+    result.noise_pct, result.margin_pct = 100 * noise.spread, 100 * noise.margin(margin)
     # run-off: the best few again, in alternating rounds of equal length; the best mean wins
     # (the search's own winner always among them: the others' figures may come from a faster spell)
     others = sorted((t for k, t in seen.items() if not t.error and k != key(current)), key=lambda t: -t.samples_per_s)

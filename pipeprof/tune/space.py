@@ -21,12 +21,16 @@ def default_space(cores: int, shuffle: bool = True) -> list[Dimension]:
     """A compact space around the cores one rank has: what tf.data's guide says matters."""
     par = tuple(dict.fromkeys([1, cores, 2 * cores])) + ("autotune",)
     pools = tuple(dict.fromkeys([0, cores, 2 * cores]))
+    # The cache first: where it fits it removes reading and decoding from every epoch after the
+    # first, the largest change in this space (+74% on quickstart at 1 core, where no threading
+    # knob moved the grid's mean by more than 7%), and the threading knobs' best values depend on it.
+    # Sweeping them before it spends a pass tuning a regime the search then leaves.
     dims = [
+        Dimension("cache", ("off", "before_augment")),
         Dimension("parallel_calls", par),
         Dimension("prefetch", (1, 4, "autotune")),
         Dimension("private_threadpool_size", pools),
         Dimension("max_intra_op_parallelism", (0, 1)),
-        Dimension("cache", ("off", "before_augment")),
     ]
     if shuffle:
         dims.append(Dimension("shuffle_buffer", (256, 1024, 4096)))

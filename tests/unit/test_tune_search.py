@@ -56,8 +56,28 @@ def test_a_slowdown_mid_search_does_not_hide_a_better_setting():
     res = coordinate_descent(SPACE, {d.name: d.values[0] for d in SPACE}, evaluate, budget_s=1e9, trial_s=1.0,
                              clock=clock)
     assert res.best.point["cache"] == "before_augment"
-    rechecks = [t for t in res.trials if t.phase == "recheck"]
-    assert rechecks and rechecks[0].samples_per_s == 80.0  # the incumbent, measured again after the slowdown
+    # before the cache was swept, the incumbent was measured again after the slowdown
+    cache_trial = next(i for i, t in enumerate(res.trials) if t.point["cache"] == "before_augment")
+    before = [t for t in res.trials[:cache_trial] if t.phase == "recheck"]
+    assert before and before[-1].samples_per_s == 80.0
+
+
+def test_a_lucky_fast_trial_is_confirmed_against_the_incumbent_before_the_search_moves():
+    # every setting is the same (100/s); one trial of one candidate catches a fast second (+10%)
+    lucky = {"parallel_calls": 2, "prefetch": 1, "private_threadpool_size": 0, "max_intra_op_parallelism": 0,
+             "cache": "off"}
+    calls = []
+
+    def evaluate(point, window):
+        calls.append(dict(point))
+        fast = point == lucky and calls.count(lucky) == 1
+        return {"samples_per_s": 110.0 if fast else 100.0}
+
+    res = coordinate_descent(SPACE, {d.name: d.values[0] for d in SPACE}, evaluate, budget_s=1e9)
+    confirms = [t for t in res.trials if t.phase == "confirm"]
+    assert len(confirms) == 1 and confirms[0].point == {d.name: d.values[0] for d in SPACE}
+    search = [t for t in res.trials if t.phase == "search"]
+    assert len(search) == sum(len(d.values) - 1 for d in SPACE)  # one round of sweeps: the search never moved
 
 
 def test_a_candidate_that_cannot_win_stops_at_its_minimum():
