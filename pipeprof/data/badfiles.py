@@ -39,9 +39,10 @@ class BadFileError(Exception):
 class BadFiles:
     """One pipeline's bad files. Thread-safe: tf.data calls ``add`` from its own threads."""
 
-    def __init__(self, log: str | Path | None = None, *, variant: str = "") -> None:
+    def __init__(self, log: str | Path | None = None, *, variant: str = "", listener=None) -> None:
         self.log = Path(log) if log is not None else None
         self.variant = variant
+        self.listener = listener  # called with (path, reason) for each new bad file: the live stream
         self._lock = threading.Lock()
         self._seen: dict[str, str] = {}  # path -> reason, first one kept; each file counts once
 
@@ -62,6 +63,8 @@ class BadFiles:
                 self.log.parent.mkdir(parents=True, exist_ok=True)
                 with self.log.open("a", encoding="utf-8") as fh:
                     fh.write(json.dumps({"path": path, "reason": reason}) + "\n")
+        if self.listener is not None:
+            self.listener(path, reason)
 
     def failure(self, path: str, reason: str) -> str:
         """The one line that ends a run on this bad file (data.on_bad_file = "fail")."""

@@ -1,6 +1,6 @@
-"""The timed loop of one variant on one rank: warm-up, then measured steps, fixed in number
-or until ``analysis.stopping`` says the interval is narrow enough; a real variant measured
-in rounds alternating with its synthetic twin.
+"""The timed loop of one variant on one rank, following its measurement plan (``rank.plan``):
+warm-up, then measured steps, fixed in number or until ``analysis.stopping`` says the
+interval is narrow enough; a real variant measured in rounds alternating with its twin.
 
 Timing: each iteration is ``next(batches)`` (the input wait) followed by Keras's own
 ``train_step`` and a read of the loss, which waits until the step has really finished on
@@ -9,16 +9,11 @@ the device.
 
 from __future__ import annotations
 
-import itertools
-import math
-import statistics
 import time
 from dataclasses import dataclass
 
-import numpy
-
 from pipeprof.analysis import stopping
-from pipeprof.analysis.stats import STOP_FIXED
+from pipeprof.rank.plan import TWIN, Plan
 from pipeprof.records import StepRecord
 from pipeprof.scenario import TrainConfig
 
@@ -34,12 +29,6 @@ class Measured:
     seconds: float  # the measured steps' time, averaged over ranks (twin's included)
     stop_reason: str
     half_pct: float  # the precision reached (NaN with fixed steps: the summary computes it)
-
-
-# After each switch between a real variant and its twin, this many steps are not measured:
-# the real pipeline refills its buffers during the twin's first steps (on the twin's time)
-# and the real variant's first steps drain them.
-SETTLE_STEPS = 2
 
 
 class Stepper:
@@ -88,7 +77,7 @@ def run_variant(step_fn, batches, *, np: int, variant: str, rank: int, train: Tr
                 per_worker_batch: int, on_step=None, average=None, max_measure_s: float = 0.0, twin=None,
                 on_check=None) -> Measured:
     """Train ``warmup_steps`` steps, then measured steps: exactly ``measure_steps`` when set,
-    else until ``analysis.stopping`` says the interval is narrow enough.
+    else until ``analysis.stopping`` says the interval is narrow enough (``rank.plan``).
 
     ``on_step(record, total)`` runs after each step, outside the timed region (``total`` is
     0 when adaptive). ``average(values)`` averages a list of floats over ranks (an
@@ -98,46 +87,14 @@ def run_variant(step_fn, batches, *, np: int, variant: str, rank: int, train: Tr
     its own throughput's interval. ``on_check(check)`` sees every adaptive check.
     """
     stepper = Stepper(step_fn, np=np, rank=rank, per_worker_batch=per_worker_batch, on_step=on_step)
-    warmup = train.warmup_steps
-    if train.measure_steps > 0:
-        total = warmup + train.measure_steps
-        for i in range(total):
-            stepper.step(batches, variant, i, i < warmup, total)
-        return stepper.measured(warmup, STOP_FIXED, math.nan)
     rule = stopping.Rule(train.target_ci_pct, train.min_measure_s, max_measure_s or train.max_measure_s)
-    times = [stepper.step(batches, variant, i, True, 0) for i in range(warmup)]
-    # every rank sizes the checks from the same typical step
-    every = stopping.check_every(float(average([statistics.median(times[1:] or times or [0.0])])[0]) / 1e3)
-    batch = float(per_worker_batch * np)
-    streak, i = 0, warmup
-    if twin is None:
-        agreed: list[float] = []  # measured step times, averaged over ranks
-        while True:
-            mine = [stepper.step(batches, variant, i + j, False, 0) for j in range(every)]
-            i += every
-            agreed += [float(v) for v in average(mine)]
-            seconds = numpy.asarray(agreed) / 1e3
-            check, streak = stopping.evaluate(rule, seconds, numpy.full(len(agreed), batch), None, streak)
-            if on_check is not None:
-                on_check(check)
-            if check.stop:
-                return stepper.measured(warmup, check.reason, check.half_pct, check.seconds)
-    rounds: list[tuple[float, float]] = []  # per round: twin's seconds, real's seconds (averaged over ranks)
-    for round_ in itertools.count():
-        halves = []
-        for source, name, paired in ((twin, "synthetic", variant), (batches, variant, "")):
-            t = [stepper.step(source, name, i + j, j < SETTLE_STEPS, 0, paired, round_)
-                 for j in range(SETTLE_STEPS + every)]
-            i += SETTLE_STEPS + every
-            halves.append(t[SETTLE_STEPS:])
-        agreed = average(halves[0] + halves[1]) / 1e3
-        rounds.append((float(agreed[:every].sum()), float(agreed[every:].sum())))
-        s_sec, r_sec = (numpy.array(col) for col in zip(*rounds))
-        per_round = numpy.full(len(rounds), batch * every)
-        check, streak = stopping.evaluate_paired(rule, every * len(rounds), per_round, s_sec, per_round, r_sec,
-                                                 streak)
-        if on_check is not None:
+    plan = Plan(variant, warmup_steps=train.warmup_steps, measure_steps=train.measure_steps, rule=rule, np=np,
+                per_worker_batch=per_worker_batch, average=average, paired=twin is not None)
+    while not plan.finished:
+        s = plan.next_step()
+        ms = stepper.step(twin if s.source == TWIN else batches, s.variant, s.index, s.warmup, plan.total_steps,
+                          s.paired, s.round)
+        check = plan.finish_step(ms)
+        if check is not None and on_check is not None:
             on_check(check)
-        if check.stop:
-            return stepper.measured(warmup, check.reason, check.half_pct, check.seconds)
-    raise AssertionError("unreachable")
+    return stepper.measured(train.warmup_steps, plan.stop_reason, plan.half_pct, plan.seconds)

@@ -9,7 +9,6 @@ The device set-up is in ``devices``, the timed loop of one variant in ``measure`
 
 from __future__ import annotations
 
-import csv
 import itertools
 import json
 import math
@@ -25,10 +24,11 @@ from pipeprof import atomic
 from pipeprof.analysis import stopping
 from pipeprof.errors import PipeprofError
 from pipeprof.launch.job import ERROR_TAG, PROGRESS_TAG, Job, VariantSpec
-from pipeprof.records import STEP_COLUMNS, StepRecord, VariantRun
+from pipeprof.records import StepRecord, VariantRun
 from pipeprof.config import build
 from pipeprof.rank.devices import emulated_step, setup_devices
 from pipeprof.rank.measure import run_variant
+from pipeprof.rank.output import emit, gather_records, write_variant
 from pipeprof.scenario import PipelineConfig, Scenario, TrainConfig, emulated_ms
 
 
@@ -42,21 +42,6 @@ def batch_and_lr(train: TrainConfig, np: int) -> tuple[int, float]:
     if per_worker < 1:
         raise PipeprofError(f"train.batch_size {train.batch_size} (global) leaves no samples per worker at np={np}")
     return per_worker, train.learning_rate * lr_factor(train.lr_scaling, np)
-
-
-def _emit(tag: str, payload: dict) -> None:
-    print(f"{tag} {json.dumps(payload)}", flush=True)
-
-
-def write_steps(path: Path, records: list[StepRecord]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    with tmp.open("w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=STEP_COLUMNS)
-        w.writeheader()
-        for r in records:
-            w.writerow(r.to_dict())
-    tmp.replace(path)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -77,11 +62,16 @@ def main(argv: list[str] | None = None) -> int:
     return 1
 
 
-def _bad_files(run_dir: Path, np: int, variant: str, rank: int):
-    """Where this rank's pipeline for ``variant`` writes the bad files it skips."""
+def _bad_files(run_dir: Path, np: int, variant: str, rank: int, telemetry=None):
+    """Where this rank's pipeline for ``variant`` writes the bad files it skips (and streams
+    them, for the live metrics)."""
     from pipeprof.data import badfiles
 
-    return badfiles.BadFiles(badfiles.log_path(run_dir, np, variant, rank), variant=variant)
+    def stream(path: str, reason: str) -> None:
+        telemetry.put("bad_file", {"rank": rank, "np": np, "variant": variant, "path": path, "reason": reason})
+
+    return badfiles.BadFiles(badfiles.log_path(run_dir, np, variant, rank), variant=variant,
+                             listener=stream if telemetry is not None else None)
 
 
 def _input_failure(exc: BaseException) -> str | None:
@@ -92,14 +82,14 @@ def _input_failure(exc: BaseException) -> str | None:
     return badfiles.failure_line(exc)
 
 
-def _start_telemetry(job: Job, scenario: Scenario, rank: int, local_rank: int, local_size: int):
+def _start_telemetry(job: Job, scenario: Scenario, rank: int, size: int, local_rank: int, local_size: int):
     from pipeprof.telemetry.agent import RankTelemetry
     from pipeprof.telemetry.stream import StreamClient
 
     if not scenario.telemetry.enabled or not job.stream:
         return None
     client = StreamClient(job.stream, token=job.stream_token, rank=rank, fallback_dir=job.run_dir)
-    return RankTelemetry(client, rank=rank, local_rank=local_rank, local_size=local_size,
+    return RankTelemetry(client, rank=rank, local_rank=local_rank, local_size=local_size, size=size,
                          gpu_interval_s=scenario.telemetry.gpu_interval_ms / 1e3,
                          host_interval_s=scenario.telemetry.host_interval_ms / 1e3).start()
 
@@ -109,7 +99,7 @@ def _run(job: Job) -> int:
 
     hvd.init()
     scenario = Scenario.from_dict({k: v for k, v in job.scenario.items() if k != "source_file"}, "job")
-    telemetry = _start_telemetry(job, scenario, hvd.rank(), hvd.local_rank(), hvd.local_size())
+    telemetry = _start_telemetry(job, scenario, hvd.rank(), hvd.size(), hvd.local_rank(), hvd.local_size())
     try:
         return _train(job, scenario, telemetry)
     finally:
@@ -153,7 +143,7 @@ def _train(job: Job, scenario: Scenario, telemetry) -> int:
         return pipeline.build(data, pipe, data_root=job.data_root, shard=pipeline.Shard(rank, size),
                               batch_size=per_worker_batch, epochs=epochs,
                               cache_prefix=str(run_dir / "cache" / f"np{size}-{spec.name}"),
-                              bad_files=_bad_files(run_dir, size, spec.name, rank))
+                              bad_files=_bad_files(run_dir, size, spec.name, rank, telemetry))
 
     # The synthetic twin takes its shapes from the real pipeline's element spec.
     first_real = next((v for v in job.variants if not v.synthetic), None)
@@ -167,7 +157,7 @@ def _train(job: Job, scenario: Scenario, telemetry) -> int:
     hvd_tf.broadcast_variables(model.variables, root_rank=0)
     broadcast_opt_pending = True
     if rank == 0:
-        _emit(PROGRESS_TAG, {"event": "start", "np": size, "device": device, "per_worker_batch": per_worker_batch,
+        emit(PROGRESS_TAG, {"event": "start", "np": size, "device": device, "per_worker_batch": per_worker_batch,
                              "learning_rate": lr})
         atomic.write_text(run_dir / "model.json", json.dumps({
             "model": scenario.model.name, "parameters": gradient_floats, "gradient_bytes": 4 * gradient_floats,
@@ -189,7 +179,7 @@ def _train(job: Job, scenario: Scenario, telemetry) -> int:
         started = time.perf_counter()
         total = train.warmup_steps + train.measure_steps if train.measure_steps else 0  # 0: adaptive
         if rank == 0:
-            _emit(PROGRESS_TAG, {"event": "variant_start", "np": size, "variant": spec.name, "index": k,
+            emit(PROGRESS_TAG, {"event": "variant_start", "np": size, "variant": spec.name, "index": k,
                                  "of_variants": len(job.variants), "steps": total})
 
         def on_step(record: StepRecord, of: int, name: str = spec.name) -> None:
@@ -204,7 +194,7 @@ def _train(job: Job, scenario: Scenario, telemetry) -> int:
             if warm_lr_steps and global_step <= warm_lr_steps:
                 opt.learning_rate.assign(lr / size + (lr - lr / size) * global_step / warm_lr_steps)
             if rank == 0 and (done % job.progress_every == 0 or done == of):
-                _emit(PROGRESS_TAG, {"event": "progress", "np": size, "variant": name, "index": k,
+                emit(PROGRESS_TAG, {"event": "progress", "np": size, "variant": name, "index": k,
                                      "of_variants": len(job.variants), "step": done, "steps": total})
 
         if warm_lr_steps and global_step == 0:
@@ -212,7 +202,7 @@ def _train(job: Job, scenario: Scenario, telemetry) -> int:
 
         def on_check(check: stopping.Check, name: str = spec.name) -> None:
             if rank == 0:
-                _emit(PROGRESS_TAG, {"event": "precision", "np": size, "variant": name, "index": k,
+                emit(PROGRESS_TAG, {"event": "precision", "np": size, "variant": name, "index": k,
                                      "of_variants": len(job.variants), "half_pct": check.half_pct,
                                      "target_pct": check.target_pct, "gap": not spec.synthetic and twin_ran,
                                      "steps": check.steps, "seconds": check.seconds})
@@ -226,21 +216,14 @@ def _train(job: Job, scenario: Scenario, telemetry) -> int:
         del batches  # stops this variant's pipeline threads before the next one starts
         avg = hvd_tf.allreduce(tf.constant([measured.loss, measured.accuracy], tf.float64),
                                name=f"metrics_{k}").numpy()
-        gathered = hvd_tf.allgather_object([r.to_dict() for r in measured.records], name=f"records_{k}")
-        all_records = [StepRecord.from_dict(d) for part in gathered for d in part]
+        all_records = gather_records(hvd_tf, measured.records, name=f"records_{k}")
         twin_ran = twin_ran or spec.synthetic
         if rank == 0:
-            write_steps(run_dir / "steps" / f"np{size}-{spec.name}.csv", all_records)
-            result = VariantRun(np=size, variant=spec.name, synthetic=spec.synthetic, per_worker_batch=per_worker_batch,
-                                global_batch=per_worker_batch * size, learning_rate=lr, loss_mean=float(avg[0]),
-                                accuracy_mean=float(avg[1]), wall_s=wall, measured_steps=measured.steps,
-                                measured_s=measured.seconds, stop_reason=measured.stop_reason,
-                                half_pct=measured.half_pct)
-            with (run_dir / "variants.jsonl").open("a") as fh:
-                fh.write(json.dumps(result.to_dict()) + "\n")
-            _emit(PROGRESS_TAG, {"event": "variant_done", "np": size, "variant": spec.name, "index": k,
-                                 "of_variants": len(job.variants), "wall_s": wall, "steps": measured.steps,
-                                 "stop_reason": measured.stop_reason, "half_pct": measured.half_pct})
+            write_variant(run_dir, all_records, VariantRun(
+                np=size, variant=spec.name, synthetic=spec.synthetic, per_worker_batch=per_worker_batch,
+                global_batch=per_worker_batch * size, learning_rate=lr, loss_mean=float(avg[0]),
+                accuracy_mean=float(avg[1]), wall_s=wall, measured_steps=measured.steps, measured_s=measured.seconds,
+                stop_reason=measured.stop_reason, half_pct=measured.half_pct), index=k, of=len(job.variants))
     hvd_tf.allreduce(tf.constant(0.0), name="barrier_end")
     return 0
 

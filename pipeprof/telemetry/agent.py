@@ -40,7 +40,7 @@ def gpu_targets(local_rank: int, local_size: int, cuda_visible_devices: str | No
 
 
 class RankTelemetry:
-    def __init__(self, stream: StreamClient, *, rank: int, local_rank: int, local_size: int,
+    def __init__(self, stream: StreamClient, *, rank: int, local_rank: int, local_size: int, size: int = 0,
                  gpu_interval_s: float = 0.1, host_interval_s: float = 0.5,
                  nvml_factory: Callable[[], Nvml] = Nvml) -> None:
         self.stream = stream
@@ -54,7 +54,8 @@ class RankTelemetry:
         self.host = HostSampler() if local_rank == 0 else None
         self.proc = ProcSampler(rank)
         self.cpu_time_s = 0.0  # the sampler thread's own CPU time, for the overhead benchmark
-        stream.put("hello", {"rank": rank, "local_rank": local_rank, "host": socket.gethostname(),
+        stream.put("hello", {"rank": rank, "local_rank": local_rank, "host": socket.gethostname(), "np": size,
+                             "t_unix_s": time.time(),
                              "nvml": "ok" if self.gpu is not None else (self.nvml.reason if self.nvml else "not sampled"),
                              "gpus": list(map(str, targets))})
 
