@@ -5,25 +5,30 @@
       manifest.json      versions, host, CPU cores, GPUs, the resolved scenario, the command line
       steps/npN-VARIANT.csv   per-rank, per-step records (warm-up steps flagged)
       variants.jsonl     one line per (np, variant) run: batch sizes, learning rate, mean loss
+      status.json        running, finished, failed or interrupted, and by which process
       summary.csv        one row per (np, variant): throughput ±95%, gap, efficiency, verdict
       model.json         the model's parameter and gradient sizes
       stages.csv, verdict.json, verdict.txt   the ablation's stage costs and verdicts
+      script_stages.csv  a user script's transformations, each measured alone (compare --ablation -- CMD)
       prediction.csv, prediction.json         pipeprof predict's output
       trials.csv, tune.json, winner.toml, tfdata.py.txt   pipeprof tune's output
       bad_files.csv      the bad files skipped, per (np, variant)
       logs/              everything horovodrun (and the stage benchmark) printed
       live/, telemetry/  everything the ranks streamed while running (see telemetry.recorder)
+      report.html, trace.json, tensorboard/   the renderers' output (pipeprof report)
 """
 
 from __future__ import annotations
 
 import json
+import os
 import platform
 import socket
 import sys
 import time
 from importlib import metadata
 from pathlib import Path
+from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
@@ -102,6 +107,21 @@ def _with_defaults(frame: pd.DataFrame) -> pd.DataFrame:
     return frame
 
 
+# status.json's states
+RUNNING, FINISHED, FAILED, INTERRUPTED = "running", "finished", "failed", "interrupted"
+STOPPED = "stopped"  # read back for a run that says 'running' but whose process is gone
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 class RunDir:
     """One run directory. ``RunDir.create(out, name)`` makes a new one (never an existing,
     non-empty one); ``RunDir(path)`` opens one to read. Readers get frames and dicts, or
@@ -164,6 +184,69 @@ class RunDir:
     def stages(self) -> pd.DataFrame | None:
         return _read_csv(self.path / "stages.csv")
 
+    def script_stages(self) -> pd.DataFrame | None:
+        """A user script's transformations measured alone (compare --ablation -- CMD)."""
+        return _read_csv(self.path / "script_stages.csv")
+
+    def status(self) -> dict[str, Any]:
+        """How the run stands: ``state`` (running, finished, failed, interrupted; ``stopped``
+        when it says running but its process on this host is gone; ``unknown`` for a run
+        written before pipeprof kept a status) and ``detail``."""
+        path = self.path / "status.json"
+        if not path.exists():
+            return {"state": "unknown", "detail": ""}
+        status = json.loads(path.read_text())
+        if (status.get("state") == RUNNING and status.get("host") == socket.gethostname()
+                and not _alive(int(status.get("pid", 0)))):
+            status = {**status, "state": STOPPED, "detail": "its process ended without saying how"}
+        return status
+
+    def _json(self, name: str) -> Any:
+        path = self.path / name
+        return json.loads(path.read_text()) if path.exists() else None
+
+    def verdicts(self) -> list[dict[str, Any]]:
+        return self._json("verdict.json") or []
+
+    def prediction(self) -> pd.DataFrame | None:
+        return _read_csv(self.path / "prediction.csv")
+
+    def prediction_info(self) -> dict[str, Any]:
+        return self._json("prediction.json") or {}
+
+    def trials(self) -> pd.DataFrame | None:
+        return _read_csv(self.path / "trials.csv")
+
+    def tune_info(self) -> dict[str, Any]:
+        return self._json("tune.json") or {}
+
+    def bad_files(self) -> pd.DataFrame | None:
+        return _read_csv(self.path / "bad_files.csv")
+
+    def events(self) -> list[dict[str, Any]]:
+        """What the ranks streamed besides steps and samples: hellos (rank, host, local rank),
+        progress, bad files."""
+        path = self.path / "live" / "events.jsonl"
+        if not path.exists():
+            return []
+        out = []
+        for line in path.read_text(errors="replace").splitlines():
+            try:
+                out.append(json.loads(line))
+            except ValueError:
+                continue  # a line cut by a run that was killed while writing it
+        return out
+
+    def load(self) -> "Run":
+        """Everything a renderer reads, in one object (one read of each file)."""
+        manifest = self.manifest("the run's manifest")
+        summary = _read_csv(self.path / "summary.csv")
+        return Run(path=self.path, manifest=manifest, status=self.status(), summary=summary,
+                   steps=self.steps(paired=True), telemetry=self.telemetry(), variant_runs=self.variant_runs(),
+                   stages=self.stages(), script_stages=self.script_stages(), verdicts=self.verdicts(), prediction=self.prediction(),
+                   prediction_info=self.prediction_info(), trials=self.trials(), tune_info=self.tune_info(),
+                   model=self.model(), events=self.events())
+
     def model(self) -> dict[str, Any]:
         path = self.path / "model.json"
         return json.loads(path.read_text()) if path.exists() else {}
@@ -172,6 +255,10 @@ class RunDir:
 
     def write_manifest(self, data: dict[str, Any]) -> None:
         write_json(self.path / "manifest.json", data)
+
+    def write_status(self, state: str, detail: str = "") -> None:
+        write_json(self.path / "status.json", {"state": state, "detail": detail, "pid": os.getpid(),
+                                               "host": socket.gethostname(), "updated_unix_s": time.time()})
 
     def write_summary(self, frame: pd.DataFrame) -> None:
         write_csv(self.path / "summary.csv", frame)
@@ -197,3 +284,38 @@ class RunDir:
             write_json(self.path / "tune.json", result)
             atomic.write_text(self.path / "winner.toml", winner_toml)
             atomic.write_text(self.path / "tfdata.py.txt", tfdata_code)
+
+
+@dataclass
+class Run:
+    """A run directory as read once: what the renderers (report.html, trace.json, TensorBoard)
+    take. Frames are None where the run has no such file; ``steps`` holds every step record,
+    the twin's alternating ones included (``paired``)."""
+
+    path: Path
+    manifest: dict[str, Any]
+    status: dict[str, Any]
+    summary: pd.DataFrame | None
+    steps: pd.DataFrame
+    telemetry: dict[str, pd.DataFrame | None]
+    variant_runs: list[dict[str, Any]] = field(default_factory=list)
+    stages: pd.DataFrame | None = None
+    script_stages: pd.DataFrame | None = None
+    verdicts: list[dict[str, Any]] = field(default_factory=list)
+    prediction: pd.DataFrame | None = None
+    prediction_info: dict[str, Any] = field(default_factory=dict)
+    trials: pd.DataFrame | None = None
+    tune_info: dict[str, Any] = field(default_factory=dict)
+    model: dict[str, Any] = field(default_factory=dict)
+    events: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def partial(self) -> bool:
+        """Still running, or ended before it finished: what it shows is what was measured so far."""
+        return self.status.get("state") in (RUNNING, STOPPED, FAILED, INTERRUPTED)
+
+    def hellos(self, np: int | None = None) -> list[dict[str, Any]]:
+        """The ranks' hellos (rank, local rank, host) of the launch at ``np`` (every launch's
+        when None, or when the run predates hellos naming their np)."""
+        return [e for e in self.events if e.get("kind") == "hello" and isinstance(e.get("rank"), int)
+                and (np is None or e.get("np") in (None, 0, np))]

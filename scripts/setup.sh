@@ -2,6 +2,10 @@
 # Set up .venv with TensorFlow 2.15 (Keras 2), Horovod 0.28.1 built from source, pipeprof and
 # its test tools. Safe to run again: it does nothing when the environment is already complete.
 #
+#   bash scripts/setup.sh test   also installs the programs the tests drive for real: a
+#                                Prometheus server and a headless Chromium (Debian's packages;
+#                                as root, with apt-get; otherwise it says what to install)
+#
 #   PIPEPROF_TF   the TensorFlow requirement (default tensorflow-cpu==2.15.1; on a GPU
 #                 cluster: 'tensorflow[and-cuda]==2.15.1')
 #   HOROVOD_*     Horovod build flags; defaults build TensorFlow + Gloo, no MPI. On a GPU
@@ -19,6 +23,26 @@ if [ -z "$PY" ]; then
 fi
 [ -n "$PY" ] || { echo "setup: Python 3.11 is required (TensorFlow 2.15 + Horovod 0.28.1); set PYTHON=/path/to/python3.11" >&2; exit 2; }
 
+if [ "${1:-}" = test ]; then
+  missing=()
+  command -v prometheus >/dev/null || missing+=(prometheus)
+  command -v chromium >/dev/null || command -v chromium-browser >/dev/null || missing+=(chromium)
+  if [ ${#missing[@]} -gt 0 ]; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+      echo "setup: installing the test tools: ${missing[*]} (Debian packages)" >&2
+      apt-get update -qq >/dev/null
+      # no services: the tests start their own Prometheus on loopback
+      printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d.pipeprof && chmod +x /usr/sbin/policy-rc.d.pipeprof
+      [ -e /usr/sbin/policy-rc.d ] || cp /usr/sbin/policy-rc.d.pipeprof /usr/sbin/policy-rc.d
+      DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+      cmp -s /usr/sbin/policy-rc.d /usr/sbin/policy-rc.d.pipeprof && rm -f /usr/sbin/policy-rc.d
+      rm -f /usr/sbin/policy-rc.d.pipeprof
+    else
+      echo "setup: the tests need ${missing[*]}: install them (e.g. sudo apt-get install ${missing[*]})" >&2
+    fi
+  fi
+fi
+
 TF_REQ=${PIPEPROF_TF:-tensorflow-cpu==2.15.1}
 stamp_want=$(cat pyproject.toml scripts/setup.sh | sha1sum | cut -c1-16)-$TF_REQ
 if [ -f .venv/.pipeprof-setup ] && [ "$(cat .venv/.pipeprof-setup)" = "$stamp_want" ] \
@@ -30,7 +54,8 @@ fi
 pip=(.venv/bin/python -m pip --disable-pip-version-check)
 echo "setup: installing TensorFlow ($TF_REQ) and the build tools Horovod needs" >&2
 "${pip[@]}" install -q --upgrade pip 'setuptools<70' wheel 'cmake<4'
-"${pip[@]}" install -q "$TF_REQ" 'numpy<2' 'pandas>=2.0,<2.3' 'nvidia-ml-py>=12' 'psutil>=5.9' 'rich>=13' 'pytest>=7'
+"${pip[@]}" install -q "$TF_REQ" 'numpy<2' 'pandas>=2.0,<2.3' 'nvidia-ml-py>=12' 'psutil>=5.9' 'rich>=13' 'pytest>=7' \
+  'matplotlib>=3.7,<3.10' 'prometheus-client>=0.17' 'jsonschema>=4'
 
 if ! .venv/bin/python -c 'import horovod.tensorflow' 2>/dev/null; then
   echo "setup: building Horovod 0.28.1 from source (about 4 minutes on 2 cores; cached by pip afterwards)" >&2

@@ -12,11 +12,12 @@ from pipeprof import scenario as scen
 from pipeprof.errors import PipeprofError
 from pipeprof.launch import signals
 from pipeprof.launch.horovod import worker_counts
-from pipeprof.report.table import print_summary
+from pipeprof.renderers.table import print_summary
 from pipeprof.rundir import RunDir
-from pipeprof.report.verdict import print_diagnosis
+from pipeprof.renderers.diagnosis import print_diagnosis
 from pipeprof.tui.reporter import DashboardReporter, PlainReporter
 from pipeprof.workflows.compare import CompareResult
+from pipeprof.workflows.events import FanOut, Reporter
 
 # --flag → (dotted scenario key, value); value None means "the flag's argument"
 STAGE_SWITCHES = {
@@ -65,6 +66,44 @@ def parse_size(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a size such as 512M or 8G, got {text!r}") from None
 
 
+def add_report_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--no-report", action="store_true",
+                   help="do not render report.html, trace.json and TensorBoard events at the end (pipeprof report "
+                        "RUN_DIR renders them later)")
+
+
+def add_metrics_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--metrics-port", type=int, metavar="PORT",
+                   help="serve the live figures to Prometheus on this port while the run goes on (0: any free port)")
+    p.add_argument("--metrics-addr", default="127.0.0.1", metavar="ADDR",
+                   help="the address to serve them on (default 127.0.0.1; 0.0.0.0 for a cluster's Prometheus)")
+
+
+def metrics_exporter(args: argparse.Namespace, console: Console, *, command: str, scenario: str) -> Reporter | None:
+    """The Prometheus exporter when --metrics-port is given, serving before anything runs (a
+    port in use is one line, before any launch)."""
+    if args.metrics_port is None:
+        return None
+    if not 0 <= args.metrics_port <= 65535:
+        raise PipeprofError(f"--metrics-port {args.metrics_port}: not a TCP port (0..65535)")
+    from pipeprof.renderers.metrics import MetricsExporter
+
+    exporter = MetricsExporter(args.metrics_port, args.metrics_addr, command=command, scenario=scenario)
+    console.print(f"metrics: {exporter.url}")
+    return exporter
+
+
+def render_report(args: argparse.Namespace, run_dir, console: Console) -> None:
+    """After a command that writes into an existing run directory (predict): render it again."""
+    if getattr(args, "no_report", False):
+        return
+    from pipeprof.workflows.report import report_quietly
+
+    done = report_quietly(run_dir, lambda text: console.print(f"[yellow]warning:[/] {text}"))
+    if done is not None:
+        console.print(f"report: {run_dir / 'report.html'}" + (" (partial)" if done.partial else ""))
+
+
 def add_common_arguments(p: argparse.ArgumentParser) -> None:
     """Flags shared by compare and run: the scenario, launch, training and pipeline overrides."""
     p.add_argument("scenario", nargs="?", default=None,
@@ -111,6 +150,8 @@ def add_common_arguments(p: argparse.ArgumentParser) -> None:
     stages.add_argument("--deterministic", action="store_true", help="keep element order deterministic")
     p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
                    help="override any scenario key, e.g. --set pipeline.augment.rotation_deg=30 (repeatable)")
+    add_metrics_arguments(p)
+    add_report_argument(p)
 
 
 def overrides_from_args(args: argparse.Namespace) -> list[tuple[list[str], Any]]:
@@ -140,10 +181,14 @@ def overrides_from_args(args: argparse.Namespace) -> list[tuple[list[str], Any]]
 
 
 def make_reporter(args: argparse.Namespace, console: Console, *, command: str, scenario: str,
-                  steps_total: int) -> PlainReporter:
+                  steps_total: int) -> Reporter:
+    """The dashboard (or plain lines), and the metrics exporter beside it when asked for."""
+    exporter = metrics_exporter(args, console, command=command, scenario=scenario)
     if console.is_terminal and not args.no_dashboard:
-        return DashboardReporter(console, command=command, scenario=scenario, steps_total=steps_total)
-    return PlainReporter(console)
+        ui: Reporter = DashboardReporter(console, command=command, scenario=scenario, steps_total=steps_total)
+    else:
+        ui = PlainReporter(console)
+    return FanOut(ui, exporter) if exporter is not None else ui
 
 
 def console_for_output() -> Console:
@@ -157,7 +202,8 @@ def finish(result: CompareResult, console: Console, title: str) -> int:
     if not result.summary.empty:
         print_summary(result.summary, console, title=title)
     if result.verdicts:
-        print_diagnosis(result.summary, result.verdicts, RunDir(result.run_dir).stages(), console)
+        run = RunDir(result.run_dir)
+        print_diagnosis(result.summary, result.verdicts, run.stages(), console, run.script_stages())
     console.print(f"run directory: {result.run_dir}")
     if result.failure:
         raise PipeprofError(result.failure, exit_code=1 if result.signum is None else signals.exit_code(result.signum))

@@ -10,11 +10,11 @@ from typing import Any
 from rich.table import Table
 
 from pipeprof.analysis.predict import TERMS_ADVICE, Target
-from pipeprof.cli.common import console_for_output
+from pipeprof.cli.common import add_report_argument, console_for_output, render_report
 from pipeprof.errors import PipeprofError
 from pipeprof.launch.horovod import worker_counts
 from pipeprof.workflows.predict import advice, run_predict
-from pipeprof.report.table import fmt
+from pipeprof.renderers.table import fmt
 
 
 def add_parser(sub: Any) -> None:
@@ -32,6 +32,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--ceiling", metavar="RUN_DIR",
                    help="a synthetic-only compare on the target (compare --synthetic-only): its measured step and "
                         "CPU use at each worker count replace the network model's synchronisation time")
+    add_report_argument(p)
     p.set_defaults(run=run)
 
 
@@ -79,4 +80,5 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
         console.print(f"at np={last.np}: the gap comes mostly from [bold]{last.gap_cause}[/] → "
                       f"{TERMS_ADVICE[last.gap_cause].format(cores=last.cores_per_rank)}")
     console.print(f"written: {run_dir / 'prediction.csv'}")
+    render_report(args, run_dir, console)
     return 0

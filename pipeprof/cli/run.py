@@ -31,7 +31,8 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
     reporter = make_reporter(args, console, command="run", scenario=scenario.name, steps_total=steps)
     try:
         result = compare(scenario, [args.np_one], out=args.out, argv=argv, reporter=reporter,
-                         only_variants=args.variant, synthetic=args.with_synthetic, stream_host=args.stream_host)
+                         only_variants=args.variant, synthetic=args.with_synthetic, stream_host=args.stream_host,
+                         report=not args.no_report)
     finally:
         reporter.close()
     return finish(result, console, f"pipeprof run · {scenario.name} · np={args.np_one}")

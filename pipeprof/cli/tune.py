@@ -13,10 +13,10 @@ from rich.syntax import Syntax
 from rich.table import Table
 
 from pipeprof import scenario as scen
-from pipeprof.cli.common import console_for_output, parse_size
+from pipeprof.cli.common import add_report_argument, console_for_output, parse_size
 from pipeprof.errors import PipeprofError
 from pipeprof.launch import signals, topology
-from pipeprof.report.table import fmt, print_summary
+from pipeprof.renderers.table import fmt, print_summary
 from pipeprof.tui.reporter import PlainReporter
 from pipeprof.workflows.tune import TuneResult, parse_duration, tune
 
@@ -38,6 +38,7 @@ def add_parser(sub: Any) -> None:
                    help="steps of the confirming training run per variant (0: skip it)")
     p.add_argument("--out", metavar="DIR", help="run directory (default: runs/<time>-<scenario>-tune)")
     p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE")
+    add_report_argument(p)
     p.set_defaults(run=run)
 
 
@@ -45,7 +46,7 @@ def _point_text(point: dict) -> str:
     return " ".join(f"{k}={v}" for k, v in point.items())
 
 
-def report(res: TuneResult, console: Console) -> None:
+def print_result(res: TuneResult, console: Console) -> None:
     ok = [t for t in res.search.trials if not t.error]
     table = Table(title=f"configurations tried ({len(res.search.trials)}; best 10)", title_justify="left",
                   header_style="bold")
@@ -54,6 +55,9 @@ def report(res: TuneResult, console: Console) -> None:
     for t in sorted(ok, key=lambda t: -t.samples_per_s)[:10]:
         table.add_row(fmt(t.samples_per_s, 0), fmt(t.cpu_cores_used, 2), t.phase, _point_text(t.point))
     console.print(table)
+    if not math.isnan(res.search.noise_pct):
+        console.print(f"two measurements of one setting landed {res.search.noise_pct:.1f}% apart (RMS) on this machine, so "
+                      f"a change had to win by {res.search.margin_pct:.1f}% to be kept")
     cmp = Table(title="the winner beside the scenario's settings and AUTOTUNE (pipeline only)", title_justify="left",
                 header_style="bold")
     for name in ("", "samples/s", "CPU cores used", "vs scenario"):
@@ -109,8 +113,8 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
     with progress:
         res = tune(scenario, cores=cores, budget_s=budget_s, trial_s=args.trial_seconds, ram_budget_bytes=args.ram_budget,
                    ranks=args.ranks, out=args.out, argv=argv, reporter=PlainReporter(console), on_trial=on_trial,
-                   confirm_steps=args.confirm_steps)
-    report(res, console)
+                   confirm_steps=args.confirm_steps, report=not args.no_report)
+    print_result(res, console)
     console.print(f"run directory: {res.run_dir}")
     if res.confirm is not None and res.confirm.signum is not None:  # stopped during the confirming run
         raise PipeprofError(f"tune: {res.confirm.failure}", exit_code=signals.exit_code(res.confirm.signum))

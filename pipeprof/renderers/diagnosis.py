@@ -6,7 +6,7 @@ import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
-from pipeprof.report.table import fmt
+from pipeprof.renderers.table import fmt
 
 
 def stage_cost_table(summary: pd.DataFrame) -> Table | None:
@@ -21,10 +21,25 @@ def stage_cost_table(summary: pd.DataFrame) -> Table | None:
     return t
 
 
-def print_diagnosis(summary: pd.DataFrame, verdicts: list, stages: pd.DataFrame | None, console: Console) -> None:
+def script_stage_table(stages: pd.DataFrame) -> Table:
+    t = Table(title=f"each transformation of the script's dataset alone ({int(stages['cores'].iloc[0])} core(s))",
+              title_justify="left", header_style="bold")
+    for name in ("#", "transformation", "samples/s", "core-ms/sample", "marginal core-ms", "note"):
+        t.add_column(name, justify="left" if name in ("transformation", "note") else "right")
+    for _, r in stages.iterrows():
+        note = r["note"] if isinstance(r["note"], str) else ""
+        t.add_row(str(r["index"]), str(r["transformation"]), fmt(r["samples_per_s"], 0), fmt(r["core_ms_per_sample"], 3),
+                  fmt(r["marginal_core_ms"], 3), note)
+    return t
+
+
+def print_diagnosis(summary: pd.DataFrame, verdicts: list, stages: pd.DataFrame | None, console: Console,
+                    script_stages: pd.DataFrame | None = None) -> None:
     table = stage_cost_table(summary)
     if table is not None:
         console.print(table)
+    if script_stages is not None and not script_stages.empty:
+        console.print(script_stage_table(script_stages))
     if stages is not None and not stages.empty:
         t = Table(title=f"each stage alone (pipeline only, {int(stages['cores'].iloc[0])} core(s))",
                   title_justify="left", header_style="bold")

@@ -4,7 +4,6 @@ inside it, results summarised after each launch so nothing measured is lost to a
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from dataclasses import dataclass, field
@@ -13,13 +12,13 @@ from pathlib import Path
 import pandas as pd
 
 from pipeprof.launch import horovod, signals, topology
-from pipeprof.launch.job import PROGRESS_TAG, Job
-from pipeprof.rundir import RunDir, manifest
+from pipeprof.launch.job import Job
+from pipeprof.rundir import FAILED, FINISHED, INTERRUPTED, RUNNING, RunDir, manifest
 from pipeprof.scenario import Scenario, cache_warning, emulated_ms
 from pipeprof.telemetry.nvml import Nvml
 from pipeprof.workflows.data import prepare_data
 from pipeprof.workflows.events import Reporter
-from pipeprof.workflows.live import RecordStream
+from pipeprof.workflows.live import RecordStream, progress_lines
 from pipeprof.workflows.plan import check_memory, variant_specs
 from pipeprof.workflows.summary import bad_files_warning, device_label, write_summary
 
@@ -36,7 +35,8 @@ class CompareResult:
 def compare(scenario: Scenario, nps: list[int], *, out: str | None = None, argv: list[str] | None = None,
             reporter: Reporter | None = None, nvml: Nvml | None = None, only_variants: list[str] | None = None,
             synthetic: bool = True, stream_host: str | None = None, ablation: bool = False,
-            cores_per_rank: float | None = None, ram_budget_bytes: int | None = None, real: bool = True) -> CompareResult:
+            cores_per_rank: float | None = None, ram_budget_bytes: int | None = None, real: bool = True,
+            report: bool = True) -> CompareResult:
     reporter = reporter or Reporter()
     nvml = nvml or Nvml()
     gpus = nvml.inventory()
@@ -54,6 +54,8 @@ def compare(scenario: Scenario, nps: list[int], *, out: str | None = None, argv:
         "worker_counts": nps, "variants": [s.name for s in specs], "data_root": data_root,
         "launcher": "horovodrun", "controller": scenario.launch.controller,
         "device": device_label(scenario.train.device)}))
+    run.write_status(RUNNING)
+    reporter.progress({"event": "plan", "worker_counts": list(nps), "variants": [s.name for s in specs]})
     # every host's ranks must reach the rendezvous in time: size it for the busiest host
     local = max(topology.assign(n, scenario.launch).ranks_per_host for n in nps)
     env = horovod.worker_env(dict(os.environ), str(Path.cwd()), emulated=emulated_ms(scenario.train.device) is not None,
@@ -74,16 +76,8 @@ def compare(scenario: Scenario, nps: list[int], *, out: str | None = None, argv:
             argv_n = horovod.horovodrun_argv(n, scenario.launch, [sys.executable, "-m", "pipeprof.rank", job.encode()],
                                              horovodrun=horovodrun)
             reporter.progress({"event": "launch", "np": n, "of_variants": len(specs)})
-
-            def on_line(line: str) -> None:
-                if PROGRESS_TAG in line:
-                    try:
-                        reporter.progress(json.loads(line.split(PROGRESS_TAG, 1)[1]))
-                    except ValueError:
-                        pass  # a progress line cut by another rank's output: the next one will do
-
             result = horovod.run(argv_n, env=env, log_path=run.log_path(f"np{n}"),
-                                 timeout_s=scenario.launch.timeout_s, on_line=on_line)
+                                 timeout_s=scenario.launch.timeout_s, on_line=progress_lines(reporter))
             stream.after_launch()
             summary = write_summary(run_dir, synthetic_names, order, reference, scenario.train.device)
             reporter.results(summary)
@@ -108,4 +102,16 @@ def compare(scenario: Scenario, nps: list[int], *, out: str | None = None, argv:
         if caught.signum is not None:
             signum = caught.signum
             failure = f"{signals.Interrupted(signum)} while measuring the stages (run directory: {run_dir})"
+    finish_run(run, failure, signum, reporter, report)
     return CompareResult(run_dir, summary, failure, verdicts, signum=signum)
+
+
+def finish_run(run: RunDir, failure: str | None, signum: int | None, reporter: Reporter, report: bool) -> None:
+    """Say how the run ended in its status, then render its report (partial when it did not finish)."""
+    run.write_status(FINISHED if failure is None else INTERRUPTED if signum is not None else FAILED, failure or "")
+    if report:
+        from pipeprof.workflows.report import report_quietly
+
+        done = report_quietly(run.path, reporter.warning)
+        if done is not None:
+            reporter.message(f"report: {run.path / 'report.html'}" + (" (partial)" if done.partial else ""))

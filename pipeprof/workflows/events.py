@@ -22,3 +22,41 @@ class Reporter:
 
     def results(self, summary: pd.DataFrame) -> None:
         """The summary so far, after each launch."""
+
+    def close(self) -> None:
+        """The run is over: stop whatever the reporter runs (a live display, a server)."""
+
+
+class FanOut(Reporter):
+    """Several reporters as one: the dashboard and the metrics exporter see the same events."""
+
+    def __init__(self, *reporters: Reporter) -> None:
+        self.reporters = [r for r in reporters if r is not None]
+
+    def message(self, text: str) -> None:
+        for r in self.reporters:
+            r.message(text)
+
+    def warning(self, text: str) -> None:
+        for r in self.reporters:
+            r.warning(text)
+
+    def progress(self, event: dict) -> None:
+        for r in self.reporters:
+            r.progress(event)
+
+    def data_progress(self, done: int, total: int) -> None:
+        for r in self.reporters:
+            r.data_progress(done, total)
+
+    def record(self, record: dict) -> None:
+        for r in self.reporters:
+            r.record(record)
+
+    def results(self, summary: pd.DataFrame) -> None:
+        for r in self.reporters:
+            r.results(summary)
+
+    def close(self) -> None:
+        for r in self.reporters:
+            r.close()

@@ -21,11 +21,11 @@ from pipeprof.data.files import count_images
 from pipeprof.data.stagebench import StageBench
 from pipeprof.errors import PipeprofError
 from pipeprof.launch import signals
-from pipeprof.rundir import RunDir, manifest
+from pipeprof.rundir import RUNNING, RunDir, manifest
 from pipeprof.scenario import PipelineConfig, Scenario, VariantConfig
 from pipeprof.tune import space as sp
 from pipeprof.tune.search import Evaluate, SearchResult, Trial, Window, coordinate_descent
-from pipeprof.workflows.compare import CompareResult, compare
+from pipeprof.workflows.compare import CompareResult, compare, finish_run
 from pipeprof.workflows.data import prepare_data
 from pipeprof.workflows.events import Reporter
 
@@ -58,7 +58,8 @@ def bench_evaluate(bench: StageBench, base: PipelineConfig) -> Evaluate:
 
 def tune(scenario: Scenario, *, cores: int, budget_s: float, trial_s: float = 1.5, ram_budget_bytes: int | None = None,
          ranks: int = 1, out: str | None = None, argv: list[str] | None = None, reporter: Reporter | None = None,
-         on_trial: Callable[[Trial, float], None] | None = None, confirm_steps: int = 0) -> TuneResult:
+         on_trial: Callable[[Trial, float], None] | None = None, confirm_steps: int = 0,
+         report: bool = True) -> TuneResult:
     reporter = reporter or Reporter()
     data_root = prepare_data(scenario, reporter)
     base = scenario.variant_pipeline(scenario.variants[0])
@@ -66,6 +67,7 @@ def tune(scenario: Scenario, *, cores: int, budget_s: float, trial_s: float = 1.
     run_dir = run.path
     run.write_manifest(manifest(scenario.to_dict(), list(argv or []), [], {
         "command": "tune", "cores_per_rank": cores, "budget_s": budget_s, "data_root": data_root}))
+    run.write_status(RUNNING)
     space = sp.default_space(cores, shuffle=base.shuffle.enabled)
     budget = ram_budget_bytes or default_ram_budget_bytes(1)
     images = -(-count_images(data_root) // ranks) if data_root else 0
@@ -101,6 +103,7 @@ def tune(scenario: Scenario, *, cores: int, budget_s: float, trial_s: float = 1.
         auto_res = evaluate(sp.autotune_point(base, space), Window(2 * trial_s, 2 * trial_s))
     if caught.signum is not None:
         run.write_tune(_trials_frame(done))
+        finish_run(run, f"{signals.Interrupted(caught.signum)}", caught.signum, reporter, report)
         raise PipeprofError(f"tune: {signals.Interrupted(caught.signum)} after {len(done)} trial(s); they are in "
                             f"{run_dir / 'trials.csv'}", exit_code=signals.exit_code(caught.signum))
     assert search.best is not None
@@ -109,6 +112,7 @@ def tune(scenario: Scenario, *, cores: int, budget_s: float, trial_s: float = 1.
     run.write_tune(_trials_frame(search.trials), {
         "cores_per_rank": cores, "budget_s": budget_s, "trials": len(search.trials),
         "stopped_by_budget": search.stopped_by_budget, "winner": search.best.point,
+        "noise_pct": search.noise_pct, "margin_pct": search.margin_pct,
         "winner_samples_per_s": search.best.samples_per_s, "winner_cpu_cores_used": search.best.cpu_cores_used,
         "scenario_default": {"point": start, **default_res}, "autotune": auto_res, "refused": list(refused.values())},
         winner_toml=sp.fragment_toml(winner), tfdata_code=sp.tfdata_code(winner) + "\n")
@@ -125,7 +129,9 @@ def tune(scenario: Scenario, *, cores: int, budget_s: float, trial_s: float = 1.
             variants=[VariantConfig(name="scenario", pipeline={}), VariantConfig(name="tuned", pipeline=tuned_overrides)],
             train=dataclasses.replace(scenario.train, measure_steps=confirm_steps, warmup_steps=warmup),
             launch=dataclasses.replace(scenario.launch, np=[1]))
-        confirm = compare(confirm_scenario, [1], out=str(run_dir / "confirm"), argv=argv, reporter=reporter)
+        confirm = compare(confirm_scenario, [1], out=str(run_dir / "confirm"), argv=argv, reporter=reporter,
+                          report=report)
+    finish_run(run, None, None, reporter, report)
     return TuneResult(run_dir, search, {"point": start, **default_res}, auto_res, winner, list(refused.values()), confirm)
 
 

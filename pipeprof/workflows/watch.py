@@ -10,10 +10,10 @@ from dataclasses import dataclass
 
 from pipeprof.errors import PipeprofError
 from pipeprof.launch import horovod, signals
-from pipeprof.rundir import RunDir, manifest
+from pipeprof.rundir import RUNNING, RunDir, manifest
 from pipeprof.telemetry.nvml import Nvml
 from pipeprof.telemetry.stream import ENV_ADDRESS, ENV_RUN_DIR, ENV_TOKEN
-from pipeprof.workflows.compare import CompareResult
+from pipeprof.workflows.compare import CompareResult, finish_run
 from pipeprof.workflows.events import Reporter
 from pipeprof.workflows.live import RecordStream
 from pipeprof.workflows.summary import write_summary
@@ -28,11 +28,13 @@ class WatchResult(CompareResult):
 
 def watch(cmd: list[str], *, out: str | None = None, argv: list[str] | None = None, reporter: Reporter | None = None,
           timeout_s: int = 0, stream_host: str | None = None,
-          on_line: Callable[[str], None] | None = None) -> WatchResult:
+          on_line: Callable[[str], None] | None = None, report: bool = True) -> WatchResult:
     reporter = reporter or Reporter()
     run = RunDir.create(out, "watch")
     run_dir = run.path
-    run.write_manifest(manifest({}, list(argv or []), Nvml().inventory(), {"watched_command": cmd}))
+    run.write_manifest(manifest({}, list(argv or []), Nvml().inventory(), {"watched_command": cmd,
+                                                                          "command": "watch"}))
+    run.write_status(RUNNING)
     stream = RecordStream(run_dir, reporter, remote=any(a in HOST_FLAGS for a in cmd), stream_host=stream_host)
     with stream:
         env = horovod.worker_env(dict(os.environ), os.getcwd())
@@ -47,8 +49,10 @@ def watch(cmd: list[str], *, out: str | None = None, argv: list[str] | None = No
     stream.close()
     summary = write_summary(run_dir, set())
     if result.ok:
+        finish_run(run, None, None, reporter, report)
         return WatchResult(run_dir, summary)
     code = (signals.exit_code(result.signum) if result.signum is not None
             else result.returncode if result.returncode > 0 else 1)
-    return WatchResult(run_dir, summary, f"the watched command failed: {result.reason()} "
-                                         f"(log: {run.log_path('watch')})", signum=result.signum, exit_code=code)
+    failure = f"the watched command failed: {result.reason()} (log: {run.log_path('watch')})"
+    finish_run(run, failure, result.signum, reporter, report)
+    return WatchResult(run_dir, summary, failure, signum=result.signum, exit_code=code)
