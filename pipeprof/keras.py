@@ -1,14 +1,17 @@
-"""``PipeprofCallback``: pipeprof's measurements inside your own Horovod ``model.fit``.
+"""pipeprof in your own Horovod Keras training script: two lines.
 
-    import horovod.tensorflow.keras as hvd
-    from pipeprof.keras import PipeprofCallback
-    hvd.init()
-    ...
-    model.fit(dataset, callbacks=[hvd.callbacks.BroadcastGlobalVariablesCallback(0), PipeprofCallback()])
+    import pipeprof.keras as pk
+    dataset = pk.instrument(dataset)                       # before model.fit
+    model.fit(dataset, ..., callbacks=[..., pk.PipeprofCallback()])
 
-Run it under ``pipeprof watch -- horovodrun -np 4 python train.py`` to see the live dashboard;
-the callback finds the launcher through ``PIPEPROF_STREAM``. Without ``watch``, pass
-``run_dir=`` and it writes the same records to ``RUN_DIR/stream/rankN.jsonl``.
+Outside pipeprof both change nothing: ``instrument`` returns the dataset itself and the
+callback does nothing. Under ``pipeprof watch -- CMD`` the callback streams every step to the
+live dashboard. Under ``pipeprof compare --np 1,2 -- python train.py ARGS`` (one launch per
+worker count) ``instrument`` puts the synthetic twin beside the dataset and the callback
+measures the twin alone, then your pipeline in rounds against it, and ends ``fit`` once the
+gap is known (``pipeprof.rank.fit``). Under ``compare --ablation``, ``instrument`` measures
+each transformation of your dataset alone (``pipeprof.data.chain``), writes the figures to the
+run directory, and ends the script there: no model is trained in that launch.
 
 How input wait is measured inside ``fit``: Keras pulls the next batch from the iterator
 inside its compiled train function, out of a callback's sight. The callback wraps the
@@ -23,16 +26,24 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import time
 from typing import Any
 
 import tensorflow as tf
 
+from pipeprof.launch.job import ENV_SCRIPT_JOB, ERROR_TAG, ScriptJob
 from pipeprof.records import StepRecord
 from pipeprof.telemetry.agent import RankTelemetry
 from pipeprof.telemetry.stream import ENV_ADDRESS, ENV_RUN_DIR, ENV_TOKEN, StreamClient
 
 log = logging.getLogger("pipeprof.keras")
+ADD_INSTRUMENT = "add `dataset = pipeprof.keras.instrument(dataset)` before model.fit"
+
+
+def _job() -> ScriptJob | None:
+    text = os.environ.get(ENV_SCRIPT_JOB)
+    return ScriptJob.decode(text) if text else None
 
 
 def _horovod_ranks() -> tuple[int, int, int, int]:
@@ -49,6 +60,29 @@ def _horovod_ranks() -> tuple[int, int, int, int]:
             int(env.get("HOROVOD_LOCAL_RANK", 0)), int(env.get("HOROVOD_LOCAL_SIZE", 1)))
 
 
+def _fail(message: str) -> None:
+    """End the script with pipeprof's one line (the launcher shows it, no traceback)."""
+    rank = _horovod_ranks()[0]
+    print(f"{ERROR_TAG} rank {rank}: {message}", file=sys.stderr, flush=True)
+    raise SystemExit(2)
+
+
+def instrument(dataset: tf.data.Dataset) -> tf.data.Dataset:
+    """Your training dataset, as pipeprof needs it: itself outside pipeprof."""
+    job = _job()
+    if job is None:
+        return dataset
+    if not isinstance(dataset, tf.data.Dataset):
+        _fail(f"pipeprof.keras.instrument takes a tf.data.Dataset, got {type(dataset).__name__}")
+    if job.mode == "ablate":
+        from pipeprof.data.ablate_script import ablate_and_exit
+
+        ablate_and_exit(dataset, job)
+    from pipeprof.rank.fit import instrumented
+
+    return instrumented(dataset)
+
+
 class PipeprofCallback(tf.keras.callbacks.Callback):
     def __init__(self, *, variant: str = "fit", warmup_steps: int = 5, measure_input_wait: bool = True,
                  run_dir: str | None = None, address: str | None = None, gpu_interval_s: float = 0.1,
@@ -61,12 +95,18 @@ class PipeprofCallback(tf.keras.callbacks.Callback):
         self.address = address or os.environ.get(ENV_ADDRESS)
         self.gpu_interval_s, self.host_interval_s = gpu_interval_s, host_interval_s
         self.telemetry: RankTelemetry | None = None
+        self.measurement = None  # rank.fit.FitMeasurement under pipeprof compare
         self.step = 0
-        self._t0 = 0.0
+        self._t0 = self._prev_end = 0.0
         self._entered: float | None = None
         self._batch = 0
         self._wrapped = False
         self.rank = self.size = 0
+
+    @property
+    def active(self) -> bool:
+        """Whether pipeprof is listening (a launcher's stream, a run directory, or a compare job)."""
+        return bool(self.address or self.run_dir)
 
     # -- the timestamp inside the train step ------------------------------------------------
     def _mark(self, batch_size: tf.Tensor) -> tf.Tensor:
@@ -95,25 +135,63 @@ class PipeprofCallback(tf.keras.callbacks.Callback):
 
     # -- Keras hooks ------------------------------------------------------------------------
     def on_train_begin(self, logs: dict | None = None) -> None:
+        if not self.active:
+            return  # outside pipeprof: nothing to measure, nothing started
         rank, size, local_rank, local_size = _horovod_ranks()
         self.rank, self.size = rank, size
-        if not self.address and not self.run_dir:
-            log.warning("pipeprof: no PIPEPROF_STREAM (run under `pipeprof watch`) and no run_dir: records are not kept")
+        job = _job()
+        if job is not None and job.mode == "compare":
+            self._start_compare(job)
         client = StreamClient(self.address, token=os.environ.get(ENV_TOKEN, ""), rank=rank, fallback_dir=self.run_dir)
-        self.telemetry = RankTelemetry(client, rank=rank, local_rank=local_rank, local_size=local_size,
+        self.telemetry = RankTelemetry(client, rank=rank, local_rank=local_rank, local_size=local_size, size=size,
                                        gpu_interval_s=self.gpu_interval_s, host_interval_s=self.host_interval_s).start()
-        if rank == 0:
+        if rank == 0 and self.measurement is None:
             self.telemetry.put("variant_start", {"np": size, "variant": self.variant, "index": 0, "of_variants": 1})
         if self.measure_input_wait:
             self._wrap_train_step()
+        self._prev_end = time.perf_counter()
+
+    def _start_compare(self, job: ScriptJob) -> None:
+        from pipeprof.rank.fit import CHOICE, FitMeasurement
+
+        if not CHOICE.instrumented:
+            _fail(f"the script calls model.fit without pipeprof.keras.instrument: {ADD_INSTRUMENT}")
+        if getattr(self.model, "_steps_per_execution", None) is not None and int(self.model._steps_per_execution) != 1:
+            _fail("model.compile(steps_per_execution > 1) runs several steps per call: pipeprof times each step, so "
+                  "compile with steps_per_execution=1 when measuring")
+
+        def average(values: list[float]):
+            import horovod.tensorflow as hvd_tf
+
+            return hvd_tf.allreduce(tf.constant(values, tf.float64), op=hvd_tf.Average, name="pipeprof_fit").numpy()
+
+        def stream(record: StepRecord) -> None:
+            if self.telemetry is not None:
+                self.telemetry.put("step", record.to_dict())
+
+        self.measurement = FitMeasurement(job, rank=self.rank, size=self.size, average=average, on_record=stream)
 
     def on_train_batch_begin(self, batch: int, logs: dict | None = None) -> None:
+        if not self.active:
+            return
+        if self.measurement is not None:
+            self.measurement.before_step()
         self._entered = None
         self._t0 = time.perf_counter()
 
     def on_train_batch_end(self, batch: int, logs: dict | None = None) -> None:
+        if not self.active:
+            return
         t2 = time.perf_counter()
         wait_ms = (self._entered - self._t0) * 1e3 if self._entered is not None else float("nan")
+        if self.measurement is not None:
+            # a step runs from the end of the previous one, as in pipeprof's own loop
+            step_ms, self._prev_end = (t2 - self._prev_end) * 1e3, t2
+            logs = logs or {}
+            if self.measurement.after_step(step_ms, wait_ms, self._batch, float(logs.get("loss", float("nan"))),
+                                           float(logs.get("accuracy", float("nan")))):
+                self.model.stop_training = True
+            return
         record = StepRecord(np=self.size, variant=self.variant, rank=self.rank, step=self.step,
                             warmup=self.step < self.warmup_steps, input_wait_ms=wait_ms,
                             step_time_ms=(t2 - self._t0) * 1e3, batch_size=self._batch, end_unix_s=time.time())
@@ -122,6 +200,8 @@ class PipeprofCallback(tf.keras.callbacks.Callback):
             self.telemetry.put("step", record.to_dict())
 
     def on_train_end(self, logs: dict | None = None) -> None:
+        if self.measurement is not None:
+            self.measurement.fit_ended()
         if self.telemetry is not None:
             self.telemetry.stop()
             self.telemetry = None

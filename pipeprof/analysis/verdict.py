@@ -24,6 +24,14 @@ ADVICE = {
     "shuffle": [
         "shuffle file names (shuffle.files_before_shard) with a smaller element buffer",
     ],
+    # a transformation of a user's own pipeline that none of the names above describes
+    "map": [
+        "give it num_parallel_calls=tf.data.AUTOTUNE, and keep it in TensorFlow ops (a tf.py_function or "
+        "tf.numpy_function holds Python's lock and runs one element at a time)",
+        "cache its output (dataset.cache()) before the transformations that must run every epoch, if it is "
+        "deterministic and fits in RAM or on local disk",
+        "offload it to tf.data service workers on spare CPU hosts, or run per-batch math on the accelerator",
+    ],
     "augment": [
         "move augmentation onto the accelerator: Keras preprocessing layers (RandomFlip, RandomRotation, "
         "RandomCrop, RandomContrast) inside the model, or NVIDIA DALI",
@@ -32,6 +40,21 @@ ADVICE = {
         "offload to tf.data service workers, or choose nodes with more CPU cores per GPU",
     ],
 }
+
+
+KIND_WORDS = (("augment", ("aug", "random", "flip", "rotat", "crop", "jitter", "contrast", "bright", "zoom", "noise")),
+              ("read", ("decode", "read", "load", "parse", "resize", "from_tensor_slices", "tfrecord", "interleave",
+                        "list_files", "image")),
+              ("shuffle", ("shuffle",)), ("label", ("label",)))
+
+
+def stage_kind(stage: str) -> str:
+    """A pipeline stage's kind for its advice: a scenario's stage is its own kind; a user's
+    transformation (``map(augment_image) at train.py:42``) is read from the words in its name."""
+    if stage in ADVICE:
+        return stage
+    name = stage.lower().split(" at ")[0]
+    return next((kind for kind, words in KIND_WORDS if any(w in name for w in words)), "map")
 
 
 # A measured gap is put down to the pipeline only if the pipeline's share of the rank's CPU is
@@ -81,8 +104,10 @@ def decide(stage_rows: list[dict[str, Any]], *, np: int, synthetic_per_rank: flo
     half = gap_ci95 if gap_ci95 is not None and not math.isnan(gap_ci95) else 0.0
     contention = None
     if host_busy_pct is not None and not math.isnan(host_busy_pct) and cores_per_rank > 0:
-        idle = cores_per_rank * max(0.0, 1.0 - host_busy_pct / 100.0)
-        contention = 100.0 * max(0.0, needed - idle) / cores_per_rank
+        # the step keeps `busy` cores of the rank's share busy; with the pipeline's `needed` on
+        # top, the rank wants busy + needed cores and gets cores_per_rank: its rate falls by that
+        busy = cores_per_rank * min(1.0, host_busy_pct / 100.0)
+        contention = 100.0 * max(0.0, 1.0 - cores_per_rank / (busy + needed)) if busy + needed > 0 else 0.0
     cost_says = (needed > cores_per_rank or pipe_max < synthetic_per_rank
                  or (contention is not None and contention >= threshold_pct))
     unexplained = False
@@ -109,7 +134,7 @@ def decide(stage_rows: list[dict[str, Any]], *, np: int, synthetic_per_rank: flo
                      "CPU contention.")
     if bound:
         lines.insert(0, f"input-bound: the {worst} stage bounds throughput ({share[worst]:.0f}% of the pipeline's CPU).")
-        advice = ADVICE.get(worst, [])
+        advice = ADVICE[stage_kind(worst)]
     elif unexplained:
         lines.insert(0, "the input pipeline is not the bottleneck, though the run measured a gap: the pipeline alone "
                         f"runs {pipe_max / synthetic_per_rank:.0f}× faster than the model needs on "

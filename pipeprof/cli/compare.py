@@ -26,10 +26,15 @@ def add_parser(sub: Any) -> None:
                    help="run only the synthetic ceiling (no data read): the target's synchronisation cost at each "
                         "worker count, for pipeprof predict --ceiling")
     add_common_arguments(p)
+    p.epilog = ("Your own training script instead of a scenario: pipeprof compare --np 1,2 -- python train.py ARGS "
+                "(add pipeprof.keras.instrument and PipeprofCallback to it; a SCENARIO, if given, supplies the "
+                "train.* measurement and launch settings)")
     p.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace, argv: list[str]) -> int:
+    if getattr(args, "script_cmd", None):
+        return run_script(args, argv)
     console = console_for_output()
     scenario = scen.load(args.scenario, overrides_from_args(args))
     nps = scenario.launch.np
@@ -49,8 +54,29 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
     try:
         result = compare(scenario, nps, out=args.out, argv=argv, reporter=reporter, stream_host=args.stream_host,
                          ablation=args.ablation, cores_per_rank=args.cores_per_rank, ram_budget_bytes=args.ram_budget,
-                         real=not args.synthetic_only)
+                         real=not args.synthetic_only, report=not args.no_report)
     finally:
         reporter.close()
     emulated = " · EMULATED " + scenario.train.device if scenario.train.device != "auto" else ""
     return finish(result, console, f"pipeprof compare · {scenario.name}{emulated}")
+
+
+def run_script(args: argparse.Namespace, argv: list[str]) -> int:
+    from pipeprof.workflows.script import compare_script, script_scenario
+
+    if args.synthetic_only:
+        raise PipeprofError("compare: --synthetic-only measures a scenario's ceiling; a script measures its own twin")
+    console = console_for_output()
+    cmd = args.script_cmd
+    base = scen.load(args.scenario) if args.scenario else None
+    scenario = script_scenario(cmd, overrides_from_args(args), base)
+    nps = scenario.launch.np
+    reporter = make_reporter(args, console, command="compare", scenario=scenario.name, steps_total=0)
+    console.print(f"pipeprof compare: [bold]{' '.join(cmd)}[/], worker counts {', '.join(map(str, nps))}")
+    try:
+        result = compare_script(cmd, scenario, nps, out=args.out, argv=argv, reporter=reporter,
+                                stream_host=args.stream_host, ablation=args.ablation,
+                                cores_override=args.cores_per_rank, report=not args.no_report)
+    finally:
+        reporter.close()
+    return finish(result, console, f"pipeprof compare · {' '.join(cmd)[:60]}")

@@ -19,7 +19,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from pipeprof.cli import compare, doctor, predict, run, tune, watch
+    from pipeprof.cli import compare, doctor, predict, report, run, tune, watch
 
     parser = _Parser(prog="pipeprof", description="Input-pipeline bottleneck profiler for Horovod Keras training.")
     parser.add_argument("--version", action="version", version=f"pipeprof {__version__}")
@@ -30,7 +30,17 @@ def build_parser() -> argparse.ArgumentParser:
     predict.add_parser(sub)
     watch.add_parser(sub)
     doctor.add_parser(sub)
+    report.add_parser(sub)
     return parser
+
+
+def split_script(argv: list[str]) -> tuple[list[str], list[str]]:
+    """``pipeprof compare [OPTIONS] -- python train.py ARGS``: pipeprof's options, and the
+    user's command (which ``watch`` takes after ``--`` itself)."""
+    if argv[:1] == ["compare"] and "--" in argv:
+        cut = argv.index("--")
+        return argv[:cut], argv[cut + 1:]
+    return argv, []
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -40,7 +50,9 @@ def main(argv: list[str] | None = None) -> int:
     with signals.handled():
         try:
             parser = build_parser()
-            args = parser.parse_args(argv)
+            argv_opts, script = split_script(argv)
+            args = parser.parse_args(argv_opts)
+            args.script_cmd = script
             if not getattr(args, "run", None):
                 parser.print_help()
                 return 2

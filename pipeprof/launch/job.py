@@ -44,3 +44,26 @@ class Job:
     @classmethod
     def decode(cls, text: str) -> "Job":
         return build(cls, json.loads(zlib.decompress(base64.urlsafe_b64decode(text.encode()))), "job", "")
+
+
+ENV_SCRIPT_JOB = "PIPEPROF_SCRIPT_JOB"  # what `pipeprof compare -- CMD` asks of a user's script
+
+
+@dataclass(frozen=True)
+class ScriptJob:
+    """What a user's own script does under ``pipeprof compare -- python train.py``: read by
+    ``pipeprof.keras`` from the environment (the user's command line stays theirs)."""
+
+    run_dir: str
+    np: int
+    mode: str = "compare"  # compare: the twin, then the real pipeline in rounds; ablate: each transformation alone
+    variants: list[str] = field(default_factory=lambda: ["synthetic", "real"])
+    train: dict[str, Any] = field(default_factory=dict)  # TrainConfig's measurement keys
+    seconds: float = 2.0  # ablate: how long each prefix of the pipeline is measured
+
+    def encode(self) -> str:
+        return base64.urlsafe_b64encode(zlib.compress(json.dumps(asdict(self)).encode(), 9)).decode()
+
+    @classmethod
+    def decode(cls, text: str) -> "ScriptJob":
+        return build(cls, json.loads(zlib.decompress(base64.urlsafe_b64decode(text.encode()))), "script job", "")

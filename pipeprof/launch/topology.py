@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import re
 import socket
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,6 +28,16 @@ def usable_cores() -> int:
         return max(1, len(os.sched_getaffinity(0)))
     except (AttributeError, OSError):  # no affinity on this OS (macOS, Windows)
         return os.cpu_count() or 1
+
+
+_PIN = "import os,sys\nos.sched_setaffinity(0, [int(c) for c in sys.argv[1].split(',')])\nos.execvp(sys.argv[2], sys.argv[2:])\n"
+
+
+def pinned_argv(argv: list[str], cores: int) -> list[str]:
+    """``argv`` started on the first ``cores`` cores this process may use (one rank's share),
+    before it starts anything that sizes its thread pools from them (TensorFlow does)."""
+    mine = sorted(os.sched_getaffinity(0))[:max(1, cores)]
+    return [sys.executable, "-c", _PIN, ",".join(map(str, mine)), *argv]
 
 
 def cores_per_rank(local_ranks: int, cores: int | None = None) -> int:

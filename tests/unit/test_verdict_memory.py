@@ -62,12 +62,17 @@ def test_a_step_that_keeps_the_cpu_busy_turns_pipeline_cores_into_gap():
     assert gpu_host.bottleneck == "none" and gpu_host.contention_gap_pct == 0.0
     cpu_host = decide(costs, np=1, synthetic_per_rank=179, cores_per_rank=2, gap_pct=11.0, gap_ci95=10.2,
                       host_busy_pct=96.0)
-    # idle cores 2 × 0.04 = 0.08; (0.305 − 0.08) / 2 = 11% expected
-    assert cpu_host.bottleneck == "augment" and cpu_host.contention_gap_pct == pytest.approx(11.3, abs=0.1)
+    # the step keeps 2 × 0.96 = 1.92 cores busy; with the pipeline's 0.305 the rank wants 2.225
+    # of its 2: its rate falls by 1 − 2 / 2.225 = 10%
+    assert cpu_host.bottleneck == "augment" and cpu_host.contention_gap_pct == pytest.approx(10.1, abs=0.1)
     assert any("CPU contention" in line for line in cpu_host.text)
     # a cheap pipeline stays under the line even on a saturated host
     cheap = decide(rows(0.1, 0.0, 0.0, 0.0), np=1, synthetic_per_rank=150, cores_per_rank=2, host_busy_pct=100.0)
-    assert cheap.bottleneck == "none" and cheap.contention_gap_pct == pytest.approx(0.75)
+    assert cheap.bottleneck == "none" and cheap.contention_gap_pct == pytest.approx(0.74, abs=0.01)
+    # a pipeline that wants eight times the rank's cores cannot cost more than the whole step
+    # (a user script's measured 72% ±15 here; the old arithmetic said 763%)
+    heavy = decide(rows(0.15, 0.4, 0.0, 2.83), np=1, synthetic_per_rank=4009, cores_per_rank=2, host_busy_pct=59.0)
+    assert heavy.contention_gap_pct == pytest.approx(100 * (1 - 2 / (1.18 + 4009 * 3.38 / 1e3)), abs=0.1)
 
 
 def test_memory_arithmetic_is_shown_when_a_cache_does_not_fit():

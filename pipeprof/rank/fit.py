@@ -1,0 +1,182 @@
+"""pipeprof's measurement inside a user's own ``model.fit``, under ``pipeprof compare -- CMD``.
+
+``instrumented(dataset)`` puts the synthetic twin beside the user's dataset: one real batch,
+taken once and repeated (the same element spec, no input work per step), and a choice that
+Keras's iterator reads once per step. ``FitMeasurement``, driven by ``PipeprofCallback``,
+sets that choice before every step from the same measurement plan pipeprof's own ranks
+follow (``rank.plan``): the twin alone first (the ceiling), then the real pipeline in rounds
+that alternate with the twin, each until its interval is narrow enough; then it ends ``fit``.
+Rank 0 writes the same run-directory files as pipeprof's own ranks (``rank.output``).
+
+The twin's batch lives where Keras puts its input: it is copied to the device each step, as
+a real batch is, so the gap measures the pipeline, not the copy.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy
+import tensorflow as tf
+
+from pipeprof.analysis import stopping
+from pipeprof.analysis.ablation import RUNG_TIME_SHARE
+from pipeprof.config import build
+from pipeprof.launch.job import PROGRESS_TAG, ScriptJob
+from pipeprof.rank.output import emit, gather_records, write_variant
+from pipeprof.rank.plan import TWIN, Plan
+from pipeprof.records import StepRecord, VariantRun
+from pipeprof.scenario import TrainConfig
+
+REAL, SYNTHETIC = 1, 0  # the choice's values: which dataset the next batch comes from
+
+
+class Choice:
+    """The source of the next batch, set by the callback before each step."""
+
+    def __init__(self) -> None:
+        self.source = REAL
+        self.instrumented = 0  # datasets instrument() wrapped in this process
+
+    def values(self):
+        while True:
+            yield self.source
+
+
+CHOICE = Choice()  # one process, one fit at a time
+
+
+def instrumented(dataset: tf.data.Dataset) -> tf.data.Dataset:
+    """The user's dataset with its synthetic twin beside it, switched per step by ``CHOICE``."""
+    first = next(iter(dataset.take(1)))
+    twin = tf.data.Dataset.from_tensors(first).repeat()
+    real = dataset
+    if type(dataset).__name__.strip("_") not in ("PrefetchDataset", "OptionsDataset"):
+        # tf.data would have put a prefetch after the user's last transformation (it does for a
+        # synchronous one); now that the choice comes last, keep theirs as it was
+        real = dataset.prefetch(tf.data.AUTOTUNE)
+    choice = tf.data.Dataset.from_generator(CHOICE.values, output_signature=tf.TensorSpec([], tf.int64))
+    out = tf.data.Dataset.choose_from_datasets([twin, real], choice, stop_on_empty_dataset=True)
+    options = tf.data.Options()
+    options.experimental_optimization.inject_prefetch = False  # a prefetch here would read ahead of the choice
+    CHOICE.instrumented += 1
+    return out.with_options(options)
+
+
+def train_config(job: ScriptJob) -> TrainConfig:
+    return build(TrainConfig, job.train, "script job", "train")
+
+
+class FitMeasurement:
+    """The plans of one fit (the twin alone, then the real pipeline against it) and the records."""
+
+    def __init__(self, job: ScriptJob, *, rank: int, size: int, average: Callable[[list[float]], numpy.ndarray],
+                 on_record: Callable[[StepRecord], None] | None = None) -> None:
+        self.job, self.rank, self.size = job, rank, size
+        self.train = train_config(job)
+        self.average = average
+        self.on_record = on_record
+        self.phases = [v for v in ("synthetic", "real") if v in job.variants]
+        self.phase = -1
+        self.plan: Plan | None = None
+        self.records: list[StepRecord] = []
+        self.losses: list[float] = []
+        self.accs: list[float] = []
+        self.batch = 0
+        self.started = 0.0
+        self.done = False
+        self.step_announced = None
+
+    def _next_phase(self) -> None:
+        self.phase += 1
+        self.records, self.losses, self.accs = [], [], []
+        if self.phase >= len(self.phases):
+            self.done, self.plan = True, None
+            CHOICE.source = REAL
+            return
+        variant = self.phases[self.phase]
+        t = self.train
+        paired = variant == "real" and "synthetic" in self.phases
+        max_s = max(t.min_measure_s, RUNG_TIME_SHARE * t.max_measure_s) if variant == "synthetic" else t.max_measure_s
+        self.plan = Plan(variant, warmup_steps=t.warmup_steps, measure_steps=t.measure_steps,
+                         rule=stopping.Rule(t.target_ci_pct, t.min_measure_s, max_s), np=self.size,
+                         per_worker_batch=max(1, self.batch), average=self.average, paired=paired)
+        self.started = time.perf_counter()
+        if self.rank == 0:
+            emit(PROGRESS_TAG, {"event": "variant_start", "np": self.size, "variant": variant, "index": self.phase,
+                                "of_variants": len(self.phases), "steps": self.plan.total_steps})
+
+    def before_step(self) -> None:
+        """Set where the coming step's batch comes from."""
+        if self.plan is None and not self.done:
+            self._next_phase()
+        if self.done:
+            return
+        step = self.plan.next_step()
+        self.step_announced = step
+        synthetic_phase = self.phases[self.phase] == "synthetic"
+        CHOICE.source = SYNTHETIC if (synthetic_phase or step.source == TWIN) else REAL
+
+    def after_step(self, step_ms: float, wait_ms: float, batch: int, loss: float, acc: float) -> bool:
+        """Record the step that ran; True once every phase is measured (then fit should stop)."""
+        if self.done or self.step_announced is None:
+            return self.done
+        step, self.step_announced = self.step_announced, None
+        if not self.batch:
+            self.batch = batch
+            self.plan.batch = float(batch * self.size)
+        record = StepRecord(np=self.size, variant=step.variant, rank=self.rank, step=step.index, warmup=step.warmup,
+                            input_wait_ms=wait_ms, step_time_ms=step_ms, batch_size=batch, end_unix_s=time.time(),
+                            paired=step.paired, round=step.round)
+        self.records.append(record)
+        if not step.warmup and not step.paired:
+            self.losses.append(loss)
+            self.accs.append(acc)
+        if self.on_record is not None:
+            self.on_record(record)
+        check = self.plan.finish_step(step_ms)
+        if check is not None and self.rank == 0:
+            emit(PROGRESS_TAG, {"event": "precision", "np": self.size, "variant": step.variant if not step.paired
+                                else step.paired, "index": self.phase, "of_variants": len(self.phases),
+                                "half_pct": check.half_pct, "target_pct": check.target_pct,
+                                "gap": self.phases[self.phase] == "real" and "synthetic" in self.phases,
+                                "steps": check.steps, "seconds": check.seconds})
+        if self.plan.finished:
+            return self._finish_phase()
+        return False
+
+    def _finish_phase(self, stop_reason: str | None = None) -> bool:
+        import horovod.tensorflow as hvd_tf
+
+        plan, variant = self.plan, self.phases[self.phase]
+        own = [r for r in self.records if not r.warmup and not r.paired]
+        seconds = plan.seconds if plan.seconds is not None else sum(r.step_time_ms for r in own) / 1e3
+        metrics = self.average([_mean(self.losses), _mean(self.accs)])
+        every = gather_records(hvd_tf, self.records, name=f"pipeprof_fit_records_{self.phase}")
+        if self.rank == 0:
+            write_variant(Path(self.job.run_dir), every, VariantRun(
+                np=self.size, variant=variant, synthetic=variant == "synthetic", per_worker_batch=self.batch,
+                global_batch=self.batch * self.size, learning_rate=math.nan, loss_mean=float(metrics[0]),
+                accuracy_mean=float(metrics[1]), wall_s=time.perf_counter() - self.started, measured_steps=len(own),
+                measured_s=seconds, stop_reason=stop_reason or plan.stop_reason, half_pct=plan.half_pct),
+                index=self.phase, of=len(self.phases))
+        self.plan = None
+        self._next_phase()
+        return self.done
+
+    def fit_ended(self) -> None:
+        """fit returned before the plan finished (its epochs ran out): keep what was measured;
+        the variants not reached are left to another launch."""
+        if self.plan is not None and any(not r.warmup for r in self.records):
+            self.phases = self.phases[:self.phase + 1]
+            self._finish_phase(stop_reason="fit ended")
+        self.done, self.plan = True, None
+        CHOICE.source = REAL
+
+
+def _mean(values: list[float]) -> float:
+    finite = [v for v in values if not math.isnan(v)]
+    return sum(finite) / len(finite) if finite else math.nan
