@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from pipeprof.analysis.ablation import ladder
-from pipeprof.analysis.stats import paired_gap_interval, rate_interval
+from pipeprof.analysis.stats import rate_interval
 from pipeprof.data import filecache
 from pipeprof.data.files import count_images
 from pipeprof.errors import PipeprofError
@@ -72,45 +72,6 @@ def _warmed(data: DataConfig, pipe: PipelineConfig, *, data_root: str, batch_siz
     for _ in range(warmup_batches + fill):
         next(it)
     return it
-
-
-PAIRED_BLOCK_S = 0.25  # one side's stretch in a paired measurement
-PAIRED_SETTLE = 2  # batches not timed after each switch (the other side's buffers drain first)
-
-
-def measure_paired(data: DataConfig, pipe_a: PipelineConfig, pipe_b: PipelineConfig, *, data_root: str,
-                   batch_size: int, seconds: float, warmup_batches: int = 5, cache_prefix: str = "") -> dict[str, Any]:
-    """Two pipelines side by side in one trial: short stretches of A and B in turn (the first
-    batches after each switch untimed), so a change in the machine's speed moves both alike.
-    Returns each side's rate and the ratio A ÷ B with its 95% interval over blocks of rounds."""
-    its = [_warmed(data, p, data_root=data_root, batch_size=batch_size, warmup_batches=warmup_batches,
-                   cache_prefix=f"{cache_prefix}-{side}" if cache_prefix else "") for side, p in (("a", pipe_a),
-                                                                                                ("b", pipe_b))]
-    seconds_ab: list[list[float]] = [[], []]
-    batches_ab: list[list[int]] = [[], []]
-    t_start = time.perf_counter()
-    rnd = 0
-    while time.perf_counter() - t_start < seconds or rnd < 4:
-        for side in ((0, 1) if rnd % 2 == 0 else (1, 0)):  # ABBA: a linear drift falls on both alike
-            it = its[side]
-            for _ in range(PAIRED_SETTLE):
-                next(it)
-            n, t0 = 0, time.perf_counter()
-            while True:
-                next(it)
-                n += 1
-                if time.perf_counter() - t0 >= PAIRED_BLOCK_S and n >= 2:
-                    break
-            seconds_ab[side].append(time.perf_counter() - t0)
-            batches_ab[side].append(n)
-        rnd += 1
-    del its
-    sa, sb = np.asarray(seconds_ab[0]), np.asarray(seconds_ab[1])
-    na, nb = np.asarray(batches_ab[0], float) * batch_size, np.asarray(batches_ab[1], float) * batch_size
-    gap, half = paired_gap_interval(nb, sb, na, sa)  # 100 (1 - A/B): B in the twin's place
-    return {"samples_per_s_a": float(na.sum() / sa.sum()), "samples_per_s_b": float(nb.sum() / sb.sum()),
-            "ratio": 1.0 - gap / 100.0, "ratio_ci95": half / 100.0, "rounds": rnd,
-            "seconds": time.perf_counter() - t_start}
 
 
 def measure(data: DataConfig, pipe: PipelineConfig, *, data_root: str, batch_size: int, seconds: float,
@@ -168,15 +129,10 @@ def serve(cores: int | None) -> int:
         try:
             data = build(DataConfig, req["data"], "stagebench", "data")
             pipe = build(PipelineConfig, req["pipeline"], "stagebench", "pipeline")
-            if req.get("pipeline_b") is not None:
-                res = measure_paired(data, pipe, build(PipelineConfig, req["pipeline_b"], "stagebench", "pipeline_b"),
-                                     data_root=req["data_root"], batch_size=req["batch_size"], seconds=req["seconds"],
-                                     cache_prefix=req.get("cache_prefix", ""))
-            else:
-                res = measure(data, pipe, data_root=req["data_root"], batch_size=req["batch_size"],
-                              seconds=req["seconds"], cache_prefix=req.get("cache_prefix", ""),
-                              min_seconds=req.get("min_seconds"), target_pct=req.get("target_pct", 0.0),
-                              beat=req.get("beat"))
+            res = measure(data, pipe, data_root=req["data_root"], batch_size=req["batch_size"],
+                          seconds=req["seconds"], cache_prefix=req.get("cache_prefix", ""),
+                          min_seconds=req.get("min_seconds"), target_pct=req.get("target_pct", 0.0),
+                          beat=req.get("beat"))
             res["cores"] = cores or topology.usable_cores()
         except Exception as exc:  # one bad configuration must not end the whole search
             res = {"error": f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"}
@@ -224,23 +180,14 @@ class StageBench:
     def run(self, pipe: PipelineConfig, seconds: float | None = None, *, min_seconds: float | None = None,
             target_pct: float = 0.0, beat: float | None = None) -> dict[str, Any]:
         """One measurement (see ``measure``: fixed length, or adaptive with ``min_seconds``)."""
-        return self._ask(pipe, None, seconds, {"min_seconds": min_seconds, "target_pct": target_pct, "beat": beat})
-
-    def run_paired(self, pipe_a: PipelineConfig, pipe_b: PipelineConfig, seconds: float | None = None) -> dict[str, Any]:
-        """Two pipelines side by side in one trial (``measure_paired``): the ratio of their rates."""
-        return self._ask(pipe_a, pipe_b, seconds, {})
-
-    def _ask(self, pipe: PipelineConfig, pipe_b: PipelineConfig | None, seconds: float | None,
-             extra: dict[str, Any]) -> dict[str, Any]:
         assert self._proc.stdin is not None and self._proc.stdout is not None
-        for p in (pipe, pipe_b):
-            if p is not None and (prefix := filecache.user_prefix(p)):
-                filecache.claim(prefix, "pipeline benchmark")
+        if prefix := filecache.user_prefix(pipe):
+            filecache.claim(prefix, "pipeline benchmark")
         self.trials += 1
         req = {"data": dataclasses.asdict(self.data), "pipeline": dataclasses.asdict(pipe), "data_root": self.data_root,
-               "pipeline_b": dataclasses.asdict(pipe_b) if pipe_b is not None else None,
                "batch_size": self.batch_size, "seconds": seconds or self.seconds,
-               "cache_prefix": str(Path(self.cache_dir) / f"trial{self.trials}") if self.cache_dir else "", **extra}
+               "cache_prefix": str(Path(self.cache_dir) / f"trial{self.trials}") if self.cache_dir else "",
+               "min_seconds": min_seconds, "target_pct": target_pct, "beat": beat}
         try:
             self._proc.stdin.write(json.dumps(req) + "\n")
             self._proc.stdin.flush()
