@@ -23,18 +23,20 @@ import pandas as pd
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-from tests.integration.test_diagnose_and_tune import CASES, TRAIN  # noqa: E402  (the suite's own cases)
+from tests.integration.test_diagnose_and_tune import CASES, TRAIN, merge  # noqa: E402  (the suite's own cases)
 
 PIPEPROF = str(REPO / ".venv" / "bin" / "pipeprof")
 
 
 def one_run(case: str, work: Path, data_dir: Path, index: int) -> dict:
     scenario = work / f"{case}.toml"
-    scenario.write_text(CASES[case] + TRAIN)
+    scenario.write_text(merge(CASES[case], TRAIN))
     out = work / f"{case}-{index}"
     t0 = time.monotonic()
+    # CPU-trained, every case: the model and the pipeline share the cores (the suite emulates
+    # the model-bound case's device to save its time)
     proc = subprocess.run([PIPEPROF, "compare", str(scenario), "--np", "1", "--ablation", "--no-dashboard",
-                           "--out", str(out)], cwd=work, capture_output=True, text=True,
+                           "--no-report", "--device", "auto", "--out", str(out)], cwd=work, capture_output=True, text=True,
                           env=dict(os.environ, PIPEPROF_DATA_DIR=str(data_dir)))
     wall = time.monotonic() - t0
     if proc.returncode != 0:

@@ -25,6 +25,9 @@ class VariantSpec:
     synthetic: bool
     pipeline: dict[str, Any] = field(default_factory=dict)  # the resolved PipelineConfig
     max_measure_s: float = 0.0  # adaptive measurement's limit for this variant; 0: train.max_measure_s
+    # adaptive, a real variant alternates with the synthetic twin for a paired gap; an ablation
+    # rung does not: what it gives is its step time beside the rung before it
+    paired: bool = True
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ import json
 import math
 import os
 import sys
+import threading
 import time
 import traceback
 from pathlib import Path
@@ -200,20 +201,27 @@ def _train(job: Job, scenario: Scenario, telemetry) -> int:
         if warm_lr_steps and global_step == 0:
             opt.learning_rate.assign(lr / size)
 
-        def on_check(check: stopping.Check, name: str = spec.name) -> None:
+        # A real variant measures in alternation with the twin once the twin ran at this np.
+        alternates = twin_ran and spec.paired and not spec.synthetic
+
+        def on_check(check: stopping.Check, name: str = spec.name, gap: bool = alternates) -> None:
             if rank == 0:
                 emit(PROGRESS_TAG, {"event": "precision", "np": size, "variant": name, "index": k,
                                      "of_variants": len(job.variants), "half_pct": check.half_pct,
-                                     "target_pct": check.target_pct, "gap": not spec.synthetic and twin_ran,
+                                     "target_pct": check.target_pct, "gap": gap,
                                      "steps": check.steps, "seconds": check.seconds})
 
-        # A real variant measures in alternation with the twin once the twin ran at this np.
-        twin = itertools.repeat(noise) if twin_ran and not spec.synthetic else None
+        twin = itertools.repeat(noise) if alternates else None
         measured = run_variant(step_fn, batches, np=size, variant=spec.name, rank=rank, train=train,
                                per_worker_batch=per_worker_batch, on_step=on_step, average=average,
                                max_measure_s=spec.max_measure_s, twin=twin, on_check=on_check)
         wall = time.perf_counter() - started
-        del batches  # stops this variant's pipeline threads before the next one starts
+        # Drop the variant's iterator on a side thread: deleting it cancels its pipeline's
+        # threads at once, then may block ~5 s (no CPU spent) while they wind down, which the
+        # next variant need not wait for.
+        finished = [batches]
+        del batches
+        threading.Thread(target=finished.clear, name="pipeprof-retire", daemon=True).start()
         avg = hvd_tf.allreduce(tf.constant([measured.loss, measured.accuracy], tf.float64),
                                name=f"metrics_{k}").numpy()
         all_records = gather_records(hvd_tf, measured.records, name=f"records_{k}")

@@ -34,7 +34,8 @@ def variant_specs(scenario: Scenario, only: list[str] | None = None, synthetic: 
     specs = [VariantSpec(name="synthetic", synthetic=True, pipeline=dataclasses.asdict(scenario.variant_pipeline(
         chosen[0])), max_measure_s=short_s if real or ablation else 0.0)] if synthetic else []
     if ablation:
-        specs += [VariantSpec(name=name, synthetic=False, pipeline=dataclasses.asdict(p), max_measure_s=short_s)
+        specs += [VariantSpec(name=name, synthetic=False, pipeline=dataclasses.asdict(p), max_measure_s=short_s,
+                              paired=False)
                   for name, p in ladder_pipelines(scenario.variant_pipeline(scenario.variants[0]))]
     for v in chosen if real else []:
         specs.append(VariantSpec(name=v.name, synthetic=False, pipeline=dataclasses.asdict(scenario.variant_pipeline(v))))

@@ -90,24 +90,17 @@ def test_doctor_lists_the_bad_files_before_the_run(dataset, data_cache_dir):
     assert "63 image files" in said and "3 of 63" in said
     for path in bad:
         assert path in proc.stdout.replace("\n", "")
-    failing = run(["doctor", "s.toml", "--set", 'data.on_bad_file="fail"'], base, data_cache_dir)
-    assert failing.returncode == 1 and "ends the run on the first" in " ".join(failing.stdout.split())
+    # with data.on_bad_file = "fail" the same files fail doctor: tests/unit/test_bad_files.py
 
 
-def test_doctor_on_quickstart_prints_versions_and_passes(tmp_path, data_cache_dir):
-    proc = run(["doctor", "quickstart"], tmp_path, data_cache_dir)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    said = " ".join(proc.stdout.split())
-    assert f"{tf.__version__} (CPU-only build)" in said or tf.__version__ in said
-    import horovod
-
-    assert horovod.__version__ in said and "Gloo" in said and "ready" in said
-
-
-def test_doctor_names_a_missing_data_path_and_fails(tmp_path, data_cache_dir):
+def test_doctor_names_a_missing_data_path_fails_and_still_checks_the_rest(tmp_path, data_cache_dir):
     (tmp_path / "s.toml").write_text(SCENARIO.replace('path = "images"', 'path = "no-such-folder"'))
     proc = run(["doctor", "s.toml"], tmp_path, data_cache_dir)
     assert proc.returncode == 1
     said = " ".join(proc.stdout.split())
     assert "no-such-folder" in said and "does not exist" in said
-    assert "TensorFlow" in said  # the rest of the environment is still checked
+    # the rest of the environment is still checked: the versions, Horovod's build
+    assert f"{tf.__version__} (CPU-only build)" in said or tf.__version__ in said
+    import horovod
+
+    assert horovod.__version__ in said and "Gloo" in said

@@ -19,7 +19,7 @@ pytestmark = pytest.mark.horovod
 EXAMPLE = str(REPO / "examples" / "chips_train.py")
 SCRIPTS = REPO / "tests" / "integration" / "scripts"
 PY = str(VENV_BIN / "python")
-FAST = ["--set", "train.min_measure_s=2", "--set", "train.max_measure_s=8", "--set", "train.warmup_steps=3"]
+FAST = ["--set", "train.min_measure_s=2", "--set", "train.max_measure_s=6", "--set", "train.warmup_steps=3"]
 
 
 def env() -> dict:
@@ -44,7 +44,7 @@ def run(args, cwd, timeout=600):
 
 def test_compare_runs_the_users_own_script_at_np_1_and_2(photos, tmp_path):
     proc = run(["compare", "--np", "1,2", *FAST, "--out", "run", "--", PY, EXAMPLE, "--data", str(photos),
-                "--image-size", "64", "--batch-size", "8", "--epochs", "100"], tmp_path)
+                "--image-size", "64", "--batch-size", "8", "--epochs", "1000"], tmp_path)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "one launch per worker count" in proc.stdout
     summary = pd.read_csv(tmp_path / "run" / "summary.csv")

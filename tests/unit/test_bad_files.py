@@ -176,7 +176,7 @@ def test_doctor_lists_a_folders_bad_files(tmp_path):
     assert [Path(p).name for p, _ in bad] == ["cut.jpg", "empty.png"]
     findings, _ = doctor.data_findings(folder_scenario(tmp_path / "f", 'on_bad_file = "fail"\n'))
     failed = [f for f in findings if f.status == "fail"]
-    assert len(failed) == 1 and "cut.jpg" in failed[0].detail
+    assert len(failed) == 1 and "cut.jpg" in failed[0].detail and "ends the run on the first" in failed[0].detail
 
 
 def test_doctor_says_generated_data_will_be_generated(tmp_path):
