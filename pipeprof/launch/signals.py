@@ -144,3 +144,10 @@ class Catch:
             self.signum = signum_of(exc)
             return True
         return False
+
+    def outcome(self, failure: str | None, signum: int | None, run_dir: object) -> tuple[str | None, int | None]:
+        """How a run of launches ended, once the block is left: a caught stop signal ends it
+        (keeping a failure already said); else ``failure`` and ``signum`` as they were."""
+        if self.signum is None:
+            return failure, signum
+        return failure or f"{Interrupted(self.signum)} (run directory: {run_dir})", self.signum

@@ -63,7 +63,6 @@ def compare(scenario: Scenario, nps: list[int], *, out: str | None = None, argv:
     synthetic_names = {s.name for s in specs if s.synthetic}
     order = [s.name for s in specs]
     reference = scenario.variants[0].name if ablation else None
-    summary = pd.DataFrame()
     failure = None
     signum = None
     caught = signals.Catch()  # a stop signal between launches ends them; what was measured is kept
@@ -79,16 +78,12 @@ def compare(scenario: Scenario, nps: list[int], *, out: str | None = None, argv:
             result = horovod.run(argv_n, env=env, log_path=run.log_path(f"np{n}"),
                                  timeout_s=scenario.launch.timeout_s, on_line=progress_lines(reporter))
             stream.after_launch()
-            summary = write_summary(run_dir, synthetic_names, order, reference, scenario.train.device)
-            reporter.results(summary)
-            if not result.ok:
-                failure = f"np={n}: {result.reason()} (log: {run.log_path(f'np{n}')})"
+            reporter.results(write_summary(run_dir, synthetic_names, order, reference, scenario.train.device))
+            if (failure := launch_failure(n, result, run)) is not None:
                 signum = result.signum
                 break
-    if caught.signum is not None:
-        signum = caught.signum
-        failure = failure or f"{signals.Interrupted(signum)} (run directory: {run_dir})"
     stream.close()
+    failure, signum = caught.outcome(failure, signum, run_dir)
     summary = write_summary(run_dir, synthetic_names, order, reference, scenario.train.device)
     if (skipped := bad_files_warning(run_dir)) is not None:
         reporter.warning(skipped)
@@ -104,6 +99,11 @@ def compare(scenario: Scenario, nps: list[int], *, out: str | None = None, argv:
             failure = f"{signals.Interrupted(signum)} while measuring the stages (run directory: {run_dir})"
     finish_run(run, failure, signum, reporter, report)
     return CompareResult(run_dir, summary, failure, verdicts, signum=signum)
+
+
+def launch_failure(n: int, result: horovod.LaunchResult, run: RunDir) -> str | None:
+    """One line for a launch that did not end well, naming its log; None when it did."""
+    return None if result.ok else f"np={n}: {result.reason()} (log: {run.log_path(f'np{n}')})"
 
 
 def finish_run(run: RunDir, failure: str | None, signum: int | None, reporter: Reporter, report: bool) -> None:

@@ -27,7 +27,7 @@ from pipeprof.rundir import RUNNING, RunDir, manifest
 from pipeprof.scenario import Scenario
 from pipeprof.telemetry.nvml import Nvml
 from pipeprof.telemetry.stream import ENV_ADDRESS, ENV_RUN_DIR, ENV_TOKEN
-from pipeprof.workflows.compare import CompareResult, finish_run
+from pipeprof.workflows.compare import CompareResult, finish_run, launch_failure
 from pipeprof.workflows.diagnose import cores_per_rank
 from pipeprof.workflows.events import Reporter
 from pipeprof.workflows.live import RecordStream, progress_lines
@@ -103,15 +103,11 @@ def compare_script(cmd: list[str], scenario: Scenario, nps: list[int], *, out: s
                 reporter.message(f"np={n}: model.fit ended before {' and '.join(missing)} was measured: one more "
                                  f"launch for it (one launch per variant)")
                 result = launch(n, missing, f"np{n}-{'-'.join(missing)}")
-            summary = write_summary(run_dir, {"synthetic"}, list(VARIANTS))
-            reporter.results(summary)
-            if not result.ok:
-                failure = f"np={n}: {result.reason()} (log: {run.log_path(f'np{n}')})"
+            reporter.results(write_summary(run_dir, {"synthetic"}, list(VARIANTS)))
+            if (failure := launch_failure(n, result, run)) is not None:
                 signum = result.signum
                 break
-    if caught.signum is not None:
-        signum = caught.signum
-        failure = failure or f"{signals.Interrupted(signum)} (run directory: {run_dir})"
+    failure, signum = caught.outcome(failure, signum, run_dir)
     stream.close()
     summary = write_summary(run_dir, {"synthetic"}, list(VARIANTS))
     verdicts: list[Verdict] = []

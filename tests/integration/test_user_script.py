@@ -73,9 +73,10 @@ def test_the_script_trains_unchanged_with_plain_python_and_plain_horovodrun(phot
 
 
 def test_a_script_without_pipeprofs_lines_gets_one_line_saying_what_to_add(photos, tmp_path):
-    source = (SCRIPTS / "costly_decode.py").read_text()
+    source = (SCRIPTS / "costly.py").read_text()
     (tmp_path / "no_instrument.py").write_text(source.replace("ds = pk.instrument(ds)\n", ""))
-    proc = run(["compare", "--np", "1", *FAST, "--", PY, "no_instrument.py", "--data", str(photos)], tmp_path)
+    proc = run(["compare", "--np", "1", *FAST, "--", PY, "no_instrument.py", "--data", str(photos), "--costly",
+                "augment"], tmp_path)
     assert proc.returncode == 1 and proc.stderr.count("\n") == 1, proc.stderr[-3000:]
     assert "without pipeprof.keras.instrument" in proc.stderr and "dataset = pipeprof.keras.instrument" in proc.stderr
     (tmp_path / "neither.py").write_text(textwrap.dedent("""
@@ -86,12 +87,12 @@ def test_a_script_without_pipeprofs_lines_gets_one_line_saying_what_to_add(photo
     assert "measured no step" in proc.stderr and "PipeprofCallback()" in proc.stderr
 
 
-@pytest.mark.parametrize("script, extra, costly", [("costly_augment.py", [], "augment_image"),
-                                                   ("costly_decode.py", ["--png"], "decode_image")])
-def test_ablation_names_the_users_costly_function(script, extra, costly, photos, big_pngs, tmp_path):
-    data = big_pngs if "--png" in extra else photos
+@pytest.mark.parametrize("stage", ["augment", "decode"])
+def test_ablation_names_the_users_costly_function(stage, photos, big_pngs, tmp_path):
+    script, costly = "costly.py", f"{stage}_image"
+    data = big_pngs if stage == "decode" else photos
     proc = run(["compare", "--np", "1", "--ablation", *FAST, "--out", "run", "--", PY, str(SCRIPTS / script),
-                "--data", str(data), *extra], tmp_path)
+                "--data", str(data), "--costly", stage], tmp_path)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     stages = pd.read_csv(tmp_path / "run" / "script_stages.csv")
     named = stages[stages["function"] == costly]

@@ -1,5 +1,7 @@
-"""A user's script whose decode of large PNGs is its cost (its augmentation is a flip): the
-verdict of `pipeprof compare --ablation -- python costly_decode.py --png` must name decode_image."""
+"""A user's script with one costly function of its own: `--costly augment` makes its
+augmentation far costlier than its decode of small JPEGs; `--costly decode` reads large PNGs
+and only flips them. The verdict of `pipeprof compare --ablation -- python costly.py ...` must
+name augment_image or decode_image."""
 
 import argparse
 import glob
@@ -12,8 +14,9 @@ import pipeprof.keras as pk
 
 p = argparse.ArgumentParser()
 p.add_argument("--data", required=True)
-p.add_argument("--png", action="store_true", help="read PNGs instead of JPEGs")
+p.add_argument("--costly", choices=["augment", "decode"], required=True)
 args = p.parse_args()
+args.png = args.costly == "decode"  # large PNGs: the decode is the cost
 hvd.init()
 SIZE = 48
 
@@ -25,7 +28,14 @@ def decode_image(path, label):
 
 
 def augment_image(image, label):
-    return tf.image.random_flip_left_right(image), label
+    if args.costly == "decode":
+        return tf.image.random_flip_left_right(image), label
+    # deliberately costly: upsample, blur over and over, then back to the model's size
+    big = tf.image.resize(image, [4 * SIZE, 4 * SIZE])
+    for _ in range(6):
+        big = tf.nn.avg_pool2d(big[None], 3, 1, "SAME")[0]
+        big = tf.image.adjust_contrast(big, 1.05)
+    return tf.image.resize(big, [SIZE, SIZE]), label
 
 
 files = sorted(glob.glob(os.path.join(args.data, "*", "*.png" if args.png else "*.jpg")))
