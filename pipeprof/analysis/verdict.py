@@ -36,7 +36,9 @@ ADVICE = {
         "move augmentation onto the accelerator: Keras preprocessing layers (RandomFlip, RandomRotation, "
         "RandomCrop, RandomContrast) inside the model, or NVIDIA DALI",
         "cache decoded images before augment, so only augmentation is paid per epoch",
-        "raise pipeline.parallel_calls up to the cores a rank has, and batch before cheap augmentations",
+        "raise the map's num_parallel_calls up to the cores a rank has, and augment whole batches: map the "
+        "augmentation after batch, vectorised, one call per batch instead of one per image (in a scenario: "
+        "pipeline.augment.placement = \"batch\")",
         "offload to tf.data service workers, or choose nodes with more CPU cores per GPU",
     ],
 }

@@ -147,35 +147,84 @@ def _rotation_transform(angle: tf.Tensor, h: int, w: int) -> tf.Tensor:
     return tf.reshape(tf.stack([cos, -sin, x_off, sin, cos, y_off, 0.0, 0.0]), [1, 8])
 
 
+@dataclass(frozen=True)
+class Magnitudes:
+    """An AugmentConfig's random ranges once ``strength`` is applied."""
+    min_area: float  # crops cover [min_area, 1] of the image's area
+    max_angle: float  # radians either way
+    brightness: float  # shift in [-brightness, brightness]
+    contrast: float  # factor in [1 - contrast, 1 + contrast]
+
+    @classmethod
+    def of(cls, aug: AugmentConfig) -> "Magnitudes":
+        s = aug.strength
+        return cls(max(0.05, 1.0 - (1.0 - aug.crop_scale_min) * s), math.radians(aug.rotation_deg * s),
+                   aug.brightness * s, min(0.95, aug.contrast * s))
+
+
 def make_augment(aug: AugmentConfig, size: int):
-    """The per-image augmentation: flip, rotation, crop-and-resize, brightness, contrast."""
-    s = aug.strength
-    min_area = max(0.05, 1.0 - (1.0 - aug.crop_scale_min) * s)
-    max_angle = math.radians(aug.rotation_deg * s)
-    brightness = aug.brightness * s
-    contrast = min(0.95, aug.contrast * s)
+    """The per-image augmentation: flip, crop-and-resize, rotation, brightness, contrast."""
+    m = Magnitudes.of(aug)
 
     def augment(image: tf.Tensor, label: tf.Tensor, *rest):
         if aug.flip:
             image = tf.image.random_flip_left_right(image)
-        if min_area < 1.0:
-            side = tf.sqrt(tf.random.uniform([], min_area, 1.0))
+        if m.min_area < 1.0:
+            side = tf.sqrt(tf.random.uniform([], m.min_area, 1.0))
             crop = tf.cast(tf.round(side * size), tf.int32)
             image = tf.image.random_crop(image, tf.stack([crop, crop, 3]))
             image = tf.image.resize(image, [size, size])
-        if max_angle > 0:
-            angle = tf.random.uniform([], -max_angle, max_angle)
+        if m.max_angle > 0:
+            angle = tf.random.uniform([], -m.max_angle, m.max_angle)
             image = tf.raw_ops.ImageProjectiveTransformV3(
                 images=image[None], transforms=_rotation_transform(angle, size, size),
                 output_shape=tf.constant([size, size]), fill_value=0.0,
                 interpolation="BILINEAR", fill_mode="REFLECT")[0]
-        if brightness > 0:
-            image = tf.image.random_brightness(image, brightness)
-        if contrast > 0:
-            image = tf.image.random_contrast(image, 1.0 - contrast, 1.0 + contrast)
+        if m.brightness > 0:
+            image = tf.image.random_brightness(image, m.brightness)
+        if m.contrast > 0:
+            image = tf.image.random_contrast(image, 1.0 - m.contrast, 1.0 + m.contrast)
         image = tf.clip_by_value(image, 0.0, 1.0)
         image.set_shape([size, size, 3])
         return (image, label, *rest)
+
+    return augment
+
+
+def make_batch_augment(aug: AugmentConfig, size: int):
+    """The same augmentation on a whole batch [B, H, W, 3] at once (``augment.placement =
+    "batch"``): every image draws its own flip, crop, angle, brightness and contrast from the
+    same ranges as ``make_augment``, in vectorised ops instead of one map call per image."""
+    m = Magnitudes.of(aug)
+
+    def augment(images: tf.Tensor, labels: tf.Tensor, *rest):
+        shape, n = images.shape, tf.shape(images)[0]
+        if aug.flip:
+            flip = tf.random.uniform([n]) < 0.5
+            images = tf.where(flip[:, None, None, None], tf.reverse(images, axis=[2]), images)
+        if m.min_area < 1.0:
+            side = tf.sqrt(tf.random.uniform([n], m.min_area, 1.0))
+            crop = tf.round(side * size)  # pixels, as random_crop takes them
+            top = tf.floor(tf.random.uniform([n]) * (size - crop + 1))
+            left = tf.floor(tf.random.uniform([n]) * (size - crop + 1))
+            last = float(size - 1)
+            boxes = tf.stack([top / last, left / last, (top + crop - 1) / last, (left + crop - 1) / last], axis=1)
+            images = tf.image.crop_and_resize(images, boxes, tf.range(n), [size, size])
+        if m.max_angle > 0:
+            angle = tf.random.uniform([n], -m.max_angle, m.max_angle)
+            transforms = tf.map_fn(lambda a: _rotation_transform(a, size, size)[0], angle)
+            images = tf.raw_ops.ImageProjectiveTransformV3(
+                images=images, transforms=transforms, output_shape=tf.constant([size, size]), fill_value=0.0,
+                interpolation="BILINEAR", fill_mode="REFLECT")
+        if m.brightness > 0:
+            images = images + tf.random.uniform([n, 1, 1, 1], -m.brightness, m.brightness)
+        if m.contrast > 0:
+            factor = tf.random.uniform([n, 1, 1, 1], 1.0 - m.contrast, 1.0 + m.contrast)
+            mean = tf.reduce_mean(images, axis=[1, 2], keepdims=True)
+            images = (images - mean) * factor + mean
+        images = tf.clip_by_value(images, 0.0, 1.0)
+        images.set_shape(shape)  # the batch keeps its static shape: the synthetic twin copies it
+        return (images, labels, *rest)
 
     return augment
 
@@ -232,9 +281,13 @@ def build(
     elif cache_on and pipe.cache.placement == "after_augment":
         ds = cache(ds)
     ds = ds.repeat(epochs)
-    if augment_on:
+    per_batch = pipe.augment.placement == "batch"
+    if augment_on and not per_batch:
         ds = ds.map(augment_fn, num_parallel_calls=_parallel(pipe), deterministic=pipe.deterministic or None)
     ds = ds.batch(batch_size, drop_remainder=True)
+    if augment_on and per_batch:
+        ds = ds.map(make_batch_augment(pipe.augment, data.image_size), num_parallel_calls=_parallel(pipe),
+                    deterministic=pipe.deterministic or None)
     if pipe.prefetch.enabled:
         ds = ds.prefetch(tf.data.AUTOTUNE if pipe.prefetch.depth == "autotune" else int(pipe.prefetch.depth))
     options = tf.data.Options()

@@ -1,5 +1,6 @@
 """The real tf.data pipeline on real files: stages, shards, sources, the synthetic twin."""
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -148,3 +149,78 @@ def test_synthetic_twin_matches_the_real_element_spec(small_dataset):
     assert x.shape == ds.element_spec[0].shape and x.dtype == ds.element_spec[0].dtype
     assert y.shape == ds.element_spec[1].shape and y.dtype == ds.element_spec[1].dtype
     assert set(y.numpy()) <= {0, 1, 2}
+
+
+# --- augment.placement = "batch": the same random draws, per image, in vectorised ops ---
+
+N, SIZE = 256, 32
+RAMP = tf.tile(tf.reshape(tf.linspace(0.0, 1.0, SIZE), [1, SIZE, 1]), [SIZE, 1, 3])  # dark left, bright right
+ONLY = dict(flip=False, rotation_deg=0.0, crop_scale_min=1.0, brightness=0.0, contrast=0.0)
+
+
+def augmented(image, aug: AugmentConfig, placement: str) -> np.ndarray:
+    """N augmented copies of ``image`` through a tf.data map, per element or per batch of 32."""
+    tf.random.set_seed(7)
+    ds = tf.data.Dataset.from_tensors((image, 0)).repeat(N)
+    if placement == "element":
+        ds = ds.map(pipeline.make_augment(aug, SIZE)).batch(32)
+    else:
+        ds = ds.batch(32).map(pipeline.make_batch_augment(aug, SIZE))
+    return np.concatenate([x.numpy() for x, _ in ds])
+
+
+def ks(a: np.ndarray, b: np.ndarray) -> float:
+    """The two-sample Kolmogorov-Smirnov statistic: the largest gap between the two CDFs."""
+    grid = np.sort(np.concatenate([a, b]))
+    return float(np.max(np.abs(np.searchsorted(np.sort(a), grid, "right") / len(a)
+                               - np.searchsorted(np.sort(b), grid, "right") / len(b))))
+
+
+KS_001 = 1.95 * np.sqrt(2 / N)  # two equal samples of N: the 0.1% critical value
+
+
+def centre_gradient_angle(images: np.ndarray) -> np.ndarray:
+    c = images[:, SIZE // 2 - 4:SIZE // 2 + 4, SIZE // 2 - 4:SIZE // 2 + 4, 0]
+    return np.degrees(np.arctan2(np.diff(c, axis=1).mean(axis=(1, 2)), np.diff(c, axis=2).mean(axis=(1, 2))))
+
+
+PARAMETERS = {
+    # what each draw does to a known image, read back from the output
+    "flip": (RAMP, dict(ONLY, flip=True), lambda out: (out[:, 0, 0, 0] > out[:, 0, -1, 0]).astype(float)),
+    "brightness": (tf.fill([SIZE, SIZE, 3], 0.5), dict(ONLY, brightness=0.2), lambda out: out.mean(axis=(1, 2, 3)) - 0.5),
+    "contrast": (tf.concat([tf.fill([SIZE, SIZE // 2, 3], 0.25), tf.fill([SIZE, SIZE // 2, 3], 0.75)], axis=1),
+                 dict(ONLY, contrast=0.5), lambda out: out.std(axis=(1, 2, 3)) / 0.25),
+    "crop side": (RAMP, dict(ONLY, crop_scale_min=0.3), lambda out: (out[:, :, -1, 0] - out[:, :, 0, 0]).mean(axis=1)),
+    "rotation": (RAMP, dict(ONLY, rotation_deg=30.0), centre_gradient_angle),
+}
+
+
+@pytest.mark.parametrize("parameter", PARAMETERS)
+def test_batch_augmentation_draws_each_parameter_from_the_same_distribution_as_per_image(parameter):
+    image, kw, read = PARAMETERS[parameter]
+    per_image = read(augmented(image, AugmentConfig(**kw), "element"))
+    per_batch = read(augmented(image, AugmentConfig(**kw), "batch"))
+    assert per_batch[:32].std() > 0.01  # each image of a batch draws its own value, not one per batch
+    if parameter == "flip":
+        assert abs(per_image.mean() - 0.5) < 0.1 and abs(per_batch.mean() - 0.5) < 0.1
+        return
+    if parameter == "crop side":  # resize and crop_and_resize sample a crop's pixels a little differently
+        assert np.quantile(per_batch, [0.1, 0.5, 0.9]) == pytest.approx(np.quantile(per_image, [0.1, 0.5, 0.9]),
+                                                                         abs=0.04)
+        return
+    assert ks(per_image, per_batch) < KS_001, (per_image.mean(), per_batch.mean())
+
+
+def test_batch_augmentation_keeps_the_element_spec_and_refuses_a_cache_after_it(small_dataset):
+    root, cfg = small_dataset
+    batch = dataclasses.replace(PipelineConfig(), augment=AugmentConfig(placement="batch"))
+    spec = pipeline.build(data_cfg(cfg), batch, data_root=str(root), shard=pipeline.Shard(0, 1),
+                          batch_size=4).element_spec
+    default = pipeline.build(data_cfg(cfg), PipelineConfig(), data_root=str(root), shard=pipeline.Shard(0, 1),
+                             batch_size=4).element_spec
+    assert spec == default
+    from pipeprof.scenario import _check_pipeline
+
+    frozen = dataclasses.replace(batch, cache=CacheConfig(enabled=True, placement="after_augment"))
+    with pytest.raises(PipeprofError, match="augment.placement"):
+        _check_pipeline(frozen, "s.toml", "pipeline")
