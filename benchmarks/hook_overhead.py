@@ -88,8 +88,9 @@ def main() -> None:
                     proc = subprocess.run([str(BIN / "horovodrun"), "-np", "1", "-H", "localhost:1", "--gloo",
                                            str(BIN / "python"), str(script), "--plain", "--steps", str(args.steps)],
                                           capture_output=True, text=True, env=env, check=True)
-                    got[side] = float(next(line.split()[1] for line in proc.stdout.splitlines()
-                                           if line.startswith("PLAIN")))
+                    # horovodrun prefixes each line with the rank ("[0]<stdout>:PLAIN 123.4")
+                    got[side] = float(next(line.split("PLAIN ", 1)[1] for line in proc.stdout.splitlines()
+                                           if "PLAIN " in line))
                 else:
                     out = Path(tmp) / f"run{r}"
                     subprocess.run([str(BIN / "pipeprof"), "compare", "--np", "1", "--steps", str(args.steps),
