@@ -77,8 +77,10 @@ class AugmentConfig:
     brightness: float = 0.2  # random brightness shift up to this (images in 0..1)
     contrast: float = 0.2  # random contrast factor in 1 ± this
     # element: each image in its own map call before batching; batch: the whole batch in one
-    # vectorised map after batching, each image with its own random draws as before
-    placement: Literal["element", "batch"] = "element"
+    # vectorised map after batching, each image with its own random draws as before; device:
+    # the same batch augmentation inside the training step, on the rank's device (the pipeline
+    # does none; on an emulated or CPU-trained device its cost lands in the step, on the CPU)
+    placement: Literal["element", "batch", "device"] = "element"
 
 
 @dataclass(frozen=True)
@@ -288,9 +290,9 @@ def _check_pipeline(p: PipelineConfig, where: str, key: str) -> None:
     need(0.0 <= p.augment.strength <= 4.0, "augment.strength", f"must be within 0..4, got {p.augment.strength}")
     need(0.05 <= p.augment.crop_scale_min <= 1.0, "augment.crop_scale_min", f"must be within 0.05..1, got {p.augment.crop_scale_min}")
     need(p.augment.rotation_deg >= 0, "augment.rotation_deg", f"must be >= 0, got {p.augment.rotation_deg}")
-    need(not (p.augment.enabled and p.augment.placement == "batch" and p.cache.enabled
+    need(not (p.augment.enabled and p.augment.placement != "element" and p.cache.enabled
               and p.cache.placement == "after_augment"), "augment.placement",
-         "= \"batch\" augments after batching, so it cannot go before a cache placed after_augment")
+         f"= \"{p.augment.placement}\" augments after batching, so it cannot go before a cache placed after_augment")
     if isinstance(p.parallel_calls, int):
         need(p.parallel_calls >= 1, "parallel_calls", f"must be >= 1 or 'autotune', got {p.parallel_calls}")
     if isinstance(p.prefetch.depth, int):

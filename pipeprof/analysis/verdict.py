@@ -66,6 +66,26 @@ EXPLAIN_FACTOR = 0.25
 CAPACITY_MARGIN = 1.5
 
 
+def contention_pct(needed: float, cores: float, host_busy_pct: float) -> float:
+    """The gap a rank's pipeline (``needed`` cores) makes by taking CPU from a training step
+    that alone keeps ``host_busy_pct`` of the rank's ``cores`` busy.
+
+    The step keeps busy = b × cores busy and leaves idle = cores − busy. Idle in whole cores
+    (a GPU step's host, b small) takes the pipeline's work without touching the step; idle
+    scattered through a saturated CPU step (b near 1: gaps between its ops, shorter than one
+    element's work) does not, and the scheduler shares the cores fairly between the step's
+    threads and the pipeline's. The usable idle is taken as idle × (1 − b); what the pipeline
+    needs beyond it comes out of the step, whose time stretches by that excess over busy:
+    gap = excess / (busy + excess). On CPU-trained ranks here (b 93-99%, a pipeline of 0.23 of
+    2 cores) this says 10-11%, where the gap measured 7-20% and its ablation rungs 13-17%;
+    with all idle usable (the law before) it said 4-9%, on both sides of the 5% line as b moved.
+    """
+    b = min(1.0, max(0.0, host_busy_pct / 100.0))
+    busy = cores * b
+    excess = needed - (cores - busy) * (1.0 - b)
+    return 100.0 * excess / (busy + excess) if excess > 0 else 0.0
+
+
 @dataclass(frozen=True)
 class Verdict:
     np: int
@@ -88,7 +108,7 @@ class Verdict:
 
 def decide(stage_rows: list[dict[str, Any]], *, np: int, synthetic_per_rank: float, cores_per_rank: float,
            gap_pct: float | None = None, gap_ci95: float | None = None, threshold_pct: float = 5.0,
-           host_busy_pct: float | None = None) -> Verdict:
+           host_busy_pct: float | None = None, measured_remedies: list[str] | None = None) -> Verdict:
     """The verdict at one worker count.
 
     The measured gap decides when its 95% interval lies clear of ``threshold_pct`` (the
@@ -109,10 +129,7 @@ def decide(stage_rows: list[dict[str, Any]], *, np: int, synthetic_per_rank: flo
     half = gap_ci95 if gap_ci95 is not None and not math.isnan(gap_ci95) else 0.0
     contention = None
     if host_busy_pct is not None and not math.isnan(host_busy_pct) and cores_per_rank > 0:
-        # the step keeps `busy` cores of the rank's share busy; with the pipeline's `needed` on
-        # top, the rank wants busy + needed cores and gets cores_per_rank: its rate falls by that
-        busy = cores_per_rank * min(1.0, host_busy_pct / 100.0)
-        contention = 100.0 * max(0.0, 1.0 - cores_per_rank / (busy + needed)) if busy + needed > 0 else 0.0
+        contention = contention_pct(needed, cores_per_rank, host_busy_pct)
     cost_says = (needed > cores_per_rank or pipe_max < synthetic_per_rank
                  or (contention is not None and contention >= threshold_pct))
     unexplained = straddles = False
@@ -155,6 +172,8 @@ def decide(stage_rows: list[dict[str, Any]], *, np: int, synthetic_per_rank: flo
     if bound:
         lines.insert(0, f"input-bound: the {worst} stage bounds throughput ({share[worst]:.0f}% of the pipeline's CPU).")
         advice = ADVICE[stage_kind(worst)]
+        if measured_remedies:  # the fixes that ran, with their figures, before the untried ones
+            advice = list(measured_remedies) + [f"not measured here: {a}" for a in advice]
     elif unexplained:
         lines.insert(0, "the input pipeline is not the bottleneck, though the run measured a gap: the pipeline alone "
                         f"runs {pipe_max / synthetic_per_rank:.0f}× faster than the model needs on "
@@ -164,7 +183,7 @@ def decide(stage_rows: list[dict[str, Any]], *, np: int, synthetic_per_rank: flo
                                  "measurement noise: raise train.measure_steps and run again on a quiet machine"]
     else:
         lines.insert(0, "the input pipeline is not the bottleneck: the model's step is.")
-        worst, advice = "none", []
+        worst, advice = "none", list(measured_remedies or [])
     return Verdict(np=np, bottleneck=worst, input_bound=bound, synthetic_per_rank=synthetic_per_rank,
                    pipeline_core_ms_per_sample=total, cores_needed=needed, cores_per_rank=cores_per_rank,
                    pipeline_max_per_rank=pipe_max, gap_pct=gap_pct, contention_gap_pct=contention, stage_share_pct=share, text=lines, advice=advice)

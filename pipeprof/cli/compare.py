@@ -20,6 +20,11 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--ablation", action="store_true",
                    help="also run the stage ladder (read, +label, +shuffle, +augment, +prefetch, +cache), measure "
                         "each stage alone, and say which one bounds throughput")
+    p.add_argument("--remedies", nargs="?", const="auto", choices=["auto", "all"], metavar="all",
+                   help="after the real variants, run the fixes for the stage that costs most per sample (measured "
+                        "alone first) in the same launch, and report how much of the gap each closed; --remedies "
+                        "all: every fix that applies (augmentation on the device, batch augmentation, a RAM cache "
+                        "of decoded images)")
     p.add_argument("--cores-per-rank", type=float, metavar="N",
                    help="CPU cores one rank has, for the verdict (default: this host's cores over its ranks)")
     p.add_argument("--synthetic-only", action="store_true",
@@ -41,6 +46,9 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
     if args.synthetic_only and args.ablation:
         raise PipeprofError("compare: --synthetic-only and --ablation do not go together (the ablation needs the "
                             "real pipeline)")
+    if args.synthetic_only and args.remedies:
+        raise PipeprofError("compare: --synthetic-only and --remedies do not go together (a remedy changes the real "
+                            "pipeline)")
     rungs = 6 if args.ablation else 0
     reals = 0 if args.synthetic_only else len(scenario.variants)
     steps = scenario.train.measure_steps and (scenario.train.warmup_steps + scenario.train.measure_steps) * (
@@ -54,7 +62,7 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
     try:
         result = compare(scenario, nps, out=args.out, argv=argv, reporter=reporter, stream_host=args.stream_host,
                          ablation=args.ablation, cores_per_rank=args.cores_per_rank, ram_budget_bytes=args.ram_budget,
-                         real=not args.synthetic_only, report=not args.no_report)
+                         real=not args.synthetic_only, report=not args.no_report, remedies=args.remedies)
     finally:
         reporter.close()
     emulated = " · EMULATED " + scenario.train.device if scenario.train.device != "auto" else ""
@@ -66,6 +74,9 @@ def run_script(args: argparse.Namespace, argv: list[str]) -> int:
 
     if args.synthetic_only:
         raise PipeprofError("compare: --synthetic-only measures a scenario's ceiling; a script measures its own twin")
+    if args.remedies:
+        raise PipeprofError("compare: --remedies changes a scenario's pipeline; a script's pipeline is the script's "
+                            "own (try its fixes as variants of a scenario)")
     console = console_for_output()
     cmd = args.script_cmd
     base = scen.load(args.scenario) if args.scenario else None

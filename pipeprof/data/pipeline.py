@@ -281,6 +281,8 @@ def build(
     elif cache_on and pipe.cache.placement == "after_augment":
         ds = cache(ds)
     ds = ds.repeat(epochs)
+    if pipe.augment.placement == "device":
+        augment_on = False  # the rank's training step augments the batch (device_augment)
     per_batch = pipe.augment.placement == "batch"
     if augment_on and not per_batch:
         ds = ds.map(augment_fn, num_parallel_calls=_parallel(pipe), deterministic=pipe.deterministic or None)

@@ -42,12 +42,12 @@ class Stepper:
         self.prev_end = time.perf_counter()
 
     def step(self, batches, variant: str, index: int, warmup: bool, total: int, paired: str = "",
-             round_: int = -1) -> float:
+             round_: int = -1, step_fn=None) -> float:
         clock = time.perf_counter
         t0 = clock()
         x, y = next(batches)
         t1 = clock()
-        logs = self.step_fn(x, y)
+        logs = (step_fn or self.step_fn)(x, y)
         loss = float(logs["loss"])  # blocks until the step is done on the device
         t2 = clock()
         # A step runs from the end of the previous one, so the bookkeeping between steps
@@ -75,7 +75,7 @@ class Stepper:
 
 def run_variant(step_fn, batches, *, np: int, variant: str, rank: int, train: TrainConfig,
                 per_worker_batch: int, on_step=None, average=None, max_measure_s: float = 0.0, twin=None,
-                on_check=None) -> Measured:
+                on_check=None, twin_step_fn=None) -> Measured:
     """Train ``warmup_steps`` steps, then measured steps: exactly ``measure_steps`` when set,
     else until ``analysis.stopping`` says the interval is narrow enough (``rank.plan``).
 
@@ -85,6 +85,8 @@ def run_variant(step_fn, batches, *, np: int, variant: str, rank: int, train: Tr
     a real variant given its synthetic ``twin`` (batches) alternates with it in rounds and
     stops on the paired gap; otherwise (the twin itself, or no twin at this np) it stops on
     its own throughput's interval. ``on_check(check)`` sees every adaptive check.
+    ``twin_step_fn``: the step the twin's batches train with, when the variant's own differs
+    (augmentation inside the step): the gap is then held against the ceiling's own step.
     """
     stepper = Stepper(step_fn, np=np, rank=rank, per_worker_batch=per_worker_batch, on_step=on_step)
     rule = stopping.Rule(train.target_ci_pct, train.min_measure_s, max_measure_s or train.max_measure_s)
@@ -92,8 +94,9 @@ def run_variant(step_fn, batches, *, np: int, variant: str, rank: int, train: Tr
                 per_worker_batch=per_worker_batch, average=average, paired=twin is not None)
     while not plan.finished:
         s = plan.next_step()
-        ms = stepper.step(twin if s.source == TWIN else batches, s.variant, s.index, s.warmup, plan.total_steps,
-                          s.paired, s.round)
+        on_twin = s.source == TWIN
+        ms = stepper.step(twin if on_twin else batches, s.variant, s.index, s.warmup, plan.total_steps,
+                          s.paired, s.round, step_fn=twin_step_fn if on_twin else None)
         check = plan.finish_step(ms)
         if check is not None and on_check is not None:
             on_check(check)

@@ -139,6 +139,25 @@ def _train(job: Job, scenario: Scenario, telemetry) -> int:
         step_fn = emulated_step(tf, hvd_tf, device_ms, gradient_floats)
         device = f"emulated ({device_ms:g} ms/step + allreduce of {gradient_floats * 4 / 2**20:.1f} MB)"
 
+    device_steps: dict[str, object] = {}
+
+    def step_for(spec: VariantSpec):
+        """The training step a variant runs: the model's own, or, with augment.placement =
+        "device", the same batch augmentation first, inside the step (on the GPU where there
+        is one; on an emulated device, on the CPU before the device time)."""
+        pipe: PipelineConfig = build(PipelineConfig, spec.pipeline, "job", f"variants.{spec.name}.pipeline")
+        if spec.synthetic or not pipe.augment.enabled or pipe.augment.placement != "device":
+            return step_fn
+        key = json.dumps(spec.pipeline["augment"], sort_keys=True)
+        if key not in device_steps:
+            augment = pipeline.make_batch_augment(pipe.augment, data.image_size)
+            if device_ms is not None:
+                on_device = tf.function(lambda x, y: augment(x, y)[0])
+                device_steps[key] = lambda x, y: step_fn(on_device(x, y), y)
+            else:
+                device_steps[key] = tf.function(lambda x, y: model.train_step((augment(x, y)[0], y)))
+        return device_steps[key]
+
     def real_dataset(spec: VariantSpec, epochs: int | None = None):
         pipe: PipelineConfig = build(PipelineConfig, spec.pipeline, "job", f"variants.{spec.name}.pipeline")
         return pipeline.build(data, pipe, data_root=job.data_root, shard=pipeline.Shard(rank, size),
@@ -212,9 +231,9 @@ def _train(job: Job, scenario: Scenario, telemetry) -> int:
                                      "steps": check.steps, "seconds": check.seconds})
 
         twin = itertools.repeat(noise) if alternates else None
-        measured = run_variant(step_fn, batches, np=size, variant=spec.name, rank=rank, train=train,
+        measured = run_variant(step_for(spec), batches, np=size, variant=spec.name, rank=rank, train=train,
                                per_worker_batch=per_worker_batch, on_step=on_step, average=average,
-                               max_measure_s=spec.max_measure_s, twin=twin, on_check=on_check)
+                               max_measure_s=spec.max_measure_s, twin=twin, on_check=on_check, twin_step_fn=step_fn)
         wall = time.perf_counter() - started
         # Drop the variant's iterator on a side thread: deleting it cancels its pipeline's
         # threads at once, then may block ~5 s (no CPU spent) while they wind down, which the

@@ -4,6 +4,8 @@ inside it, results summarised after each launch so nothing measured is lost to a
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import os
 import sys
 from dataclasses import dataclass, field
@@ -12,7 +14,8 @@ from pathlib import Path
 import pandas as pd
 
 from pipeprof.launch import horovod, signals, topology
-from pipeprof.launch.job import Job
+from pipeprof.errors import PipeprofError
+from pipeprof.launch.job import Job, VariantSpec
 from pipeprof.rundir import FAILED, FINISHED, INTERRUPTED, RUNNING, RunDir, manifest
 from pipeprof.scenario import Scenario, cache_warning, emulated_ms
 from pipeprof.telemetry.nvml import Nvml
@@ -36,7 +39,9 @@ def compare(scenario: Scenario, nps: list[int], *, out: str | None = None, argv:
             reporter: Reporter | None = None, nvml: Nvml | None = None, only_variants: list[str] | None = None,
             synthetic: bool = True, stream_host: str | None = None, ablation: bool = False,
             cores_per_rank: float | None = None, ram_budget_bytes: int | None = None, real: bool = True,
-            report: bool = True) -> CompareResult:
+            report: bool = True, remedies: str | None = None) -> CompareResult:
+    """``remedies``: None, "auto" (the remedies for the stage that costs most per sample,
+    measured alone before the launch) or "all" (every remedy that applies)."""
     reporter = reporter or Reporter()
     nvml = nvml or Nvml()
     gpus = nvml.inventory()
@@ -50,6 +55,11 @@ def compare(scenario: Scenario, nps: list[int], *, out: str | None = None, argv:
     check_memory(scenario, specs, data_root, nps, ram_budget_bytes)
     run = RunDir.create(out, scenario.name)
     run_dir = run.path
+    stage_rows = None
+    if remedies is not None:
+        stage_rows, remedy_specs = plan_remedies(scenario, remedies, data_root, nps, run_dir, reporter,
+                                                 cores_per_rank, ram_budget_bytes)
+        specs += remedy_specs
     run.write_manifest(manifest(scenario.to_dict(), list(argv or []), gpus, {
         "worker_counts": nps, "variants": [s.name for s in specs], "data_root": data_root,
         "launcher": "horovodrun", "controller": scenario.launch.controller,
@@ -63,6 +73,8 @@ def compare(scenario: Scenario, nps: list[int], *, out: str | None = None, argv:
     synthetic_names = {s.name for s in specs if s.synthetic}
     order = [s.name for s in specs]
     reference = scenario.variants[0].name if ablation else None
+    summarise = functools.partial(write_summary, run_dir, synthetic_names, order, reference, scenario.train.device,
+                                  remedy_reference=scenario.variants[0].name if remedies else None, gpus=len(gpus))
     failure = None
     signum = None
     caught = signals.Catch()  # a stop signal between launches ends them; what was measured is kept
@@ -78,27 +90,60 @@ def compare(scenario: Scenario, nps: list[int], *, out: str | None = None, argv:
             result = horovod.run(argv_n, env=env, log_path=run.log_path(f"np{n}"),
                                  timeout_s=scenario.launch.timeout_s, on_line=progress_lines(reporter))
             stream.after_launch()
-            reporter.results(write_summary(run_dir, synthetic_names, order, reference, scenario.train.device))
+            reporter.results(summarise())
             if (failure := launch_failure(n, result, run)) is not None:
                 signum = result.signum
                 break
     stream.close()
     failure, signum = caught.outcome(failure, signum, run_dir)
-    summary = write_summary(run_dir, synthetic_names, order, reference, scenario.train.device)
+    summary = summarise()
     if (skipped := bad_files_warning(run_dir)) is not None:
         reporter.warning(skipped)
     verdicts = []
-    if ablation and failure is None and not summary.empty:
+    if (ablation or stage_rows is not None) and failure is None and not summary.empty:
         from pipeprof.workflows.diagnose import diagnose  # TensorFlow's stage benchmark: only when asked
 
-        reporter.message("measuring each stage alone (pipeline only, no model) for the verdict")
+        if stage_rows is None:
+            reporter.message("measuring each stage alone (pipeline only, no model) for the verdict")
         with caught:
-            verdicts = diagnose(scenario, data_root, summary, run_dir, cores_override=cores_per_rank)
+            verdicts = diagnose(scenario, data_root, summary, run_dir, cores_override=cores_per_rank, rows=stage_rows)
         if caught.signum is not None:
             signum = caught.signum
             failure = f"{signals.Interrupted(signum)} while measuring the stages (run directory: {run_dir})"
     finish_run(run, failure, signum, reporter, report)
     return CompareResult(run_dir, summary, failure, verdicts, signum=signum)
+
+
+def plan_remedies(scenario: Scenario, which: str, data_root: str, nps: list[int], run_dir: Path, reporter: Reporter,
+                  cores_per_rank: float | None, ram_budget_bytes: int | None) -> tuple[list[dict] | None, list[VariantSpec]]:
+    """The remedy variants to run after the real ones, and the stage costs when they were
+    measured to choose them. A remedy that does not apply, or whose cache would not fit the RAM
+    budget, is skipped with its reason."""
+    from pipeprof.analysis import remedies
+
+    rows, stages = None, None
+    if which == "auto":
+        from pipeprof.workflows.diagnose import measure_stages  # TensorFlow's stage benchmark
+
+        reporter.message("measuring each stage alone (pipeline only, no model) to choose the remedies")
+        rows = measure_stages(scenario, data_root, nps, run_dir, cores_override=cores_per_rank)
+        stages = [remedies.bounding_stage(rows)]
+        reporter.message(f"remedies for the {stages[0]} stage, the costliest per sample")
+    specs = []
+    for planned in remedies.plan(scenario.variant_pipeline(scenario.variants[0]), stages):
+        skipped = planned.skipped
+        if planned.pipeline is not None:
+            spec = VariantSpec(name=planned.variant, synthetic=False, pipeline=dataclasses.asdict(planned.pipeline))
+            try:
+                check_memory(scenario, [spec], data_root, nps, ram_budget_bytes)
+                specs.append(spec)
+            except PipeprofError as exc:
+                skipped = exc.message
+        if skipped:
+            reporter.warning(f"remedy {planned.remedy.name} skipped: {skipped}")
+    if not specs:
+        reporter.warning("no remedy applies to this scenario" + (f"'s {stages[0]} stage" if stages else ""))
+    return rows, specs
 
 
 def launch_failure(n: int, result: horovod.LaunchResult, run: RunDir) -> str | None:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from pipeprof.analysis import remedies
 from pipeprof.analysis.verdict import Verdict, decide
 from pipeprof.data.stagebench import StageBench, stage_costs
 from pipeprof.launch import topology
@@ -26,12 +27,12 @@ def cores_per_rank(scenario: Scenario, np: int, override: float | None = None) -
     return float(topology.assign(np, scenario.launch).cores_per_rank)
 
 
-def diagnose(scenario: Scenario, data_root: str, summary: pd.DataFrame, run_dir: Path, *,
-             cores_override: float | None = None, seconds: float = 2.0) -> list[Verdict]:
+def measure_stages(scenario: Scenario, data_root: str, nps: list[int], run_dir: Path, *,
+                   cores_override: float | None = None, seconds: float = 2.0) -> list[dict]:
+    """Each stage of the scenario's first variant alone (pipeline only, no model) on the cores
+    one rank has at the largest np; written to ``stages.csv``."""
     run = RunDir(run_dir)
     base = scenario.variant_pipeline(scenario.variants[0])
-    reference = scenario.variants[0].name
-    nps = sorted(int(n) for n in summary["np"].unique())
     bench_cores = int(cores_per_rank(scenario, max(nps), cores_override))
     per_worker = scenario.train.batch_size  # the pipeline's batch on one rank
     if scenario.train.batch_mode == "global":
@@ -43,7 +44,19 @@ def diagnose(scenario: Scenario, data_root: str, summary: pd.DataFrame, run_dir:
     stages = pd.DataFrame(rows)
     stages.insert(1, "cores", bench_cores)
     run.write_stages(stages)
+    return rows
 
+
+def diagnose(scenario: Scenario, data_root: str, summary: pd.DataFrame, run_dir: Path, *,
+             cores_override: float | None = None, seconds: float = 2.0,
+             rows: list[dict] | None = None) -> list[Verdict]:
+    """The verdict per np from the stage costs (measured now unless ``rows`` were, before the
+    launch) and the run's gaps; remedies that ran are cited with their figures."""
+    run = RunDir(run_dir)
+    reference = scenario.variants[0].name
+    nps = sorted(int(n) for n in summary["np"].unique())
+    if rows is None:
+        rows = measure_stages(scenario, data_root, nps, run_dir, cores_override=cores_override, seconds=seconds)
     verdicts = []
     for n in nps:
         at = summary[summary["np"] == n].set_index("variant")
@@ -55,7 +68,7 @@ def diagnose(scenario: Scenario, data_root: str, summary: pd.DataFrame, run_dir:
         busy = float(at.loc["synthetic", "cpu_util_pct"]) if "cpu_util_pct" in at.columns else math.nan
         verdicts.append(decide(rows, np=n, synthetic_per_rank=synth_per_rank,
                                cores_per_rank=cores_per_rank(scenario, n, cores_override), gap_pct=gap, gap_ci95=half,
-                               host_busy_pct=busy))
+                               host_busy_pct=busy, measured_remedies=remedies.measured_lines(summary, reference, n)))
     run.write_verdicts([v.to_dict() for v in verdicts], "\n\n".join(
         "\n".join(v.text + [f"  - {a}" for a in v.advice]) for v in verdicts) + "\n")
     return verdicts

@@ -9,6 +9,7 @@ import pandas as pd
 
 from pipeprof.analysis.ablation import add_stage_costs
 from pipeprof.analysis.badfiles import add_bad_files
+from pipeprof.analysis.remedies import add_gap_closed
 from pipeprof.analysis.badfiles import bad_files_warning as _warning_text
 from pipeprof.analysis.stats import summarize
 from pipeprof.analysis.telemetry import add_telemetry
@@ -24,7 +25,10 @@ def device_label(device: str) -> str:
 
 
 def write_summary(run_dir: Path, synthetic_variants: set[str], order: list[str] | None = None,
-                  reference: str | None = None, device: str = "auto") -> pd.DataFrame:
+                  reference: str | None = None, device: str = "auto", *, remedy_reference: str | None = None,
+                  gpus: int = 0) -> pd.DataFrame:
+    """``reference``: the real variant an ablation ladder splits; ``remedy_reference``: the one
+    whose gap the remedies are held against."""
     run = RunDir(run_dir)
     steps = run.steps(paired=True)  # the twin's alternating steps carry the paired gaps
     tel = run.telemetry()
@@ -33,6 +37,8 @@ def write_summary(run_dir: Path, synthetic_variants: set[str], order: list[str] 
                             tel["gpu"], tel["host"], tel["proc"])
     if reference is not None:
         summary = add_stage_costs(summary, reference)
+    if remedy_reference is not None:
+        summary = add_gap_closed(summary, remedy_reference, device, gpus)
     summary = with_bad_files(summary, run_dir)
     summary.insert(2, "device", device_label(device))
     run.write_summary(summary)

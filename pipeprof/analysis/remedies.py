@@ -1,0 +1,140 @@
+"""Remedies, measured: the fixes the verdict would advise, run as variants beside the real one.
+
+Each remedy is the scenario's real pipeline with one change, run in the same launch and
+alternating with the same synthetic twin, so its gap is measured like the real variant's.
+What it is worth is the share of the real variant's gap it closes at each np. A remedy that
+does not apply to this scenario is skipped with its reason, never silently.
+
+Pure: no TensorFlow.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+
+import pandas as pd
+
+from pipeprof.scenario import CacheConfig, PipelineConfig
+
+PREFIX = "remedy:"
+
+
+@dataclass(frozen=True)
+class Remedy:
+    name: str  # the variant is PREFIX + name
+    stage: str  # the stage it relieves: read | augment
+    what: str  # in words, for the verdict and the tables
+
+
+CATALOGUE = (
+    Remedy("augment-on-device", "augment", "augmentation on the accelerator (the same augmentation on the batch "
+                                           "inside the training step)"),
+    Remedy("batch-augment", "augment", "batch-level augmentation (vectorised after batch, one call per batch)"),
+    Remedy("cache-decoded", "read", "decoded images cached in RAM before augmentation"),
+)
+BY_NAME = {r.name: r for r in CATALOGUE}
+
+
+@dataclass(frozen=True)
+class Planned:
+    remedy: Remedy
+    pipeline: PipelineConfig | None  # None: skipped
+    skipped: str = ""  # why, when skipped
+
+    @property
+    def variant(self) -> str:
+        return PREFIX + self.remedy.name
+
+
+def apply(remedy: Remedy, base: PipelineConfig) -> tuple[PipelineConfig | None, str]:
+    """The real pipeline with the remedy's change, or (None, why it does not apply)."""
+    aug = base.augment
+    if remedy.stage == "augment" and not aug.enabled:
+        return None, "the scenario's pipeline does not augment"
+    if remedy.name == "augment-on-device":
+        if aug.placement == "device":
+            return None, "the scenario already augments on the device"
+        if base.cache.enabled and base.cache.placement == "after_augment":
+            return None, "the cache is placed after augment (augmentation is frozen; nothing to move)"
+        return dataclasses.replace(base, augment=dataclasses.replace(aug, placement="device")), ""
+    if remedy.name == "batch-augment":
+        if aug.placement != "element":
+            return None, f"the scenario already augments per batch (placement = \"{aug.placement}\")"
+        if base.cache.enabled and base.cache.placement == "after_augment":
+            return None, "the cache is placed after augment (augmentation is frozen; nothing to vectorise)"
+        return dataclasses.replace(base, augment=dataclasses.replace(aug, placement="batch")), ""
+    if remedy.name == "cache-decoded":
+        if base.cache.enabled and base.cache.kind == "memory" and base.cache.placement == "before_augment":
+            return None, "the scenario already caches decoded images in RAM before augment"
+        return dataclasses.replace(base, cache=CacheConfig(enabled=True, kind="memory", placement="before_augment")), ""
+    raise ValueError(f"unknown remedy {remedy.name!r}")
+
+
+def plan(base: PipelineConfig, stages: list[str] | None) -> list[Planned]:
+    """The remedies for ``stages`` (the stages that bound throughput), or every remedy when
+    ``stages`` is None (``--remedies all``); each applied to ``base`` or skipped with why."""
+    chosen = [r for r in CATALOGUE if stages is None or r.stage in stages]
+    return [Planned(r, *apply(r, base)) for r in chosen]
+
+
+def bounding_stage(stage_rows: list[dict]) -> str:
+    """The stage with the largest CPU cost per sample (the verdict's choice)."""
+    costs = {r["stage"]: float(r["marginal_core_ms_1"]) for r in stage_rows}
+    return max(costs, key=lambda s: costs[s]) if costs else "none"
+
+
+def device_note(name: str, device: str, gpus: int) -> str:
+    """How a remedy's figure must be read on this run's device ("" when as on a cluster)."""
+    if not name.startswith(PREFIX) or BY_NAME.get(name[len(PREFIX):]) is not BY_NAME["augment-on-device"]:
+        return ""
+    if device.startswith("emulated"):
+        return "emulated device: the augmentation ran on the CPU inside the step, so its cost lands in the step"
+    if gpus == 0:
+        return "no accelerator: the augmentation ran on the CPU inside the step, so its cost lands in the step"
+    return ""
+
+
+def add_gap_closed(summary: pd.DataFrame, reference: str, device: str = "auto", gpus: int = 0) -> pd.DataFrame:
+    """Per np: each remedy row's share of the reference (real) variant's gap it closed, in %
+    (100: no gap left; negative: wider than before), and a note on how to read it."""
+    out = summary.copy()
+    out["gap_closed_pct"] = math.nan
+    out["remedy_note"] = [device_note(str(v), device, gpus) for v in out["variant"]]
+    for _, group in out.groupby("np"):
+        ref = group[group["variant"] == reference]
+        if ref.empty or not float(ref["gap_pct"].iloc[0]) > 0:
+            continue
+        base_gap = float(ref["gap_pct"].iloc[0])
+        for idx, row in group.iterrows():
+            if str(row["variant"]).startswith(PREFIX) and not math.isnan(float(row["gap_pct"])):
+                out.loc[idx, "gap_closed_pct"] = 100.0 * (base_gap - float(row["gap_pct"])) / base_gap
+    return out
+
+
+def measured_lines(summary: pd.DataFrame, reference: str, np: int) -> list[str]:
+    """What the remedies did at ``np``, best first, for the verdict ("… closed 85% of the gap")."""
+    if "gap_closed_pct" not in summary.columns:
+        return []
+    at = summary[(summary["np"] == np) & summary["variant"].astype(str).str.startswith(PREFIX)]
+    at = at[at["gap_closed_pct"].notna()].sort_values("gap_closed_pct", ascending=False)
+    ref = summary[(summary["np"] == np) & (summary["variant"] == reference)]
+    if ref.empty:
+        return []
+    base, base_half = float(ref["gap_pct"].iloc[0]), float(ref["gap_pct_ci95"].iloc[0])
+    # a gap whose interval reaches 0 is not there to close: its remedies' shares would be noise
+    nothing = not base - (base_half if not math.isnan(base_half) else 0.0) > 0
+    lines = []
+    for _, row in at.iterrows():
+        remedy = BY_NAME[str(row["variant"])[len(PREFIX):]]
+        note = f" ({row['remedy_note']})" if row.get("remedy_note") else ""
+        figures = f"{base:.1f}% → {row['gap_pct']:.1f}% ±{row['gap_pct_ci95']:.1f}"
+        if nothing:
+            lines.append(f"measured: {remedy.what}: gap {row['gap_pct']:.1f}% ±{row['gap_pct_ci95']:.1f} at np={np}, "
+                         f"where the real pipeline's {base:.1f}% ±{base_half:.1f} left nothing to close{note}")
+            continue
+        effect = (f"closed {row['gap_closed_pct']:.0f}% of the gap" if row["gap_closed_pct"] >= 0
+                  else "did not close the gap (it widened)")
+        lines.append(f"measured: {remedy.what} {effect} at np={np} ({figures}){note}")
+    return lines

@@ -1,0 +1,85 @@
+"""Remedies: which apply to a pipeline (and why not), and what share of the gap each closed."""
+
+import dataclasses
+import math
+
+import pandas as pd
+import pytest
+
+from pipeprof.analysis import remedies
+from pipeprof.analysis.verdict import decide
+from pipeprof.scenario import AugmentConfig, CacheConfig, PipelineConfig
+
+
+def names(planned):
+    return {p.remedy.name: (p.pipeline, p.skipped) for p in planned}
+
+
+def test_each_remedy_changes_one_thing_of_the_real_pipeline():
+    base = PipelineConfig()
+    got = names(remedies.plan(base, None))
+    assert set(got) == {"augment-on-device", "batch-augment", "cache-decoded"}
+    device, batch, cache = (got[n][0] for n in ("augment-on-device", "batch-augment", "cache-decoded"))
+    assert device == dataclasses.replace(base, augment=dataclasses.replace(base.augment, placement="device"))
+    assert batch == dataclasses.replace(base, augment=dataclasses.replace(base.augment, placement="batch"))
+    assert cache == dataclasses.replace(base, cache=CacheConfig(enabled=True, kind="memory", placement="before_augment"))
+    # chosen for a stage: only its remedies
+    assert set(names(remedies.plan(base, ["read"]))) == {"cache-decoded"}
+    assert set(names(remedies.plan(base, ["augment"]))) == {"augment-on-device", "batch-augment"}
+    assert remedies.plan(base, ["shuffle"]) == []
+
+
+def test_a_remedy_that_does_not_apply_says_why():
+    no_aug = dataclasses.replace(PipelineConfig(), augment=AugmentConfig(enabled=False),
+                                 cache=CacheConfig(enabled=True))
+    got = names(remedies.plan(no_aug, None))
+    assert got["augment-on-device"] == (None, "the scenario's pipeline does not augment")
+    assert got["batch-augment"][0] is None and got["cache-decoded"][0] is None
+    assert "already caches decoded images" in got["cache-decoded"][1]
+    frozen = dataclasses.replace(PipelineConfig(), cache=CacheConfig(enabled=True, placement="after_augment"))
+    assert "after augment" in names(remedies.plan(frozen, ["augment"]))["batch-augment"][1]
+    on_batch = dataclasses.replace(PipelineConfig(), augment=AugmentConfig(placement="batch"))
+    assert "already augments per batch" in names(remedies.plan(on_batch, ["augment"]))["batch-augment"][1]
+
+
+def test_bounding_stage_is_the_costliest_per_sample():
+    rows = [{"stage": s, "marginal_core_ms_1": c} for s, c in (("read", 0.3), ("label", 0.1), ("augment", 1.5))]
+    assert remedies.bounding_stage(rows) == "augment" and remedies.bounding_stage([]) == "none"
+
+
+def summary(real_gap, real_half, rows):
+    return pd.DataFrame([{"np": 2, "variant": "synthetic", "gap_pct": math.nan, "gap_pct_ci95": math.nan},
+                         {"np": 2, "variant": "real", "gap_pct": real_gap, "gap_pct_ci95": real_half}]
+                        + [{"np": 2, "variant": remedies.PREFIX + n, "gap_pct": g, "gap_pct_ci95": h} for n, g, h in rows])
+
+
+def test_gap_closed_is_the_share_of_the_real_gap_and_cited_best_first():
+    s = remedies.add_gap_closed(summary(40.0, 3.0, [("batch-augment", 30.0, 2.0), ("augment-on-device", 4.0, 1.5),
+                                                    ("cache-decoded", 44.0, 3.0)]), "real", "emulated:20ms", 0)
+    closed = dict(zip(s["variant"], s["gap_closed_pct"]))
+    # (40 - 30) / 40 = 25%; (40 - 4) / 40 = 90%; (40 - 44) / 40 = -10%
+    assert closed["remedy:batch-augment"] == pytest.approx(25.0)
+    assert closed["remedy:augment-on-device"] == pytest.approx(90.0)
+    assert closed["remedy:cache-decoded"] == pytest.approx(-10.0) and math.isnan(closed["real"])
+    notes = dict(zip(s["variant"], s["remedy_note"]))
+    assert notes["remedy:augment-on-device"].startswith("emulated device: the augmentation ran on the CPU")
+    assert notes["remedy:batch-augment"] == ""
+    lines = remedies.measured_lines(s, "real", 2)
+    assert lines[0].startswith("measured: augmentation on the accelerator") and "closed 90% of the gap at np=2" in lines[0]
+    assert "(40.0% → 4.0% ±1.5)" in lines[0] and "emulated device" in lines[0]
+    assert "did not close the gap (it widened)" in lines[2]
+    # on a GPU host the device remedy carries no note; without one it does
+    assert remedies.device_note("remedy:augment-on-device", "real", 8) == ""
+    assert remedies.device_note("remedy:augment-on-device", "real", 0).startswith("no accelerator")
+    # the verdict cites the figures before the untried advice
+    rows = [{"stage": "augment", "marginal_core_ms_1": 3.0, "samples_per_s_configured": 300.0}]
+    v = decide(rows, np=2, synthetic_per_rank=500, cores_per_rank=1, gap_pct=40.0, gap_ci95=3.0,
+               measured_remedies=lines)
+    assert v.bottleneck == "augment" and v.advice[:3] == lines
+    assert all(a.startswith("not measured here: ") for a in v.advice[3:])
+
+
+def test_a_gap_that_is_not_there_is_not_closed():
+    s = remedies.add_gap_closed(summary(1.9, 2.2, [("batch-augment", 0.4, 1.9)]), "real")
+    (line,) = remedies.measured_lines(s, "real", 2)
+    assert "closed" not in line and "left nothing to close" in line and "0.4% ±1.9" in line
