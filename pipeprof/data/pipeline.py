@@ -193,26 +193,36 @@ def make_augment(aug: AugmentConfig, size: int):
 
 def make_batch_augment(aug: AugmentConfig, size: int):
     """The same augmentation on a whole batch [B, H, W, 3] at once (``augment.placement =
-    "batch"``): every image draws its own flip, crop, angle, brightness and contrast from the
-    same ranges as ``make_augment``, in vectorised ops instead of one map call per image."""
+    "batch"`` or ``"device"``): every image draws its own flip, crop, angle, brightness and
+    contrast from the same ranges as ``make_augment``, in vectorised ops instead of one map
+    call per image. Flip, crop-and-resize and rotation are one affine map per image, so the
+    batch is resampled once (the per-image path resamples twice: resize, then rotate); a
+    rotated corner reflects the image around the crop rather than the crop itself."""
     m = Magnitudes.of(aug)
+    last = float(size - 1)
 
     def augment(images: tf.Tensor, labels: tf.Tensor, *rest):
         shape, n = images.shape, tf.shape(images)[0]
-        if aug.flip:
-            flip = tf.random.uniform([n]) < 0.5
-            images = tf.where(flip[:, None, None, None], tf.reverse(images, axis=[2]), images)
+        zeros, ones = tf.zeros([n]), tf.ones([n])
+        # output pixel (x, y) -> rotated about the centre -> scaled into the crop -> flipped
+        angle = tf.random.uniform([n], -m.max_angle, m.max_angle) if m.max_angle > 0 else zeros
+        cos, sin = tf.cos(angle), tf.sin(angle)
+        x_off = (last - (cos * last - sin * last)) / 2.0
+        y_off = (last - (sin * last + cos * last)) / 2.0
         if m.min_area < 1.0:
-            side = tf.sqrt(tf.random.uniform([n], m.min_area, 1.0))
-            crop = tf.round(side * size)  # pixels, as random_crop takes them
+            crop = tf.round(tf.sqrt(tf.random.uniform([n], m.min_area, 1.0)) * size)  # pixels, as random_crop takes them
             top = tf.floor(tf.random.uniform([n]) * (size - crop + 1))
             left = tf.floor(tf.random.uniform([n]) * (size - crop + 1))
-            last = float(size - 1)
-            boxes = tf.stack([top / last, left / last, (top + crop - 1) / last, (left + crop - 1) / last], axis=1)
-            images = tf.image.crop_and_resize(images, boxes, tf.range(n), [size, size])
-        if m.max_angle > 0:
-            angle = tf.random.uniform([n], -m.max_angle, m.max_angle)
-            transforms = tf.map_fn(lambda a: _rotation_transform(a, size, size)[0], angle)
+            scale = (crop - 1.0) / last
+        else:
+            top, left, scale = zeros, zeros, ones
+        a = [scale * cos, -scale * sin, left + scale * x_off]
+        b = [scale * sin, scale * cos, top + scale * y_off]
+        if aug.flip:
+            sign = tf.where(tf.random.uniform([n]) < 0.5, -1.0, 1.0)  # -1: x -> (size - 1) - x
+            a = [sign * a[0], sign * a[1], tf.where(sign < 0, last - a[2], a[2])]
+        if aug.flip or m.min_area < 1.0 or m.max_angle > 0:
+            transforms = tf.stack(a + b + [zeros, zeros], axis=1)
             images = tf.raw_ops.ImageProjectiveTransformV3(
                 images=images, transforms=transforms, output_shape=tf.constant([size, size]), fill_value=0.0,
                 interpolation="BILINEAR", fill_mode="REFLECT")

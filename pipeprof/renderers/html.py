@@ -108,6 +108,8 @@ def _verdicts(run: Run) -> str:
             line = f'<li><b>np={n} · {esc(r["variant"])}</b>: <span class="{cls}">{esc(verdict or "no verdict")}</span>, {what}'
             if isinstance(r.get("warning"), str) and r["warning"]:
                 line += f'<div class="warn">warning: {esc(r["warning"])}</div>'
+            if isinstance(r.get("remedy_note"), str) and r["remedy_note"]:
+                line += f'<div class="warn">note: {esc(r["remedy_note"])}</div>'
             items.append(line + "</li>")
     for v in run.verdicts:
         text = v.get("text") or []

@@ -43,3 +43,5 @@ def print_summary(summary: pd.DataFrame, console: Console, title: str = "pipepro
     for _, r in summary.iterrows():
         if isinstance(r["warning"], str) and r["warning"]:
             console.print(f"[yellow]warning[/] np={r['np']} {r['variant']}: {r['warning']}")
+        if isinstance(r.get("remedy_note"), str) and r["remedy_note"]:
+            console.print(f"[magenta]note[/] np={r['np']} {r['variant']}: {r['remedy_note']}")
