@@ -12,6 +12,11 @@ fixed wall time. Without a GPU on this machine, the GPU path is exercised with t
 fake of NVML (two GPUs), so the figure covers pipeprof's own work and psutil, not the
 driver's ioctl cost. Target: under 1% of one core.
 
+Part 3: the same comparison in CPU time, which machine drift barely moves: the launcher's
+extra CPU in the ON runs of part 1 over the OFF runs (collector, recorder, dashboard), the
+rank's per-step put into the record stream (timed here) and its sampler thread (part 2),
+against the ranks' own CPU. Training that keeps the cores busy loses at most that share.
+
     .venv/bin/python benchmarks/telemetry_overhead.py [--rounds 3] [--steps 300]
 """
 
@@ -35,17 +40,54 @@ sys.path.insert(0, str(REPO))
 PIPEPROF = str(REPO / ".venv" / "bin" / "pipeprof")
 
 
-def run_pipeprof(args: list[str], out: Path, terminal: bool) -> pd.DataFrame:
+class Cpu:
+    """CPU seconds of the pipeprof launcher itself (collector, recorder, dashboard, printing)
+    and of its rank processes, sampled while it runs (psutil; the last sample before exit)."""
+
+    def __init__(self, pid: int) -> None:
+        import psutil
+
+        self.launcher = psutil.Process(pid)
+        self.launcher_s = 0.0
+        self.ranks: dict[int, float] = {}
+
+    def sample(self) -> None:
+        import psutil
+
+        try:
+            t = self.launcher.cpu_times()
+            self.launcher_s = t.user + t.system
+            for child in self.launcher.children(recursive=True):
+                if "pipeprof.rank" in " ".join(child.cmdline()):
+                    c = child.cpu_times()
+                    self.ranks[child.pid] = c.user + c.system
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            pass
+
+    @property
+    def ranks_s(self) -> float:
+        return sum(self.ranks.values())
+
+
+def run_pipeprof(args: list[str], out: Path, terminal: bool) -> tuple[pd.DataFrame, Cpu, float]:
+    """One run; its summary, the CPU its launcher and ranks used, and its wall time."""
     cmd = [PIPEPROF, *args, "--out", str(out)]
     env = dict(os.environ, TERM="xterm-256color", COLUMNS="150", LINES="50")
+    t0 = time.monotonic()
     if not terminal:
-        subprocess.run(cmd, check=True, capture_output=True, env=env, cwd=REPO)
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=REPO)
+        cpu = Cpu(proc.pid)
+        while proc.poll() is None:
+            cpu.sample()
+            time.sleep(0.25)
     else:
         master, slave = pty.openpty()
         proc = subprocess.Popen(cmd, stdin=slave, stdout=slave, stderr=slave, env=env, cwd=REPO, close_fds=True)
         os.close(slave)
+        cpu = Cpu(proc.pid)
         while True:  # drain the terminal so the dashboard never blocks on a full buffer
-            ready, _, _ = select.select([master], [], [], 0.5)
+            cpu.sample()
+            ready, _, _ = select.select([master], [], [], 0.25)
             if ready:
                 try:
                     if not os.read(master, 65536):
@@ -56,36 +98,97 @@ def run_pipeprof(args: list[str], out: Path, terminal: bool) -> pd.DataFrame:
                 break
         proc.wait()
         os.close(master)
-        if proc.returncode != 0:
-            raise SystemExit(f"pipeprof failed under the terminal: {proc.returncode}")
-    return pd.read_csv(out / "summary.csv")
+    if proc.returncode != 0:
+        raise SystemExit(f"pipeprof failed ({'under the terminal' if terminal else 'plain'}): {proc.returncode}")
+    return pd.read_csv(out / "summary.csv"), cpu, time.monotonic() - t0
 
 
-def part1(rounds: int, steps: int) -> None:
+def part1(rounds: int, steps: int) -> dict[str, list[float]]:
+    """Throughput ON/OFF per round; returns the launcher's and ranks' CPU per side for part 3."""
     base = ["run", "quickstart", "--np", "1", "--with-synthetic", "--steps", str(steps), "--warmup", "20"]
     sides = {"ON": ([], True), "OFF": (["--no-telemetry", "--no-dashboard"], False)}
     ratios: dict[str, list[float]] = {"synthetic": [], "real": []}
+    cpu: dict[str, list[float]] = {"launcher ON": [], "launcher OFF": [], "ranks ON": [], "wall ON": [],
+                                   "step ms ON": []}
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(rounds):
             order = ["ON", "OFF"] if r % 2 == 0 else ["OFF", "ON"]  # ABBA: drift hits both sides alike
             got: dict[str, pd.DataFrame] = {}
             for side in order:
                 extra, terminal = sides[side]
-                got[side] = run_pipeprof(base + extra, Path(tmp) / f"{side}{r}", terminal).set_index("variant")
+                summary, used, wall = run_pipeprof(base + extra, Path(tmp) / f"{side}{r}", terminal)
+                got[side] = summary.set_index("variant")
+                cpu[f"launcher {side}"].append(used.launcher_s)
+                if side == "ON":
+                    cpu["ranks ON"].append(used.ranks_s)
+                    cpu["wall ON"].append(wall)
+                    cpu["step ms ON"].append(float(summary["step_time_ms_mean"].min()))  # the fastest variant's
             line = []
             for v in ratios:
                 on, off = float(got["ON"].loc[v, "samples_per_s"]), float(got["OFF"].loc[v, "samples_per_s"])
                 ratios[v].append(on / off)
                 line.append(f"{v} ON {on:7.1f} OFF {off:7.1f} ratio {on / off:.3f}")
+            line.append(f"launcher CPU ON {cpu['launcher ON'][-1]:.1f} s OFF {cpu['launcher OFF'][-1]:.1f} s")
             print(f"  round {r + 1} ({'-'.join(order)}): " + " | ".join(line), flush=True)
     print()
     print(f"  {'variant':<10} {'median ON/OFF (paired)':>23}  range            target >= 0.99")
     for v, rs in ratios.items():
         m = statistics.median(rs)
         print(f"  {v:<10} {m:23.3f}  {min(rs):.3f}..{max(rs):.3f}   {'PASS' if m >= 0.99 else 'FAIL'}")
+    return cpu
 
 
-def part2(seconds: float) -> None:
+def put_cost(n: int = 20000) -> float:
+    """Seconds of the training thread's CPU per ``telemetry.put`` of one step record, into a
+    real stream to a real collector (what a rank does after every step)."""
+    from pipeprof.records import StepRecord
+    from pipeprof.telemetry.agent import RankTelemetry
+    from pipeprof.telemetry.nvml import Nvml
+    from pipeprof.telemetry.recorder import Recorder
+    from pipeprof.telemetry.stream import Collector, StreamClient
+
+    with tempfile.TemporaryDirectory() as tmp:
+        rec = Recorder(Path(tmp))
+        with Collector(rec.write) as col:
+            agent = RankTelemetry(StreamClient(col.address, rank=0), rank=0, local_rank=0, local_size=1,
+                                  gpu_interval_s=0.1, host_interval_s=0.5, nvml_factory=Nvml).start()
+            record = StepRecord(np=1, variant="real", rank=0, step=0, warmup=False, input_wait_ms=0.1,
+                                step_time_ms=20.0, batch_size=32, end_unix_s=time.time())
+            t0 = time.thread_time()
+            for i in range(n):
+                agent.put("step", record.to_dict())
+            spent = time.thread_time() - t0
+            agent.stop()
+        rec.close()
+    return spent / n
+
+
+def part3(cpu: dict[str, list[float]], sampler_pct: float) -> None:
+    """The instrument's CPU against the training's, per second of an ON run: the launcher's
+    extra CPU over an OFF run (collector, recorder, dashboard), the rank's sampler thread and
+    its per-step puts. On a host whose cores training keeps busy, that CPU is what training
+    loses at most: ON/OFF >= 1 - instrument / (training + instrument)."""
+    wall = statistics.median(cpu["wall ON"])
+    launcher = max(0.0, statistics.median([a - b for a, b in zip(cpu["launcher ON"], cpu["launcher OFF"])])) / wall
+    ranks = statistics.median(cpu["ranks ON"]) / wall
+    per_put = put_cost()
+    steps_per_s = 1000 / statistics.median(cpu["step ms ON"])  # the fastest variant's rate: puts at their most often
+    puts = per_put * steps_per_s
+    sampler = sampler_pct / 100
+    instrument = launcher + puts + sampler
+    bound = 1 - instrument / (ranks + instrument)
+    print(f"  launcher's extra CPU (ON - OFF, median)   {1e3 * launcher:7.1f} ms per s of run")
+    print(f"  rank's per-step put                       {1e6 * per_put:7.1f} µs per step × {steps_per_s:.0f} steps/s "
+          f"= {1e3 * puts:5.2f} ms per s")
+    print(f"  rank's sampler thread (part 2, this host)  {1e3 * sampler:7.2f} ms per s")
+    print(f"  training's own CPU (ranks, ON runs)       {1e3 * ranks:7.1f} ms per s")
+    print(f"  ON/OFF at worst: 1 - {1e3 * instrument:.1f} / ({1e3 * ranks:.1f} + {1e3 * instrument:.1f}) = {bound:.3f}"
+          f"   {'PASS' if bound >= 0.99 else 'FAIL'} (target >= 0.99)")
+
+
+def part2(seconds: float) -> float:
+    """Prints each sampler's CPU; returns the host-only (no GPU) sampler's % of one core."""
+    first = None
     from pipeprof.telemetry.agent import RankTelemetry
     from pipeprof.telemetry.nvml import Nvml
     from pipeprof.telemetry.recorder import Recorder
@@ -108,9 +211,11 @@ def part2(seconds: float) -> None:
                 wall = time.monotonic() - t0
             rec.close()
             pct = 100 * agent.cpu_time_s / wall
+            first = pct if first is None else first
             print(f"  {label:<42} {agent.cpu_time_s * 1e3:7.1f} ms CPU in {wall:4.1f} s = {pct:5.2f}% of one core "
                   f"({rec.counts.get('gpu', 0)} GPU, {rec.counts.get('host', 0)} host samples)  "
                   f"{'PASS' if pct < 1.0 else 'FAIL'} (< 1%)")
+    return first
 
 
 def main() -> None:
@@ -120,13 +225,18 @@ def main() -> None:
     ap.add_argument("--sampler-seconds", type=float, default=20.0)
     ap.add_argument("--sampler-only", action="store_true", help="part 2 alone")
     args = ap.parse_args()
+    cpu = None
     if not args.sampler_only:
         print(f"telemetry overhead · {os.cpu_count()} cores · quickstart, np=1, {args.steps} measured steps per variant")
         print("part 1: training samples/s, telemetry + live dashboard ON vs OFF (alternating rounds)")
-        part1(args.rounds, args.steps)
+        cpu = part1(args.rounds, args.steps)
         print()
     print(f"part 2: the sampler thread's own CPU at 10 Hz, over {args.sampler_seconds:.0f} s")
-    part2(args.sampler_seconds)
+    sampler_pct = part2(args.sampler_seconds)
+    if cpu is not None:
+        print()
+        print("part 3: the instrument's CPU against the training's (CPU time: none of part 1's machine drift)")
+        part3(cpu, sampler_pct)
 
 
 if __name__ == "__main__":
