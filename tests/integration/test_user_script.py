@@ -103,3 +103,25 @@ def test_ablation_names_the_users_costly_function(stage, photos, big_pngs, tmp_p
     assert costly in verdict["bottleneck"], verdict["text"]
     said = " ".join(proc.stdout.split())
     assert f"map({costly}) at {script}" in said
+
+
+def test_the_choice_switches_the_very_next_batch():
+    # In this process (no launch): each batch comes from the source set just before it, with no
+    # element read ahead, whatever tf.data would optimise
+    import tensorflow as tf
+
+    from pipeprof.rank import fit
+
+    real = tf.data.Dataset.range(1000).map(lambda i: tf.cast(i + 1, tf.int64))  # 1, 2, 3, ...: never 0
+    before = fit.CHOICE.source
+    try:
+        it = iter(fit.instrumented(real))  # the twin repeats the first real element, 1
+        pattern = [fit.REAL, fit.SYNTHETIC, fit.SYNTHETIC, fit.REAL, fit.SYNTHETIC, fit.REAL, fit.REAL]
+        got = []
+        for source in pattern:
+            fit.CHOICE.source = source
+            got.append(int(next(it)))
+        assert got == [1, 1, 1, 2, 1, 3, 4]
+    finally:
+        fit.CHOICE.source = before
+        fit.CHOICE.instrumented -= 1
