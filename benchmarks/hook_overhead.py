@@ -3,7 +3,8 @@
 The example script's pipeline and model (``examples/chips_train.py``) under horovodrun at
 np=1, trained for the same fixed number of steps two ways, in ABBA rounds:
   * plain: no pipeprof at all; a minimal timing callback (batch end to batch end) reads the
-    samples/s of the measured steps;
+    samples/s of the same number of steps, at the same point of the fit as the hooked side's
+    real steps (after warm-up + measured + warm-up steps);
   * hooked: ``pipeprof compare --np 1 --steps N -- python ...`` with ``instrument`` and
     ``PipeprofCallback`` in the script; the real variant's samples/s from summary.csv (the
     same steps, timed the same way, with the twin beside the dataset, the choice read each
@@ -55,9 +56,13 @@ SCRIPT = textwrap.dedent('''
 
     callbacks = [hvd.callbacks.BroadcastGlobalVariablesCallback(0)]
     if plain:
+        # measured at the same point of the fit as the hooked side's real steps, which come after
+        # the twin's warm-up and measured steps and their own warm-up: an earlier stretch would
+        # hold the runtime's and tf.data's autotuning ramp that the hooked side has left behind
+        skip = warmup + steps + warmup
         callbacks.append(Timing())
-        model.fit(dataset, steps_per_epoch=warmup + steps, epochs=1, verbose=0, callbacks=callbacks)
-        e = Timing.ends[warmup - 1:]
+        model.fit(dataset, steps_per_epoch=skip + steps, epochs=1, verbose=0, callbacks=callbacks)
+        e = Timing.ends[skip - 1:]
         print(f"PLAIN {{16 * (len(e) - 1) / (e[-1] - e[0]):.3f}}")
     else:
         dataset = pk.instrument(dataset)
