@@ -80,15 +80,9 @@ def plan(base: PipelineConfig, stages: list[str] | None) -> list[Planned]:
     return [Planned(r, *apply(r, base)) for r in chosen]
 
 
-def bounding_stage(stage_rows: list[dict]) -> str:
-    """The stage with the largest CPU cost per sample (the verdict's choice)."""
-    costs = {r["stage"]: float(r["marginal_core_ms_1"]) for r in stage_rows}
-    return max(costs, key=lambda s: costs[s]) if costs else "none"
-
-
 def device_note(name: str, device: str, gpus: int) -> str:
     """How a remedy's figure must be read on this run's device ("" when as on a cluster)."""
-    if not name.startswith(PREFIX) or BY_NAME.get(name[len(PREFIX):]) is not BY_NAME["augment-on-device"]:
+    if name != PREFIX + "augment-on-device":
         return ""
     if device.startswith("emulated"):
         return "emulated device: the augmentation ran on the CPU inside the step, so its cost lands in the step"
@@ -132,12 +126,12 @@ def measured_lines(summary: pd.DataFrame, reference: str, np: int) -> list[str]:
     for _, row in at.iterrows():
         remedy = BY_NAME[str(row["variant"])[len(PREFIX):]]
         note = f" ({row['remedy_note']})" if row.get("remedy_note") else ""
-        figures = f"{base:.1f}% → {row['gap_pct']:.1f}% ±{row['gap_pct_ci95']:.1f}"
         if nothing:
             lines.append(f"measured: {remedy.what}: gap {row['gap_pct']:.1f}% ±{row['gap_pct_ci95']:.1f} at np={np}, "
                          f"where the real pipeline's {base:.1f}% ±{base_half:.1f} left nothing to close{note}")
             continue
         effect = (f"closed {row['gap_closed_pct']:.0f}% of the gap" if row["gap_closed_pct"] >= 0
                   else "did not close the gap (it widened)")
-        lines.append(f"measured: {remedy.what} {effect} at np={np} ({figures}){note}")
+        lines.append(f"measured: {remedy.what} {effect} at np={np} "
+                     f"({base:.1f}% → {row['gap_pct']:.1f}% ±{row['gap_pct_ci95']:.1f}){note}")
     return lines

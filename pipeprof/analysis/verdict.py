@@ -66,6 +66,12 @@ EXPLAIN_FACTOR = 0.25
 CAPACITY_MARGIN = 1.5
 
 
+def bounding_stage(stage_rows: list[dict[str, Any]]) -> str:
+    """The stage with the largest CPU cost per sample ("none" without stages)."""
+    costs = {r["stage"]: float(r["marginal_core_ms_1"]) for r in stage_rows}
+    return max(costs, key=lambda s: costs[s]) if costs else "none"
+
+
 def contention_pct(needed: float, cores: float, host_busy_pct: float) -> float:
     """The gap a rank's pipeline (``needed`` cores) makes by taking CPU from a training step
     that alone keeps ``host_busy_pct`` of the rank's ``cores`` busy.
@@ -154,7 +160,7 @@ def decide(stage_rows: list[dict[str, Any]], *, np: int, synthetic_per_rank: flo
         bound = cost_says or (gap_pct >= threshold_pct and explained)
     else:
         bound = cost_says
-    worst = max(costs, key=lambda s: costs[s]) if costs else "none"
+    worst = bounding_stage(stage_rows)
     lines = [
         f"np={np}: each rank would train at {synthetic_per_rank:,.0f} samples/s on synthetic data; the pipeline costs "
         f"{total:.2f} core-ms per sample, so a rank needs {needed:.2f} cores to keep up and has {cores_per_rank:g}.",

@@ -139,11 +139,16 @@ def _ordered_and_sharded(ds: tf.data.Dataset, n: int, pipe: PipelineConfig, shar
     return ds
 
 
-def _rotation_transform(angle: tf.Tensor, h: int, w: int) -> tf.Tensor:
-    """Projective transform (output -> input coordinates) rotating about the image centre."""
-    cos, sin = tf.cos(angle), tf.sin(angle)
-    x_off = ((w - 1) - (cos * (w - 1) - sin * (h - 1))) / 2.0
-    y_off = ((h - 1) - (sin * (w - 1) + cos * (h - 1))) / 2.0
+def _rotation(angle: tf.Tensor, size: int) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor, tf.Tensor]:
+    """cos, sin and the x, y offsets of a rotation about a square image's centre (output ->
+    input coordinates), elementwise over ``angle``."""
+    cos, sin, last = tf.cos(angle), tf.sin(angle), float(size - 1)
+    return cos, sin, (last - (cos * last - sin * last)) / 2.0, (last - (sin * last + cos * last)) / 2.0
+
+
+def _rotation_transform(angle: tf.Tensor, size: int) -> tf.Tensor:
+    """Projective transform (output -> input coordinates) rotating one image about its centre."""
+    cos, sin, x_off, y_off = _rotation(angle, size)
     return tf.reshape(tf.stack([cos, -sin, x_off, sin, cos, y_off, 0.0, 0.0]), [1, 8])
 
 
@@ -177,7 +182,7 @@ def make_augment(aug: AugmentConfig, size: int):
         if m.max_angle > 0:
             angle = tf.random.uniform([], -m.max_angle, m.max_angle)
             image = tf.raw_ops.ImageProjectiveTransformV3(
-                images=image[None], transforms=_rotation_transform(angle, size, size),
+                images=image[None], transforms=_rotation_transform(angle, size),
                 output_shape=tf.constant([size, size]), fill_value=0.0,
                 interpolation="BILINEAR", fill_mode="REFLECT")[0]
         if m.brightness > 0:
@@ -206,9 +211,7 @@ def make_batch_augment(aug: AugmentConfig, size: int):
         zeros, ones = tf.zeros([n]), tf.ones([n])
         # output pixel (x, y) -> rotated about the centre -> scaled into the crop -> flipped
         angle = tf.random.uniform([n], -m.max_angle, m.max_angle) if m.max_angle > 0 else zeros
-        cos, sin = tf.cos(angle), tf.sin(angle)
-        x_off = (last - (cos * last - sin * last)) / 2.0
-        y_off = (last - (sin * last + cos * last)) / 2.0
+        cos, sin, x_off, y_off = _rotation(angle, size)
         if m.min_area < 1.0:
             crop = tf.round(tf.sqrt(tf.random.uniform([n], m.min_area, 1.0)) * size)  # pixels, as random_crop takes them
             top = tf.floor(tf.random.uniform([n]) * (size - crop + 1))

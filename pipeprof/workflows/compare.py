@@ -120,6 +120,7 @@ def plan_remedies(scenario: Scenario, which: str, data_root: str, nps: list[int]
     measured to choose them. A remedy that does not apply, or whose cache would not fit the RAM
     budget, is skipped with its reason."""
     from pipeprof.analysis import remedies
+    from pipeprof.analysis.verdict import bounding_stage
 
     rows, stages = None, None
     if which == "auto":
@@ -127,7 +128,7 @@ def plan_remedies(scenario: Scenario, which: str, data_root: str, nps: list[int]
 
         reporter.message("measuring each stage alone (pipeline only, no model) to choose the remedies")
         rows = measure_stages(scenario, data_root, nps, run_dir, cores_override=cores_per_rank)
-        stages = [remedies.bounding_stage(rows)]
+        stages = [bounding_stage(rows)]
         reporter.message(f"remedies for the {stages[0]} stage, the costliest per sample")
     specs = []
     for planned in remedies.plan(scenario.variant_pipeline(scenario.variants[0]), stages):

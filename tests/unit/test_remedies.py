@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from pipeprof.analysis import remedies
-from pipeprof.analysis.verdict import decide
+from pipeprof.analysis.verdict import bounding_stage, decide
 from pipeprof.scenario import AugmentConfig, CacheConfig, PipelineConfig
 
 
@@ -44,7 +44,7 @@ def test_a_remedy_that_does_not_apply_says_why():
 
 def test_bounding_stage_is_the_costliest_per_sample():
     rows = [{"stage": s, "marginal_core_ms_1": c} for s, c in (("read", 0.3), ("label", 0.1), ("augment", 1.5))]
-    assert remedies.bounding_stage(rows) == "augment" and remedies.bounding_stage([]) == "none"
+    assert bounding_stage(rows) == "augment" and bounding_stage([]) == "none"
 
 
 def summary(real_gap, real_half, rows):
