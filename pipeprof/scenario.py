@@ -98,6 +98,16 @@ class PrefetchConfig:
 
 
 @dataclass(frozen=True)
+class ServiceUse:
+    """Run the pipeline on tf.data service workers instead of in the rank (the rank only
+    takes the batches they send): the workers pipeprof starts for each launch (``[service]``),
+    or those of a dispatcher already running at ``address``."""
+
+    enabled: bool = False
+    address: str = ""  # "host:port" of a running dispatcher; empty: the one pipeprof starts
+
+
+@dataclass(frozen=True)
 class PipelineConfig:
     read: StageSwitch = field(default_factory=StageSwitch)
     label: StageSwitch = field(default_factory=StageSwitch)
@@ -109,6 +119,7 @@ class PipelineConfig:
     private_threadpool_size: int = 0  # 0: tf.data's shared pool
     max_intra_op_parallelism: int = 0  # 0: tf.data's default
     deterministic: bool = False  # keep element order under parallel maps (slower)
+    service: ServiceUse = field(default_factory=ServiceUse)
 
 
 @dataclass(frozen=True)
@@ -166,6 +177,17 @@ class TelemetryConfig:
 
 
 @dataclass(frozen=True)
+class ServiceConfig:
+    """The tf.data service pipeprof starts around each launch for the variants that use it
+    (``pipeline.service.enabled``, and the data-service remedy): a dispatcher on this host and
+    ``workers`` worker processes, stopped when the launch ends."""
+
+    workers: int = 2  # worker processes (each runs every rank's pipeline; --service-workers)
+    hosts: list[str] = field(default_factory=list)  # CPU hosts for the workers, over ssh; empty: this host
+    port: int = 0  # the dispatcher's port; 0: any free port
+
+
+@dataclass(frozen=True)
 class Scenario:
     name: str = "unnamed"  # names the run directory
     description: str = ""
@@ -176,6 +198,7 @@ class Scenario:
     variants: list[VariantConfig] = field(default_factory=lambda: [VariantConfig()])
     launch: LaunchConfig = field(default_factory=LaunchConfig)
     telemetry: TelemetryConfig = field(default_factory=TelemetryConfig)
+    service: ServiceConfig = field(default_factory=ServiceConfig)
     source_file: str = ""  # where it was loaded from (not a TOML key)
 
     def to_dict(self) -> dict[str, Any]:
@@ -277,6 +300,8 @@ def validate(s: Scenario, base_dir: Path | None = None) -> None:
     need(s.launch.timeout_s > 0, "launch.timeout_s", f"must be positive, got {s.launch.timeout_s}")
     need(not (s.launch.hosts and s.launch.hostfile), "launch.hosts", "and launch.hostfile are exclusive: give one")
     need(s.telemetry.gpu_interval_ms >= 10, "telemetry.gpu_interval_ms", f"must be at least 10, got {s.telemetry.gpu_interval_ms}")
+    need(s.service.workers >= 1, "service.workers", f"must be at least 1, got {s.service.workers}")
+    need(0 <= s.service.port <= 65535, "service.port", f"must be 0 (any free port) or a port number, got {s.service.port}")
     need(s.telemetry.host_interval_ms >= 10, "telemetry.host_interval_ms", f"must be at least 10, got {s.telemetry.host_interval_ms}")
 
 
@@ -297,6 +322,11 @@ def _check_pipeline(p: PipelineConfig, where: str, key: str) -> None:
         need(p.parallel_calls >= 1, "parallel_calls", f"must be >= 1 or 'autotune', got {p.parallel_calls}")
     if isinstance(p.prefetch.depth, int):
         need(p.prefetch.depth >= 1, "prefetch.depth", f"must be >= 1 or 'autotune', got {p.prefetch.depth}")
+    address = p.service.address
+    need(not address or (":" in address and address.rsplit(":", 1)[1].isdigit()), "service.address",
+         f"must be 'host:port' of a tf.data service dispatcher, got {address!r}")
+    need(not (p.service.enabled and p.cache.enabled and p.cache.kind == "file"), "service.enabled",
+         "cannot go with a file cache (the service's workers would each write it)")
     need(p.private_threadpool_size >= 0, "private_threadpool_size", f"must be >= 0, got {p.private_threadpool_size}")
     need(p.max_intra_op_parallelism >= 0, "max_intra_op_parallelism", f"must be >= 0, got {p.max_intra_op_parallelism}")
 

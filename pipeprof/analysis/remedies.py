@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from pipeprof.scenario import CacheConfig, PipelineConfig
+from pipeprof.scenario import CacheConfig, PipelineConfig, ServiceUse
 
 PREFIX = "remedy:"
 NOTHING_BELOW_PCT = 5.0  # the verdict's line: under it, a run is not input-bound
@@ -25,15 +25,17 @@ NOTHING_BELOW_PCT = 5.0  # the verdict's line: under it, a run is not input-boun
 @dataclass(frozen=True)
 class Remedy:
     name: str  # the variant is PREFIX + name
-    stage: str  # the stage it relieves: read | augment
+    stages: tuple[str, ...]  # the stages it relieves: read, augment
     what: str  # in words, for the verdict and the tables
 
 
 CATALOGUE = (
-    Remedy("augment-on-device", "augment", "augmentation on the accelerator (the same augmentation on the batch "
+    Remedy("augment-on-device", ("augment",), "augmentation on the accelerator (the same augmentation on the batch "
                                            "inside the training step)"),
-    Remedy("batch-augment", "augment", "batch-level augmentation (vectorised after batch, one call per batch)"),
-    Remedy("cache-decoded", "read", "decoded images cached in RAM before augmentation"),
+    Remedy("batch-augment", ("augment",), "batch-level augmentation (vectorised after batch, one call per batch)"),
+    Remedy("cache-decoded", ("read",), "decoded images cached in RAM before augmentation"),
+    Remedy("data-service", ("read", "augment"), "preprocessing on tf.data service workers (the rank only takes "
+                                                "their batches)"),
 )
 BY_NAME = {r.name: r for r in CATALOGUE}
 
@@ -49,10 +51,10 @@ class Planned:
         return PREFIX + self.remedy.name
 
 
-def apply(remedy: Remedy, base: PipelineConfig) -> tuple[PipelineConfig | None, str]:
+def apply(remedy: Remedy, base: PipelineConfig, on_bad_file: str = "skip") -> tuple[PipelineConfig | None, str]:
     """The real pipeline with the remedy's change, or (None, why it does not apply)."""
     aug = base.augment
-    if remedy.stage == "augment" and not aug.enabled:
+    if remedy.stages == ("augment",) and not aug.enabled:
         return None, "the scenario's pipeline does not augment"
     if remedy.name == "augment-on-device":
         if aug.placement == "device":
@@ -70,14 +72,35 @@ def apply(remedy: Remedy, base: PipelineConfig) -> tuple[PipelineConfig | None, 
         if base.cache.enabled and base.cache.kind == "memory" and base.cache.placement == "before_augment":
             return None, "the scenario already caches decoded images in RAM before augment"
         return dataclasses.replace(base, cache=CacheConfig(enabled=True, kind="memory", placement="before_augment")), ""
+    if remedy.name == "data-service":
+        if base.service.enabled:
+            return None, "the scenario's pipeline already runs on tf.data service"
+        if on_bad_file == "fail":
+            return None, 'data.on_bad_file = "fail": a service worker cannot end a rank on a bad file'
+        if base.cache.enabled and base.cache.kind == "file":
+            return None, "the pipeline has a file cache, which every service worker would write"
+        return dataclasses.replace(base, service=ServiceUse(enabled=True)), ""
     raise ValueError(f"unknown remedy {remedy.name!r}")
 
 
-def plan(base: PipelineConfig, stages: list[str] | None) -> list[Planned]:
+SERVICE_HERE = ("its workers would share this host's cores with the ranks, so it moves the work without "
+                "relieving it: name CPU hosts in service.hosts, or measure it anyway with --remedies all")
+
+
+def plan(base: PipelineConfig, stages: list[str] | None, on_bad_file: str = "skip",
+         service_hosts: bool = False) -> list[Planned]:
     """The remedies for ``stages`` (the stages that bound throughput), or every remedy when
-    ``stages`` is None (``--remedies all``); each applied to ``base`` or skipped with why."""
-    chosen = [r for r in CATALOGUE if stages is None or r.stage in stages]
-    return [Planned(r, *apply(r, base)) for r in chosen]
+    ``stages`` is None (``--remedies all``); each applied to ``base`` or skipped with why. Chosen
+    for a stage, tf.data service runs only when its workers have CPU hosts of their own
+    (``service_hosts``)."""
+    chosen = [r for r in CATALOGUE if stages is None or set(r.stages) & set(stages)]
+    out = []
+    for r in chosen:
+        if r.name == "data-service" and stages is not None and not service_hosts:
+            out.append(Planned(r, None, SERVICE_HERE))
+        else:
+            out.append(Planned(r, *apply(r, base, on_bad_file)))
+    return out
 
 
 def device_note(name: str, device: str, gpus: int) -> str:

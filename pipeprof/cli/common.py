@@ -45,6 +45,7 @@ VALUE_FLAGS = {
     "hostfile": "launch.hostfile",
     "timeout": "launch.timeout_s",
     "device": "train.device",
+    "service_workers": "service.workers",
 }
 
 

@@ -24,7 +24,10 @@ def add_parser(sub: Any) -> None:
                    help="after the real variants, run the fixes for the stage that costs most per sample (measured "
                         "alone first) in the same launch, and report how much of the gap each closed; --remedies "
                         "all: every fix that applies (augmentation on the device, batch augmentation, a RAM cache "
-                        "of decoded images)")
+                        "of decoded images, tf.data service workers)")
+    p.add_argument("--service-workers", type=int, metavar="K",
+                   help="tf.data service worker processes pipeprof starts for a launch whose variants use the "
+                        "service (the data-service remedy; default: the scenario's service.workers, 2)")
     p.add_argument("--cores-per-rank", type=float, metavar="N",
                    help="CPU cores one rank has, for the verdict (default: this host's cores over its ranks)")
     p.add_argument("--synthetic-only", action="store_true",

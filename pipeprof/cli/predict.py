@@ -32,6 +32,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--ceiling", metavar="RUN_DIR",
                    help="a synthetic-only compare on the target (compare --synthetic-only): its measured step and "
                         "CPU use at each worker count replace the network model's synchronisation time")
+    p.add_argument("--service-cores-per-worker", type=float, default=1.0, metavar="N",
+                   help="cores of one tf.data service worker on the target's CPU hosts, for sizing the service "
+                        "when the run measured its workers (compare --remedies all; default 1)")
     add_report_argument(p)
     p.set_defaults(run=run)
 
@@ -49,7 +52,9 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
     ceiling = Path(args.ceiling) if args.ceiling else None
     if ceiling is not None and not ceiling.is_dir():
         raise PipeprofError(f"predict: --ceiling {ceiling} does not exist")
-    preds, src, ctx = run_predict(run_dir, target, worker_counts(args.np_spec), ceiling)
+    if not args.service_cores_per_worker > 0:
+        raise PipeprofError("predict: --service-cores-per-worker must be positive")
+    preds, src, ctx = run_predict(run_dir, target, worker_counts(args.np_spec), ceiling, args.service_cores_per_worker)
     device = ctx["manifest"].get("device", "real")
     title = (f"pipeprof predict · {ctx['scenario'].name} · {args.gpus_per_node} GPUs × "
              f"{args.cores_per_node:g} cores per node" + (f" · from an EMULATED run ({device})" if device != "real" else ""))
@@ -74,6 +79,8 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
         console.print(f"* sync measured by the synthetic-only run {ceiling}; elsewhere from the network model")
     for note in ctx["notes"]:
         console.print(f"[yellow]note:[/] {note}")
+    if ctx["service"] is not None:
+        print_service(console, *ctx["service"], args.service_cores_per_worker)
     last = preds[-1]
     console.print(f"at np={last.np}: [bold]{last.dominant}[/] dominates the step → {advice(last, run_dir)}")
     if last.gap_cause not in ("none", last.dominant):
@@ -82,3 +89,19 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
     console.print(f"written: {run_dir / 'prediction.csv'}")
     render_report(args, run_dir, console)
     return 0
+
+
+def print_service(console, core_ms: float, at_np: int, sizing: list, cores_per_worker: float) -> None:
+    """How many tf.data service workers keep the target's ranks fed, per np."""
+    t = Table(title=f"tf.data service: workers to keep the devices fed ({cores_per_worker:g} cores each, "
+                    f"{sizing[0].worker_samples_per_s:,.0f} samples/s per worker)", title_justify="left",
+              header_style="bold")
+    for name in ("np", "devices take/s", "workers", "cores", "with fewer", "gap with fewer"):
+        t.add_column(name, justify="right")
+    for s in sizing:
+        t.add_row(str(s.np), fmt(s.demand_samples_per_s, 0), str(s.workers), fmt(s.cores, 0),
+                  str(s.fewer_workers) if s.fewer_workers else "–", fmt(s.gap_with_fewer_pct, 1, "%"))
+    console.print(t)
+    console.print(f"one worker's cost: {core_ms:.3f} core-ms per sample served, measured on this run's service "
+                  f"workers at np={at_np}; workers = the ranks' rate ÷ one worker's (tf.data service's autoscaling "
+                  f"rule)")

@@ -253,15 +253,21 @@ def build(
     epochs: int | None = None,
     with_ids: bool = False,
     bad_files: BadFiles | None = None,
+    service: str = "",
 ) -> tf.data.Dataset:
     """The real pipeline for one rank: batched (image float32 [B,H,W,3], label int32 [B]).
 
     Bad files (``data.check``) are skipped and handed to ``bad_files`` (None: counted in a
     sink nobody reads, for the stage benchmark and tune, which own no run directory), or end
-    the pipeline with the first one named when ``data.on_bad_file = "fail"``."""
+    the pipeline with the first one named when ``data.on_bad_file = "fail"``.
+
+    ``service``: the "host:port" of a tf.data service dispatcher: the pipeline up to its batches
+    runs on the service's workers and the rank prefetches what they send; bad files are then
+    named in the workers' logs (``screen.REMOTE_TAG``) and collected from there."""
     sink = bad_files if bad_files is not None else BadFiles()
     badfiles.building(sink.variant)
-    bad = BadElements(sink, fail=data.on_bad_file == "fail")
+    bad = BadElements(sink, fail=data.on_bad_file == "fail",
+                      remote=f"{sink.variant}\t{shard.index}" if service else "")
     if data.source == "factory":
         fn = resolve_callable(data.factory, "data.factory")
         ds = fn(shard.index, shard.count, data.image_size, data.num_classes)
@@ -303,14 +309,18 @@ def build(
     if augment_on and per_batch:
         ds = ds.map(make_batch_augment(pipe.augment, data.image_size), num_parallel_calls=_parallel(pipe),
                     deterministic=pipe.deterministic or None)
-    if pipe.prefetch.enabled:
-        ds = ds.prefetch(tf.data.AUTOTUNE if pipe.prefetch.depth == "autotune" else int(pipe.prefetch.depth))
     options = tf.data.Options()
     options.deterministic = pipe.deterministic
     if pipe.private_threadpool_size:
         options.threading.private_threadpool_size = pipe.private_threadpool_size
     if pipe.max_intra_op_parallelism:
         options.threading.max_intra_op_parallelism = pipe.max_intra_op_parallelism
+    if service:  # the options travel with the graph to the workers; the rank keeps the prefetch
+        from pipeprof.data.service import distribute
+
+        ds = distribute(ds.with_options(options), service)
+    if pipe.prefetch.enabled:
+        ds = ds.prefetch(tf.data.AUTOTUNE if pipe.prefetch.depth == "autotune" else int(pipe.prefetch.depth))
     return ds.with_options(options)
 
 

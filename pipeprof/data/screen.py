@@ -17,6 +17,7 @@ as before. Measured: README, "Bad files".
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 
 import tensorflow as tf
@@ -53,11 +54,19 @@ def image_check(data: tf.Tensor) -> tf.Tensor:
 Describe = Callable[..., list[tuple[str, str]]]
 
 
-class BadElements:
-    """Hands bad elements to a ``BadFiles`` (skip), or ends the pipeline with the first (fail)."""
+REMOTE_TAG = "pipeprof-bad-elements"
 
-    def __init__(self, sink: BadFiles, fail: bool) -> None:
-        self.sink, self.fail = sink, fail
+
+class BadElements:
+    """Hands bad elements to a ``BadFiles`` (skip), or ends the pipeline with the first (fail).
+
+    ``remote`` ("variant\trank"): the pipeline runs in another process (a tf.data service
+    worker) where no Python of this process exists, so a group's bad elements are printed to
+    that process's stderr instead, as one ``REMOTE_TAG`` line of serialised tensors that
+    ``remote_bad_elements`` turns back into (path, reason) with the same ``describe``."""
+
+    def __init__(self, sink: BadFiles, fail: bool, remote: str = "") -> None:
+        self.sink, self.fail, self.remote = sink, fail, remote
 
     def python(self, path: str, reason: str) -> None:
         """A bad file found while building (it cannot even be opened)."""
@@ -65,9 +74,10 @@ class BadElements:
             raise PipeprofError(self.sink.failure(path, reason))
         self.sink.add(path, reason)
 
-    def note(self, codes: tf.Tensor, describe: Describe, *args: tf.Tensor) -> tf.Tensor:
+    def note(self, codes: tf.Tensor, describe: Describe, *args: tf.Tensor, kind: str = "files") -> tf.Tensor:
         """``codes`` (a group's), after handing its bad elements to the sink: in Python, and
-        only when the group has one; ``describe(codes, *args)`` (numpy) names them."""
+        only when the group has one; ``describe(codes, *args)`` (numpy) names them.
+        ``kind`` ("files" or "records") says which describe, for a remote pipeline."""
 
         def record(codes_t: tf.Tensor, *arg_ts: tf.Tensor) -> tf.Tensor:
             for path, reason in describe(codes_t.numpy(), *(a.numpy() for a in arg_ts)):
@@ -77,12 +87,37 @@ class BadElements:
             return codes_t
 
         def bad() -> tf.Tensor:
+            if self.remote:
+                fields = [tf.io.encode_base64(tf.io.serialize_tensor(t)) for t in (codes, *args)]
+                line = tf.strings.join([REMOTE_TAG, self.remote, kind, *fields], separator="\t")
+                with tf.control_dependencies([tf.print(line, output_stream=sys.stderr)]):
+                    return tf.identity(codes)
             out = tf.py_function(record, [codes, *args], tf.int32)
             out.set_shape(codes.shape)
             return out
 
         quiet = tf.reduce_all(tf.logical_or(tf.equal(codes, int(Bad.OK)), tf.equal(codes, int(Bad.END_OF_FILE))))
         return tf.cond(quiet, lambda: tf.identity(codes), bad)
+
+
+def remote_bad_elements(lines: list[str], data: DataConfig) -> list[tuple[str, int, str, str]]:
+    """The bad elements a remote pipeline printed (``BadElements(remote=...)``): (variant,
+    rank, path, reason) for each, named by the same describe as in a rank."""
+    describers = {"files": _describe_files, "records": _describe_records(data)}
+    out = []
+    for line in lines:
+        tag, variant, rank, kind, *fields = line.rstrip("\n").split("\t")
+        if tag != REMOTE_TAG or kind not in describers:
+            continue
+        tensors = [tf.io.parse_tensor(tf.io.decode_base64(f), _DTYPES[i][kind]).numpy() for i, f in enumerate(fields)]
+        out += [(variant, int(rank), path, reason) for path, reason in describers[kind](*tensors)]
+    return out
+
+
+# the dtypes of a note's tensors, by position (codes first), for each kind of describe
+_DTYPES = [{"files": tf.int32, "records": tf.int32}, {"files": tf.string, "records": tf.string},
+           {"records": tf.int64}, {"records": tf.string}, {"records": tf.int64}, {"records": tf.int64},
+           {"records": tf.int64}]
 
 
 def text(value: bytes) -> str:
@@ -103,7 +138,7 @@ def read_files(paths: tf.data.Dataset, bad: BadElements, parallel: int, determin
         n = tf.shape(group)[0]
         padded = tf.concat([group, tf.fill([GROUP - n], group[0])], 0)  # the epoch's last group is short
         encoded = tf.stack([tf.io.read_file(p) for p in tf.unstack(padded, num=GROUP)])[:n]
-        codes = bad.note(image_check(encoded), _describe_files, group)
+        codes = bad.note(image_check(encoded), _describe_files, group, kind="files")
         keep = tf.equal(codes, int(Bad.OK))
         return tf.boolean_mask(group, keep), tf.boolean_mask(encoded, keep)
 
@@ -162,7 +197,7 @@ def tfrecord_elements(data: DataConfig, with_label: bool, bad: BadElements) -> C
             whole = tf.logical_or(tf.logical_not(end), tf.equal(consumed, file_size))
             file_code = tf.where(whole, int(Bad.END_OF_FILE), int(Bad.CORRUPT_RECORD))
             codes = bad.note(tf.concat([codes, [file_code]], 0), describe, path, first, records, raw, consumed,
-                             file_size)[:-1]
+                             file_size, kind="records")[:-1]
             keep = tf.equal(codes, int(Bad.OK))
             out = tf.boolean_mask(encoded, keep), tf.boolean_mask(label, keep), tf.boolean_mask(records, keep)
             return (first + tf.cast(tf.size(records), tf.int64), consumed), out

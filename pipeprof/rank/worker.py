@@ -163,7 +163,8 @@ def _train(job: Job, scenario: Scenario, telemetry) -> int:
         return pipeline.build(data, pipe, data_root=job.data_root, shard=pipeline.Shard(rank, size),
                               batch_size=per_worker_batch, epochs=epochs,
                               cache_prefix=str(run_dir / "cache" / f"np{size}-{spec.name}"),
-                              bad_files=_bad_files(run_dir, size, spec.name, rank, telemetry))
+                              bad_files=_bad_files(run_dir, size, spec.name, rank, telemetry),
+                              service=pipe.service.address if pipe.service.enabled else "")
 
     # The synthetic twin takes its shapes from the real pipeline's element spec.
     first_real = next((v for v in job.variants if not v.synthetic), None)

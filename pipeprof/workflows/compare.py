@@ -22,7 +22,9 @@ from pipeprof.telemetry.nvml import Nvml
 from pipeprof.workflows.data import prepare_data
 from pipeprof.workflows.events import Reporter
 from pipeprof.workflows.live import RecordStream, progress_lines
-from pipeprof.workflows.plan import check_memory, variant_specs
+from pipeprof.launch.service import port_in_use
+from pipeprof.workflows import service
+from pipeprof.workflows.plan import check_memory, stream_endpoint, variant_specs
 from pipeprof.workflows.summary import bad_files_warning, device_label, write_summary
 
 
@@ -78,18 +80,27 @@ def compare(scenario: Scenario, nps: list[int], *, out: str | None = None, argv:
     failure = None
     signum = None
     caught = signals.Catch()  # a stop signal between launches ends them; what was measured is kept
-    stream = RecordStream(run_dir, reporter, remote=bool(scenario.launch.hosts or scenario.launch.hostfile),
-                          stream_host=stream_host)
+    remote = bool(scenario.launch.hosts or scenario.launch.hostfile)
+    stream = RecordStream(run_dir, reporter, remote=remote, stream_host=stream_host)
+    service_host = stream_endpoint(remote, stream_host)[1]  # where the ranks reach a tf.data service
     with caught, stream:
         for n in nps:
-            job = Job(run_dir=str(run_dir), np=n, scenario=scenario.to_dict(), data_root=data_root, variants=specs,
-                      stream=stream.address if scenario.telemetry.enabled else "", stream_token=stream.token)
-            argv_n = horovod.horovodrun_argv(n, scenario.launch, [sys.executable, "-m", "pipeprof.rank", job.encode()],
-                                             horovodrun=horovodrun)
-            reporter.progress({"event": "launch", "np": n, "of_variants": len(specs)})
-            result = horovod.run(argv_n, env=env, log_path=run.log_path(f"np{n}"),
-                                 timeout_s=scenario.launch.timeout_s, on_line=progress_lines(reporter))
+            try:
+                with service.around_launch(specs, scenario.service, run_dir, n, service_host) as launch_specs:
+                    job = Job(run_dir=str(run_dir), np=n, scenario=scenario.to_dict(), data_root=data_root,
+                              variants=launch_specs, stream=stream.address if scenario.telemetry.enabled else "",
+                              stream_token=stream.token)
+                    argv_n = horovod.horovodrun_argv(n, scenario.launch,
+                                                     [sys.executable, "-m", "pipeprof.rank", job.encode()],
+                                                     horovodrun=horovodrun)
+                    reporter.progress({"event": "launch", "np": n, "of_variants": len(specs)})
+                    result = horovod.run(argv_n, env=env, log_path=run.log_path(f"np{n}"),
+                                         timeout_s=scenario.launch.timeout_s, on_line=progress_lines(reporter))
+            except PipeprofError as exc:  # the service did not start: nothing ran at this np
+                failure = f"np={n}: {exc.message}"
+                break
             stream.after_launch()
+            service.collect_bad_files(run_dir, n, scenario.data)
             reporter.results(summarise())
             if (failure := launch_failure(n, result, run)) is not None:
                 signum = result.signum
@@ -131,9 +142,13 @@ def plan_remedies(scenario: Scenario, which: str, data_root: str, nps: list[int]
         stages = [bounding_stage(rows)]
         reporter.message(f"remedies for the {stages[0]} stage, the costliest per sample")
     specs = []
-    for planned in remedies.plan(scenario.variant_pipeline(scenario.variants[0]), stages):
+    for planned in remedies.plan(scenario.variant_pipeline(scenario.variants[0]), stages, scenario.data.on_bad_file,
+                                 service_hosts=bool(scenario.service.hosts)):
         skipped = planned.skipped
-        if planned.pipeline is not None:
+        if planned.pipeline is not None and planned.pipeline.service.enabled and scenario.service.port \
+                and port_in_use(scenario.service.port):
+            skipped = f"the tf.data service's port {scenario.service.port} is in use (service.port)"
+        elif planned.pipeline is not None:
             spec = VariantSpec(name=planned.variant, synthetic=False, pipeline=dataclasses.asdict(planned.pipeline))
             try:
                 check_memory(scenario, [spec], data_root, nps, ram_budget_bytes)

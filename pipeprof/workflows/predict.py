@@ -16,12 +16,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from pipeprof.analysis import service
 from pipeprof.analysis.predict import TERMS_ADVICE, Ceiling, Prediction, Source, Target, predict
 from pipeprof.analysis.telemetry import samples_in, windows
 from pipeprof.errors import PipeprofError
 from pipeprof.launch import topology
 from pipeprof.rundir import RunDir
 from pipeprof.scenario import Scenario
+from pipeprof.workflows.service import worker_cost
 
 
 def _bytes_per_sample(data_root: str) -> float | None:
@@ -138,17 +140,29 @@ def advice(pred: Prediction, run_dir: Path) -> str:
     return text
 
 
-def run_predict(run_dir: Path, target: Target, nps: list[int],
-                ceiling_dir: Path | None = None) -> tuple[list[Prediction], Source, dict]:
+def run_predict(run_dir: Path, target: Target, nps: list[int], ceiling_dir: Path | None = None,
+                service_cores_per_worker: float = 1.0) -> tuple[list[Prediction], Source, dict]:
+    """The prediction, written to the run directory. Where the run measured tf.data service
+    workers (the data-service remedy), ``ctx["service"]`` sizes the service for each np:
+    (core-ms per sample served, the np it was measured at, [service.Sizing])."""
     src, ctx = load_source(run_dir)
     if ceiling_dir is not None:
         target = dataclasses.replace(target, ceiling=load_ceiling(ceiling_dir, src.batch_per_rank))
     preds = predict(src, target, nps)
     rows = [p.to_dict() | {"advice": advice(p, run_dir)} for p in preds]
+    ctx["service"] = None
+    if (cost := worker_cost(run_dir)) is not None:
+        sizing = service.size({p.np: p.synthetic_samples_per_s for p in preds}, cost[0], service_cores_per_worker)
+        ctx["service"] = (cost[0], cost[1], sizing)
+        for row, s in zip(rows, sizing):
+            row |= {"service_workers": s.workers, "service_cores": s.cores}
     frame = pd.DataFrame(rows)
     frame.insert(0, "device", ctx["manifest"].get("device", "real"))
     RunDir(run_dir).write_prediction(frame, {
         "target": dataclasses.asdict(target) | {"ceiling_run": str(ceiling_dir) if ceiling_dir else None},
         "source": {k: v for k, v in src.__dict__.items() if "jitter" not in k},
-        "notes": ctx["notes"], "predictions": rows})
+        "notes": ctx["notes"], "predictions": rows,
+        "service": None if cost is None else {
+            "core_ms_per_sample": cost[0], "measured_at_np": cost[1], "cores_per_worker": service_cores_per_worker,
+            "sizing": [s.to_dict() for s in ctx["service"][2]]}})
     return preds, src, ctx

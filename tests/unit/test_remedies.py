@@ -8,7 +8,7 @@ import pytest
 
 from pipeprof.analysis import remedies
 from pipeprof.analysis.verdict import bounding_stage, decide
-from pipeprof.scenario import AugmentConfig, CacheConfig, PipelineConfig
+from pipeprof.scenario import AugmentConfig, CacheConfig, PipelineConfig, ServiceUse
 
 
 def names(planned):
@@ -18,14 +18,18 @@ def names(planned):
 def test_each_remedy_changes_one_thing_of_the_real_pipeline():
     base = PipelineConfig()
     got = names(remedies.plan(base, None))
-    assert set(got) == {"augment-on-device", "batch-augment", "cache-decoded"}
+    assert set(got) == {"augment-on-device", "batch-augment", "cache-decoded", "data-service"}
     device, batch, cache = (got[n][0] for n in ("augment-on-device", "batch-augment", "cache-decoded"))
+    assert got["data-service"][0] == dataclasses.replace(base, service=ServiceUse(enabled=True))
     assert device == dataclasses.replace(base, augment=dataclasses.replace(base.augment, placement="device"))
     assert batch == dataclasses.replace(base, augment=dataclasses.replace(base.augment, placement="batch"))
     assert cache == dataclasses.replace(base, cache=CacheConfig(enabled=True, kind="memory", placement="before_augment"))
-    # chosen for a stage: only its remedies
-    assert set(names(remedies.plan(base, ["read"]))) == {"cache-decoded"}
-    assert set(names(remedies.plan(base, ["augment"]))) == {"augment-on-device", "batch-augment"}
+    # chosen for a stage: only its remedies; tf.data service relieves both, but is skipped
+    # unless its workers have CPU hosts of their own
+    assert set(names(remedies.plan(base, ["read"]))) == {"cache-decoded", "data-service"}
+    assert set(names(remedies.plan(base, ["augment"]))) == {"augment-on-device", "batch-augment", "data-service"}
+    assert names(remedies.plan(base, ["read"]))["data-service"] == (None, remedies.SERVICE_HERE)
+    assert names(remedies.plan(base, ["read"], service_hosts=True))["data-service"][0].service.enabled
     assert remedies.plan(base, ["shuffle"]) == []
 
 
@@ -38,6 +42,10 @@ def test_a_remedy_that_does_not_apply_says_why():
     assert "already caches decoded images" in got["cache-decoded"][1]
     frozen = dataclasses.replace(PipelineConfig(), cache=CacheConfig(enabled=True, placement="after_augment"))
     assert "after augment" in names(remedies.plan(frozen, ["augment"]))["batch-augment"][1]
+    fails = names(remedies.plan(PipelineConfig(), None, on_bad_file="fail"))["data-service"]
+    assert fails == (None, 'data.on_bad_file = "fail": a service worker cannot end a rank on a bad file')
+    file_cache = dataclasses.replace(PipelineConfig(), cache=CacheConfig(enabled=True, kind="file"))
+    assert "file cache" in names(remedies.plan(file_cache, None))["data-service"][1]
     on_batch = dataclasses.replace(PipelineConfig(), augment=AugmentConfig(placement="batch"))
     assert "already augments per batch" in names(remedies.plan(on_batch, ["augment"]))["batch-augment"][1]
 

@@ -1,0 +1,100 @@
+"""The tf.data service around one launch: started when a variant runs on it, its address handed
+to the ranks through the job, stopped when the launch ends; the bad files its workers met
+collected into the run directory like a rank's."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+from pipeprof import atomic
+from pipeprof.data import badfiles
+from pipeprof.launch.job import VariantSpec
+from pipeprof.launch.service import ServiceProcesses
+from pipeprof.rundir import RunDir
+from pipeprof.scenario import DataConfig, ServiceConfig
+
+DIR = "service"
+WORKERS_FILE = "workers.json"
+
+
+def uses_service(spec: VariantSpec) -> bool:
+    """True when the variant runs on the service pipeprof starts (not on one of the user's)."""
+    use = spec.pipeline.get("service", {})
+    return bool(use.get("enabled")) and not use.get("address")
+
+
+def log_dir(run_dir: Path, np: int) -> Path:
+    return Path(run_dir) / DIR / f"np{np}"
+
+
+@contextlib.contextmanager
+def around_launch(specs: list[VariantSpec], config: ServiceConfig, run_dir: Path, np: int,
+                  host: str) -> Iterator[list[VariantSpec]]:
+    """The specs to launch with: unchanged when no variant uses the service; else with the
+    address of a dispatcher and ``config.workers`` workers that live as long as the block."""
+    if not any(uses_service(s) for s in specs):
+        yield specs
+        return
+    with ServiceProcesses(log_dir(run_dir, np), workers=config.workers, hosts=list(config.hosts), port=config.port,
+                          dispatcher_host=host) as service:
+        try:
+            yield [_with_address(s, service.address) if uses_service(s) else s for s in specs]
+        finally:  # what the workers spent, for sizing the service (predict): written however the launch ended
+            atomic.write_text(log_dir(run_dir, np) / WORKERS_FILE, json.dumps({
+                "workers": config.workers, "hosts": list(config.hosts), "cpu_s": service.worker_cpu_s(),
+                "variants": [s.name for s in specs if uses_service(s)]}) + "\n")
+
+
+def worker_cost(run_dir: Path) -> tuple[float, int] | None:
+    """A service worker's CPU per sample it served, in core-ms, and the np it was measured at
+    (the largest np with a local service): the local workers' CPU over the samples the ranks
+    took from the service (warm-up and measured steps of its variants; the few batches buffered
+    ahead when it stopped are left out). None when the run has no such measurement."""
+    run = RunDir(run_dir)
+    runs = run.variant_runs()
+    warmup = int(run.manifest().get("scenario", {}).get("train", {}).get("warmup_steps", 0))
+    for path in sorted(Path(run_dir, DIR).glob(f"np*/{WORKERS_FILE}"), key=lambda p: -int(p.parent.name[2:])):
+        info = json.loads(path.read_text())
+        np_ = int(path.parent.name[2:])
+        cpu = [c for c in info.get("cpu_s", []) if c == c]  # NaN: a worker whose CPU could not be read
+        if info.get("hosts") or not cpu or len(cpu) != info.get("workers"):
+            continue
+        samples = sum((r["measured_steps"] + warmup) * r["global_batch"] for r in runs
+                      if r["np"] == np_ and r["variant"] in info.get("variants", []))
+        if samples > 0:
+            return 1e3 * sum(cpu) / samples, np_
+    return None
+
+
+def _with_address(spec: VariantSpec, address: str) -> VariantSpec:
+    pipeline = dict(spec.pipeline, service=dict(spec.pipeline["service"], address=address))
+    return dataclasses.replace(spec, pipeline=pipeline)
+
+
+def collect_bad_files(run_dir: Path, np: int, data: DataConfig) -> int:
+    """Write the bad files the service's workers printed at ``np`` into the run's bad-file logs,
+    as the ranks would have; how many were new."""
+    from pipeprof.data.screen import REMOTE_TAG
+
+    lines = []
+    for log in sorted(log_dir(run_dir, np).glob("worker-*.log")):
+        with log.open(encoding="utf-8", errors="replace") as fh:
+            lines += [line for line in fh if line.startswith(REMOTE_TAG)]
+    if not lines:
+        return 0
+    from pipeprof.data.screen import remote_bad_elements  # TensorFlow: only when there is something to read
+
+    sinks: dict[tuple[str, int], badfiles.BadFiles] = {}
+    new = 0
+    for variant, rank, path, reason in remote_bad_elements(lines, data):
+        key = (variant, rank)
+        if key not in sinks:
+            sinks[key] = badfiles.BadFiles(badfiles.log_path(run_dir, np, variant, rank), variant=variant)
+        before = sinks[key].count
+        sinks[key].add(path, reason)
+        new += sinks[key].count - before
+    return new
