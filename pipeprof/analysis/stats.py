@@ -28,12 +28,13 @@ MAX_BLOCKS = 10
 SUMMARY_COLUMNS = [
     "np", "variant", "synthetic", "samples_per_s", "samples_per_s_ci95", "samples_per_s_per_worker",
     "gap_pct", "gap_pct_ci95", "twin_samples_per_s", "scaling_efficiency_pct", "step_time_ms_mean", "step_time_ms_p50", "step_time_ms_p95",
-    "input_wait_pct", "gpu_util_pct", "cpu_util_pct", "rss_mb_max", "measured_steps", "measured_s", "stop_reason",
+    "input_wait_pct", "gpu_util_pct", "cpu_util_pct", "cpu_cores_per_rank", "rss_mb_max", "measured_steps", "measured_s",
+    "stop_reason",
     "verdict", "warning",
 ]
 # How a variant's measurement ended (summary.csv's stop_reason; analysis.stopping decides).
 STOP_FIXED, STOP_TARGET, STOP_CLEAR, STOP_MAX_TIME = "fixed steps", "target", "clear of thresholds", "max time"
-TELEMETRY_COLUMNS = ("gpu_util_pct", "cpu_util_pct", "rss_mb_max")  # filled by analysis.telemetry
+TELEMETRY_COLUMNS = ("gpu_util_pct", "cpu_util_pct", "cpu_cores_per_rank", "rss_mb_max")  # filled by analysis.telemetry
 
 
 def t975(dof: int) -> float:

@@ -1,4 +1,5 @@
-"""Telemetry per (np, variant): GPU utilisation, host CPU, peak RSS over the measured steps.
+"""Telemetry per (np, variant): GPU utilisation, host CPU, a rank's CPU cores, peak RSS over
+the measured steps.
 
 Samples and steps meet on the wall clock (``t_unix_s`` / ``end_unix_s``), which is exact on
 one host and as good as the hosts' clock sync across hosts.
@@ -58,10 +59,10 @@ def _in(frame: pd.DataFrame, start: float, end: float) -> pd.DataFrame:
 def add_telemetry(summary: pd.DataFrame, steps: pd.DataFrame, gpu: pd.DataFrame | None,
                   host: pd.DataFrame | None, proc: pd.DataFrame | None) -> pd.DataFrame:
     out = summary.copy()
-    gpu_util, cpu_util, rss_max, notes = [], [], [], []
+    gpu_util, cpu_util, rss_max, rank_cores, notes = [], [], [], [], []
     win = windows(steps)
     for _, r in out.iterrows():
-        g = c = m = math.nan
+        g = c = m = k = math.nan
         gs = samples_in(gpu, win, r["np"], r["variant"])
         if not gs.empty and gs["gpu_util_pct"].notna().any():
             g = float(gs["gpu_util_pct"].mean())
@@ -71,7 +72,9 @@ def add_telemetry(summary: pd.DataFrame, steps: pd.DataFrame, gpu: pd.DataFrame 
         ps = samples_in(proc, win, r["np"], r["variant"])
         if not ps.empty:
             m = float(ps["rss_mb"].max())
-        gpu_util.append(g), cpu_util.append(c), rss_max.append(m)
+            if "cpu_pct" in ps.columns and ps["cpu_pct"].notna().any():  # a rank's process: 100% = one core
+                k = float(ps.groupby(["host", "rank"])["cpu_pct"].mean().mean()) / 100.0
+        gpu_util.append(g), cpu_util.append(c), rss_max.append(m), rank_cores.append(k)
         busy = 100.0 - r["input_wait_pct"] if not math.isnan(r["input_wait_pct"]) else math.nan
         note = ""
         if not math.isnan(g) and not math.isnan(busy) and g - busy > DISAGREEMENT_POINTS:
@@ -79,6 +82,7 @@ def add_telemetry(summary: pd.DataFrame, steps: pd.DataFrame, gpu: pd.DataFrame 
                     f"input wait: NVML counts time with any kernel running, not how busy the GPU is")
         notes.append(note)
     out["gpu_util_pct"], out["cpu_util_pct"], out["rss_mb_max"] = gpu_util, cpu_util, rss_max
+    out["cpu_cores_per_rank"] = rank_cores  # what one rank's process used, pipeline included
     out["warning"] = [("; ".join(w for w in (str(a) if isinstance(a, str) else "", b) if w))
                       for a, b in zip(out["warning"], notes)]
     return out

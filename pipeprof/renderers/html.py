@@ -229,8 +229,8 @@ def render_html(run: Run) -> str:
     if summary is not None and not summary.empty:
         cols = ["np", "variant", "device", "samples_per_s", "samples_per_s_ci95", "samples_per_s_per_worker",
                 "gap_pct", "gap_pct_ci95", "scaling_efficiency_pct", "step_time_ms_p50", "step_time_ms_p95",
-                "input_wait_pct", "gpu_util_pct", "cpu_util_pct", "measured_steps", "measured_s", "stop_reason",
-                "bad_files", "verdict"]
+                "input_wait_pct", "gpu_util_pct", "cpu_util_pct", "cpu_cores_per_rank", "measured_steps", "measured_s",
+                "stop_reason", "bad_files", "gap_closed_pct", "verdict"]
         parts.append('<section id="summary"><h2>summary.csv</h2>' + table(summary, cols) + "</section>")
     parts.append('<section id="manifest"><h2>Manifest</h2><details><summary>versions, host, scenario, command line'
                  f"</summary><pre>{esc(json.dumps(m, indent=2, default=str))}</pre></details></section>")

@@ -23,7 +23,7 @@ def summary_table(summary: pd.DataFrame, title: str = "pipeprof compare") -> Tab
     for name, justify in [("np", "right"), ("variant", "left"), ("samples/s", "right"), ("±95%", "right"),
                           ("per worker", "right"), ("gap", "right"), ("scaling eff.", "right"),
                           ("step p50 ms", "right"), ("input wait", "right"), ("GPU util", "right"),
-                          ("host CPU", "right"), ("input-bound", "left")]:
+                          ("host CPU", "right"), ("cores/rank", "right"), ("input-bound", "left")]:
         table.add_column(name, justify=justify)
     for _, r in summary.iterrows():
         verdict = str(r["verdict"]) if isinstance(r["verdict"], str) else ""
@@ -33,6 +33,7 @@ def summary_table(summary: pd.DataFrame, title: str = "pipeprof compare") -> Tab
             "" if r["synthetic"] else fmt(r["gap_pct"], 1, "%") + (f" ±{fmt(r['gap_pct_ci95'])}" if not math.isnan(r["gap_pct_ci95"]) else ""),
             fmt(r["scaling_efficiency_pct"], 0, "%"), fmt(r["step_time_ms_p50"]), fmt(r["input_wait_pct"], 1, "%"),
             fmt(r.get("gpu_util_pct", math.nan), 0, "%"), fmt(r.get("cpu_util_pct", math.nan), 0, "%"),
+            fmt(r.get("cpu_cores_per_rank", math.nan), 2),
             f"[{VERDICT_STYLE[verdict]}]{verdict.removesuffix(' input-bound')}[/]" if verdict in VERDICT_STYLE else verdict,
         )
     return table

@@ -16,7 +16,7 @@ from pipeprof.analysis.verdict import Verdict, decide
 from pipeprof.data.stagebench import StageBench, stage_costs
 from pipeprof.launch import topology
 from pipeprof.rundir import RunDir
-from pipeprof.scenario import Scenario
+from pipeprof.scenario import PipelineConfig, Scenario
 
 
 def cores_per_rank(scenario: Scenario, np: int, override: float | None = None) -> float:
@@ -25,6 +25,13 @@ def cores_per_rank(scenario: Scenario, np: int, override: float | None = None) -
     if override:
         return float(override)
     return float(topology.assign(np, scenario.launch).cores_per_rank)
+
+
+def cached_stages(pipe: PipelineConfig) -> set[str]:
+    """The stages before the pipeline's cache: read and label before augment, all of them after."""
+    if not pipe.cache.enabled:
+        return set()
+    return {"read", "label"} if pipe.cache.placement == "before_augment" else {"read", "label", "shuffle", "augment"}
 
 
 def measure_stages(scenario: Scenario, data_root: str, nps: list[int], run_dir: Path, *,
@@ -41,6 +48,8 @@ def measure_stages(scenario: Scenario, data_root: str, nps: list[int], run_dir: 
                     cache_dir=str(run_dir / "cache" / "stagebench"),
                     log_path=run.log_path("stagebench")) as bench:
         rows = stage_costs(bench, base)
+    for row in rows:  # stages whose output the cache holds are paid once, not per epoch
+        row["cached"] = row["stage"] in cached_stages(base)
     stages = pd.DataFrame(rows)
     stages.insert(1, "cores", bench_cores)
     run.write_stages(stages)

@@ -94,8 +94,9 @@ def run(args, cwd, data_dir, timeout=600):
 @pytest.mark.parametrize("expected", ["augment", "read", "none"])
 def test_ablation_verdict_names_the_costly_stage(expected, tmp_path, data_cache_dir):
     (tmp_path / "s.toml").write_text(merge(CASES[expected], TRAIN))
-    # the two input-bound cases also run the remedies for the stage the verdict will name
-    remedies = ["--remedies"] if expected != "none" else []
+    # the read case also runs the remedies for the stage the verdict will name (the augment
+    # stage's remedies run in tests/integration/test_story.py)
+    remedies = ["--remedies"] if expected == "read" else []
     proc = run(["compare", "s.toml", "--np", "1", "--ablation", *remedies, "--out", "run"], tmp_path, data_cache_dir)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     verdict = json.loads((tmp_path / "run" / "verdict.json").read_text())[0]
@@ -118,15 +119,8 @@ def test_ablation_verdict_names_the_costly_stage(expected, tmp_path, data_cache_
         assert "remedies for the read stage" in proc.stdout
         assert rows.loc["remedy:cache-decoded", "gap_closed_pct"] >= 50, rows.loc["remedy:cache-decoded"].to_dict()
         assert verdict["advice"][0].startswith("measured: decoded images cached in RAM before augmentation closed")
-    else:
-        assert {"remedy:augment-on-device", "remedy:batch-augment"} <= set(rows.index)
-        assert "remedy:cache-decoded" not in rows.index  # not the augment stage's remedy
-        # trained on the CPU: the device remedy's augmentation ran there, and every output says so
-        note = rows.loc["remedy:augment-on-device", "remedy_note"]
-        assert note.startswith("no accelerator: the augmentation ran on the CPU inside the step")
-        assert note in (tmp_path / "run" / "verdict.txt").read_text()
-        assert rows[["gap_closed_pct"]].loc[["remedy:augment-on-device", "remedy:batch-augment"]].notna().all().all()
-        assert sum(a.startswith("measured: ") for a in verdict["advice"]) == 2
+        # tf.data service would share this host's cores with the rank: skipped, with why
+        assert "remedy data-service skipped: its workers would share this host's cores" in " ".join(proc.stdout.split())
     stages = pd.read_csv(tmp_path / "run" / "stages.csv")
     assert (stages["core_ms_per_sample_1"] > 0).all()
 

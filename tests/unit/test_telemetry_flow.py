@@ -195,3 +195,17 @@ def test_a_variant_measured_in_rounds_takes_only_the_samples_of_its_own_rounds()
     win = windows(steps)
     assert win["round"].tolist() == [0, 1]
     assert sorted(samples_in(host, win, 1, "real")["cpu_pct"]) == [80.0, 80.0, 90.0, 90.0]
+
+
+def test_cpu_cores_per_rank_is_each_ranks_process_cpu_averaged_over_the_measured_steps():
+    from pipeprof.analysis.telemetry import add_telemetry
+
+    steps = pd.DataFrame({"np": 2, "variant": "real", "warmup": False, "step_time_ms": 1000.0,
+                          "end_unix_s": [101.0, 102.0, 103.0]})
+    # rank 0 used 1.5 cores and rank 1 half a core during the steps; a sample outside counts not
+    proc = pd.DataFrame({"t_unix_s": [100.5, 101.5, 102.5, 100.5, 101.5, 102.5, 200.0],
+                         "host": "h", "rank": [0, 0, 0, 1, 1, 1, 1],
+                         "cpu_pct": [140.0, 160.0, 150.0, 50.0, 40.0, 60.0, 900.0], "rss_mb": 10.0})
+    summary = pd.DataFrame({"np": [2], "variant": ["real"], "input_wait_pct": [1.0], "warning": [""]})
+    row = add_telemetry(summary, steps, None, None, proc).iloc[0]
+    assert row["cpu_cores_per_rank"] == pytest.approx(1.0)  # (1.5 + 0.5) / 2
