@@ -57,6 +57,15 @@ class StageSwitch:
 
 
 @dataclass(frozen=True)
+class ReadConfig:
+    enabled: bool = True
+    # full: decode each image whole, then resize to the model's size. reduced: decode a JPEG at
+    # 1/2, 1/4 or 1/8 of its size (libjpeg's DCT scaling, the largest that keeps it at least
+    # data.image_size), then resize: far less work when the stored photos are much larger
+    decode: Literal["full", "reduced"] = "full"
+
+
+@dataclass(frozen=True)
 class ShuffleConfig:
     enabled: bool = True
     buffer_size: int = 1024  # elements in tf.data's shuffle buffer
@@ -109,7 +118,7 @@ class ServiceUse:
 
 @dataclass(frozen=True)
 class PipelineConfig:
-    read: StageSwitch = field(default_factory=StageSwitch)
+    read: ReadConfig = field(default_factory=ReadConfig)
     label: StageSwitch = field(default_factory=StageSwitch)
     shuffle: ShuffleConfig = field(default_factory=ShuffleConfig)
     augment: AugmentConfig = field(default_factory=AugmentConfig)

@@ -33,6 +33,7 @@ CATALOGUE = (
     Remedy("augment-on-device", ("augment",), "augmentation on the accelerator (the same augmentation on the batch "
                                            "inside the training step)"),
     Remedy("batch-augment", ("augment",), "batch-level augmentation (vectorised after batch, one call per batch)"),
+    Remedy("decode-less", ("read",), "JPEGs decoded at a reduced scale (DCT scaling) instead of whole, then resized"),
     Remedy("cache-decoded", ("read",), "decoded images cached in RAM before augmentation"),
     Remedy("data-service", ("read", "augment"), "preprocessing on tf.data service workers (the rank only takes "
                                                 "their batches)"),
@@ -51,7 +52,18 @@ class Planned:
         return PREFIX + self.remedy.name
 
 
-def apply(remedy: Remedy, base: PipelineConfig, on_bad_file: str = "skip") -> tuple[PipelineConfig | None, str]:
+@dataclass(frozen=True)
+class Data:
+    """What a remedy needs to know of the data set: its stored images' format ("jpeg", "png",
+    "mixed"; "" when not known, e.g. TFRecords) and smallest short side, and the model's input side."""
+
+    format: str = ""
+    side: int = 0
+    image_size: int = 0
+
+
+def apply(remedy: Remedy, base: PipelineConfig, on_bad_file: str = "skip",
+          data: Data = Data()) -> tuple[PipelineConfig | None, str]:
     """The real pipeline with the remedy's change, or (None, why it does not apply)."""
     aug = base.augment
     if remedy.stages == ("augment",) and not aug.enabled:
@@ -68,6 +80,17 @@ def apply(remedy: Remedy, base: PipelineConfig, on_bad_file: str = "skip") -> tu
         if base.cache.enabled and base.cache.placement == "after_augment":
             return None, "the cache is placed after augment (augmentation is frozen; nothing to vectorise)"
         return dataclasses.replace(base, augment=dataclasses.replace(aug, placement="batch")), ""
+    if remedy.name == "decode-less":
+        if base.read.decode == "reduced":
+            return None, "the scenario already decodes JPEGs at a reduced scale"
+        if data.format != "jpeg":
+            return None, (f"the stored images are {data.format.upper() if data.format != 'mixed' else 'of mixed formats'}"
+                          ": only JPEGs decode at a reduced scale" if data.format
+                          else "the stored images' format and size are not known for this data source")
+        if data.side < 2 * data.image_size:
+            return None, (f"the stored images ({data.side}px) are less than twice the model's input "
+                          f"({data.image_size}px): there is nothing to decode less")
+        return dataclasses.replace(base, read=dataclasses.replace(base.read, decode="reduced")), ""
     if remedy.name == "cache-decoded":
         if base.cache.enabled and base.cache.kind == "memory" and base.cache.placement == "before_augment":
             return None, "the scenario already caches decoded images in RAM before augment"
@@ -88,7 +111,7 @@ SERVICE_HERE = ("its workers would share this host's cores with the ranks, so it
 
 
 def plan(base: PipelineConfig, stages: list[str] | None, on_bad_file: str = "skip",
-         service_hosts: bool = False) -> list[Planned]:
+         service_hosts: bool = False, data: Data = Data()) -> list[Planned]:
     """The remedies for ``stages`` (the stages that bound throughput), or every remedy when
     ``stages`` is None (``--remedies all``); each applied to ``base`` or skipped with why. Chosen
     for a stage, tf.data service runs only when its workers have CPU hosts of their own
@@ -99,7 +122,7 @@ def plan(base: PipelineConfig, stages: list[str] | None, on_bad_file: str = "ski
         if r.name == "data-service" and stages is not None and not service_hosts:
             out.append(Planned(r, None, SERVICE_HERE))
         else:
-            out.append(Planned(r, *apply(r, base, on_bad_file)))
+            out.append(Planned(r, *apply(r, base, on_bad_file, data)))
     return out
 
 

@@ -23,8 +23,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--remedies", nargs="?", const="auto", choices=["auto", "all"], metavar="all",
                    help="after the real variants, run the fixes for the stage that costs most per sample (measured "
                         "alone first) in the same launch, and report how much of the gap each closed; --remedies "
-                        "all: every fix that applies (augmentation on the device, batch augmentation, a RAM cache "
-                        "of decoded images, tf.data service workers)")
+                        "all: every fix that applies (augmentation on the device, batch augmentation, JPEGs decoded at "
+                        "a reduced scale, a RAM cache of decoded images, tf.data service workers)")
     p.add_argument("--service-workers", type=int, metavar="K",
                    help="tf.data service worker processes pipeprof starts for a launch whose variants use the "
                         "service (the data-service remedy; default: the scenario's service.workers, 2)")

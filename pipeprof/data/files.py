@@ -63,3 +63,41 @@ def _unreadable(entry: os.DirEntry) -> str | None:
     if not os.access(entry.path, os.R_OK):
         return "unreadable: permission denied"
     return None
+
+
+def image_header(path: str | Path) -> tuple[str, int, int] | None:
+    """(format, width, height) of a JPEG or PNG file from its header, without decoding it;
+    None when the file is neither or its header cannot be read."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(32)
+            if head.startswith(b"\x89PNG\r\n\x1a\n") and head[12:16] == b"IHDR":
+                return "png", int.from_bytes(head[16:20], "big"), int.from_bytes(head[20:24], "big")
+            if not head.startswith(b"\xff\xd8"):
+                return None
+            fh.seek(2)
+            while True:  # walk the markers to the frame header (SOF0..SOF15, not DHT/JPG/DAC)
+                marker = fh.read(4)
+                if len(marker) < 4 or marker[0] != 0xFF:
+                    return None
+                kind, length = marker[1], int.from_bytes(marker[2:4], "big")
+                if 0xC0 <= kind <= 0xCF and kind not in (0xC4, 0xC8, 0xCC):
+                    frame = fh.read(5)
+                    return "jpeg", int.from_bytes(frame[3:5], "big"), int.from_bytes(frame[1:3], "big")
+                fh.seek(length - 2, os.SEEK_CUR)
+    except OSError:
+        return None
+
+
+def stored_side(data_root: str | Path, sample: int = 8) -> tuple[str, int] | None:
+    """The format and the smallest short side of the first ``sample`` images of an image folder
+    ("mixed" when formats differ); None when none can be read."""
+    try:
+        files = scan_image_folder(data_root).files[:sample]
+    except PipeprofError:
+        return None
+    headers = [h for f in files if (h := image_header(f)) is not None]
+    if not headers:
+        return None
+    formats = {h[0] for h in headers}
+    return (formats.pop() if len(formats) == 1 else "mixed"), min(min(h[1], h[2]) for h in headers)

@@ -64,11 +64,29 @@ def _parallel(pipe: PipelineConfig) -> int:
     return tf.data.AUTOTUNE if pipe.parallel_calls == "autotune" else int(pipe.parallel_calls)
 
 
-def _decode(encoded: tf.Tensor, size: int) -> tf.Tensor:
-    img = tf.io.decode_image(encoded, channels=3, expand_animations=False)
+def _decode(encoded: tf.Tensor, size: int, reduced: bool = False) -> tf.Tensor:
+    if reduced:
+        img = tf.cond(tf.io.is_jpeg(encoded), lambda: _decode_jpeg_reduced(encoded, size),
+                      lambda: tf.io.decode_image(encoded, channels=3, expand_animations=False))
+    else:
+        img = tf.io.decode_image(encoded, channels=3, expand_animations=False)
     img = tf.image.resize(img, [size, size], antialias=False)  # float32, 0..255
     img.set_shape([size, size, 3])
     return img / 255.0
+
+
+REDUCED_RATIOS = (1, 2, 4, 8)  # what libjpeg's DCT scaling offers
+
+
+def _decode_jpeg_reduced(encoded: tf.Tensor, size: int) -> tf.Tensor:
+    """A JPEG decoded at the largest 1/r scale whose short side stays at least ``size``: the
+    DCT drops the detail a resize to ``size`` would throw away, before it is computed."""
+    shape = tf.io.extract_jpeg_shape(encoded)
+    side = tf.minimum(shape[0], shape[1])
+    # the index of the largest ratio r with ceil(side / r) >= size
+    index = tf.add_n([tf.cast((side + r - 1) // r >= size, tf.int32) for r in REDUCED_RATIOS[1:]])
+    branches = [lambda r=r: tf.io.decode_jpeg(encoded, channels=3, ratio=r) for r in REDUCED_RATIOS]
+    return tf.switch_case(index, branches)
 
 
 def _folder_source(data: DataConfig, root: str, pipe: PipelineConfig, shard: Shard, with_ids: bool,
@@ -89,8 +107,10 @@ def _folder_source(data: DataConfig, root: str, pipe: PipelineConfig, shard: Sha
     )
     size = data.image_size
 
+    reduced = pipe.read.decode == "reduced"
+
     def decode_and_label(path: tf.Tensor, encoded: tf.Tensor):
-        image = _decode(encoded, size)
+        image = _decode(encoded, size, reduced)
         if pipe.label.enabled:  # the class comes from the path, as in most image-folder pipelines
             label = table.lookup(tf.strings.split(path, os.sep)[-2])
         else:
@@ -121,8 +141,10 @@ def _tfrecord_source(data: DataConfig, pipe: PipelineConfig, shard: Shard, with_
     else:  # fewer files than ranks: every rank reads all and keeps its records
         ds = sources.flat_map(elements).shard(shard.count, shard.index)
 
+    reduced = pipe.read.decode == "reduced"
+
     def decode(encoded, label, record):
-        image = _decode(encoded, size)
+        image = _decode(encoded, size, reduced)
         return (image, label, tf.strings.substr(record, 0, 64)) if with_ids else (image, label)
 
     return ds.map(decode, num_parallel_calls=par, deterministic=det)

@@ -143,7 +143,7 @@ def plan_remedies(scenario: Scenario, which: str, data_root: str, nps: list[int]
         reporter.message(f"remedies for the {stages[0]} stage, the costliest per sample")
     specs = []
     for planned in remedies.plan(scenario.variant_pipeline(scenario.variants[0]), stages, scenario.data.on_bad_file,
-                                 service_hosts=bool(scenario.service.hosts)):
+                                 service_hosts=bool(scenario.service.hosts), data=stored_data(scenario, data_root)):
         skipped = planned.skipped
         if planned.pipeline is not None and planned.pipeline.service.enabled and scenario.service.port \
                 and port_in_use(scenario.service.port):
@@ -160,6 +160,19 @@ def plan_remedies(scenario: Scenario, which: str, data_root: str, nps: list[int]
     if not specs:
         reporter.warning("no remedy applies to this scenario" + (f"'s {stages[0]} stage" if stages else ""))
     return rows, specs
+
+
+def stored_data(scenario: Scenario, data_root: str):
+    """What the remedies need to know of the stored images (read from a folder's first files)."""
+    from pipeprof.analysis.remedies import Data
+    from pipeprof.data.files import stored_side
+
+    d = scenario.data
+    if d.source == "generated":
+        return Data(d.generate.format, d.generate.size, d.image_size)
+    if d.source == "folder" and (found := stored_side(data_root)) is not None:
+        return Data(found[0], found[1], d.image_size)
+    return Data(image_size=d.image_size)
 
 
 def launch_failure(n: int, result: horovod.LaunchResult, run: RunDir) -> str | None:

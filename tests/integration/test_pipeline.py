@@ -11,7 +11,7 @@ from pipeprof.data import generate as gen
 from pipeprof.data import pipeline
 from pipeprof.errors import PipeprofError
 from pipeprof.scenario import (AugmentConfig, CacheConfig, DataConfig, PipelineConfig, PrefetchConfig,
-                               ShuffleConfig, StageSwitch)
+                               ReadConfig, ShuffleConfig, StageSwitch)
 
 
 def data_cfg(cfg, **kw):
@@ -80,6 +80,7 @@ def test_every_stage_switch_builds_and_yields_the_same_spec(small_dataset, tmp_p
         PipelineConfig(cache=CacheConfig(enabled=True, placement="after_augment")),
         PipelineConfig(parallel_calls=2, prefetch=PrefetchConfig(depth=3), private_threadpool_size=2,
                        max_intra_op_parallelism=1, deterministic=True),
+        PipelineConfig(read=ReadConfig(decode="reduced")),
     ]
     for pipe in variants:
         ds = pipeline.build(data_cfg(cfg), pipe, data_root=str(root), shard=pipeline.Shard(0, 1), batch_size=8)
@@ -87,6 +88,20 @@ def test_every_stage_switch_builds_and_yields_the_same_spec(small_dataset, tmp_p
         assert x.shape == (8, 32, 32, 3) and x.dtype == tf.float32 and y.dtype == tf.int32
         assert 0.0 <= float(tf.reduce_min(x)) and float(tf.reduce_max(x)) <= 1.0
     assert list(tmp_path.glob("c-shard0of1*"))  # the file cache was written
+
+
+def test_a_reduced_decode_picks_the_largest_dct_scale_that_keeps_the_models_size():
+    smooth = tf.image.resize(tf.random.stateless_uniform([1, 8, 8, 3], seed=[1, 2]), [200, 256])[0]
+    jpeg = tf.io.encode_jpeg(tf.cast(smooth * 255, tf.uint8), quality=95)
+    # short side 200: 1/8 would give 25 px, under 32; 1/4 gives 50 x 64
+    assert pipeline._decode_jpeg_reduced(jpeg, 32).shape == (50, 64, 3)
+    assert pipeline._decode_jpeg_reduced(jpeg, 20).shape == (25, 32, 3)  # 1/8
+    assert pipeline._decode_jpeg_reduced(jpeg, 150).shape == (200, 256, 3)  # whole: 1/2 would be 100
+    full, reduced = pipeline._decode(jpeg, 32), pipeline._decode(jpeg, 32, reduced=True)
+    assert full.shape == reduced.shape == (32, 32, 3)
+    assert float(tf.reduce_mean(tf.abs(full - reduced))) < 0.02  # the same picture at the model's size
+    png = tf.io.encode_png(tf.cast(smooth * 255, tf.uint8))  # not a JPEG: decoded whole, as before
+    assert np.allclose(pipeline._decode(png, 32, reduced=True).numpy(), pipeline._decode(png, 32).numpy())
 
 
 def test_augmentation_changes_images_and_strength_zero_does_not(small_dataset):

@@ -138,3 +138,22 @@ def test_results_are_written_whole(tmp_path):
     target.write_text("old\n")
     atomic.write_text(target, "new\n")
     assert target.read_text() == "new\n" and os.listdir(tmp_path) == ["summary.csv"]
+
+
+def test_image_header_reads_format_and_size_without_decoding(tmp_path):
+    from pipeprof.data.files import image_header, stored_side
+
+    # a baseline JPEG: SOI, an APP0 segment, then the frame header (SOF0) with height 300, width 400
+    app0 = b"\xff\xe0\x00\x10JFIF\x00\x01\x01\x00\x00\x01\x00\x01\x00\x00"
+    sof0 = b"\xff\xc0\x00\x11\x08" + (300).to_bytes(2, "big") + (400).to_bytes(2, "big") + b"\x03" + bytes(9)
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "x.jpg").write_bytes(b"\xff\xd8" + app0 + sof0 + b"\xff\xd9")
+    png = b"\x89PNG\r\n\x1a\n" + b"\x00\x00\x00\rIHDR" + (640).to_bytes(4, "big") + (480).to_bytes(4, "big") + bytes(5)
+    (tmp_path / "a" / "y.png").write_bytes(png)
+    (tmp_path / "a" / "z.jpg").write_bytes(b"not an image")
+    assert image_header(tmp_path / "a" / "x.jpg") == ("jpeg", 400, 300)
+    assert image_header(tmp_path / "a" / "y.png") == ("png", 640, 480)
+    assert image_header(tmp_path / "a" / "z.jpg") is None
+    assert stored_side(tmp_path) == ("mixed", 300)
+    (tmp_path / "a" / "y.png").unlink()
+    assert stored_side(tmp_path) == ("jpeg", 300)

@@ -8,7 +8,7 @@ import pytest
 
 from pipeprof.analysis import remedies
 from pipeprof.analysis.verdict import bounding_stage, decide
-from pipeprof.scenario import AugmentConfig, CacheConfig, PipelineConfig, ServiceUse
+from pipeprof.scenario import AugmentConfig, CacheConfig, PipelineConfig, ReadConfig, ServiceUse
 
 
 def names(planned):
@@ -17,8 +17,9 @@ def names(planned):
 
 def test_each_remedy_changes_one_thing_of_the_real_pipeline():
     base = PipelineConfig()
-    got = names(remedies.plan(base, None))
-    assert set(got) == {"augment-on-device", "batch-augment", "cache-decoded", "data-service"}
+    got = names(remedies.plan(base, None, data=remedies.Data("jpeg", 512, 128)))
+    assert set(got) == {"augment-on-device", "batch-augment", "decode-less", "cache-decoded", "data-service"}
+    assert got["decode-less"][0] == dataclasses.replace(base, read=ReadConfig(decode="reduced"))
     device, batch, cache = (got[n][0] for n in ("augment-on-device", "batch-augment", "cache-decoded"))
     assert got["data-service"][0] == dataclasses.replace(base, service=ServiceUse(enabled=True))
     assert device == dataclasses.replace(base, augment=dataclasses.replace(base.augment, placement="device"))
@@ -26,7 +27,7 @@ def test_each_remedy_changes_one_thing_of_the_real_pipeline():
     assert cache == dataclasses.replace(base, cache=CacheConfig(enabled=True, kind="memory", placement="before_augment"))
     # chosen for a stage: only its remedies; tf.data service relieves both, but is skipped
     # unless its workers have CPU hosts of their own
-    assert set(names(remedies.plan(base, ["read"]))) == {"cache-decoded", "data-service"}
+    assert set(names(remedies.plan(base, ["read"]))) == {"decode-less", "cache-decoded", "data-service"}
     assert set(names(remedies.plan(base, ["augment"]))) == {"augment-on-device", "batch-augment", "data-service"}
     assert names(remedies.plan(base, ["read"]))["data-service"] == (None, remedies.SERVICE_HERE)
     assert names(remedies.plan(base, ["read"], service_hosts=True))["data-service"][0].service.enabled
@@ -42,6 +43,15 @@ def test_a_remedy_that_does_not_apply_says_why():
     assert "already caches decoded images" in got["cache-decoded"][1]
     frozen = dataclasses.replace(PipelineConfig(), cache=CacheConfig(enabled=True, placement="after_augment"))
     assert "after augment" in names(remedies.plan(frozen, ["augment"]))["batch-augment"][1]
+    def decode_less(data):
+        return names(remedies.plan(PipelineConfig(), ["read"], data=data))["decode-less"]
+
+    assert decode_less(remedies.Data("png", 448, 48)) == (
+        None, "the stored images are PNG: only JPEGs decode at a reduced scale")
+    assert decode_less(remedies.Data("jpeg", 96, 64)) == (
+        None, "the stored images (96px) are less than twice the model's input (64px): there is nothing to decode less")
+    assert "not known" in decode_less(remedies.Data(image_size=224))[1]  # TFRecords: not looked into
+    assert decode_less(remedies.Data("jpeg", 128, 64))[0].read.decode == "reduced"  # twice: 1/2 scale
     fails = names(remedies.plan(PipelineConfig(), None, on_bad_file="fail"))["data-service"]
     assert fails == (None, 'data.on_bad_file = "fail": a service worker cannot end a rank on a bad file')
     file_cache = dataclasses.replace(PipelineConfig(), cache=CacheConfig(enabled=True, kind="file"))
