@@ -3,8 +3,8 @@ that grows with the worker count, augmentation named as the culprit although the
 costs more alone (the cache holds its output), and the verdict citing the remedies measured
 for it before any advice.
 
-How much of the gap the best remedy closes here (batch augmentation: 45-70% of the np=2 gap in
-the runs of benchmarks/remedies_story.py) moves too much between runs on 2 cores to be pinned
+How much of the gap the best remedy closes here (batch augmentation: 23-70% of the np=2 gap in
+the story's runs at 20-40 ms steps, benchmarks/remedies_story.py) moves too much between runs on 2 cores to be pinned
 by a test; the benchmark prints it."""
 
 import pandas as pd
