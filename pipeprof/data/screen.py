@@ -17,10 +17,12 @@ as before. Measured: README, "Bad files".
 
 from __future__ import annotations
 
+import base64
 import sys
 from collections.abc import Callable
 
 import tensorflow as tf
+from tensorflow.core.framework import tensor_pb2
 
 from pipeprof.data import check
 from pipeprof.data.badfiles import BadFiles
@@ -109,15 +111,16 @@ def remote_bad_elements(lines: list[str], data: DataConfig) -> list[tuple[str, i
         tag, variant, rank, kind, *fields = line.rstrip("\n").split("\t")
         if tag != REMOTE_TAG or kind not in describers:
             continue
-        tensors = [tf.io.parse_tensor(tf.io.decode_base64(f), _DTYPES[i][kind]).numpy() for i, f in enumerate(fields)]
-        out += [(variant, int(rank), path, reason) for path, reason in describers[kind](*tensors)]
+        out += [(variant, int(rank), path, reason) for path, reason in describers[kind](*map(_parsed, fields))]
     return out
 
 
-# the dtypes of a note's tensors, by position (codes first), for each kind of describe
-_DTYPES = [{"files": tf.int32, "records": tf.int32}, {"files": tf.string, "records": tf.string},
-           {"records": tf.int64}, {"records": tf.string}, {"records": tf.int64}, {"records": tf.int64},
-           {"records": tf.int64}]
+def _parsed(field: str):
+    """A tensor printed by ``BadElements`` (web-safe base64 of its TensorProto, which holds its
+    dtype) as numpy: an array, or a scalar as ``.numpy()`` gives one."""
+    proto = tensor_pb2.TensorProto.FromString(base64.urlsafe_b64decode(field + "=" * (-len(field) % 4)))
+    value = tf.make_ndarray(proto)
+    return value[()] if value.ndim == 0 else value
 
 
 def text(value: bytes) -> str:

@@ -75,7 +75,7 @@ class ServiceProcesses:
     def start(self) -> None:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         if self.port and port_in_use(self.port):
-            raise PipeprofError(f"tf.data service: port {self.port} is in use (remedies.service_port)")
+            raise PipeprofError(f"tf.data service: port {self.port} is in use (service.port)")
         self.address = self._serve("dispatcher", self.dispatcher_host, port=self.port)
         for k in range(self.workers):
             ssh_host = self.hosts[k % len(self.hosts)] if self.hosts else ""

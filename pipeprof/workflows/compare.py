@@ -96,7 +96,7 @@ def compare(scenario: Scenario, nps: list[int], *, out: str | None = None, argv:
                     reporter.progress({"event": "launch", "np": n, "of_variants": len(specs)})
                     result = horovod.run(argv_n, env=env, log_path=run.log_path(f"np{n}"),
                                          timeout_s=scenario.launch.timeout_s, on_line=progress_lines(reporter))
-            except PipeprofError as exc:  # the service did not start: nothing ran at this np
+            except PipeprofError as exc:  # the launch could not start (e.g. its tf.data service): nothing ran at this np
                 failure = f"np={n}: {exc.message}"
                 break
             stream.after_launch()
