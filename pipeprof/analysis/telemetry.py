@@ -45,14 +45,17 @@ SERIES_KEYS = ("host", "rank", "gpu")  # what tells one sampler's series from an
 def _in(frame: pd.DataFrame, start: float, end: float) -> pd.DataFrame:
     """The samples of ``[start, end]``. A sample averages the interval since the previous one,
     so a series with none inside a window shorter than its interval contributes the first
-    sample after the window, whose interval covers it."""
+    sample after the window, whose interval covers it. A series that had no sample before the
+    window ended (a sampler that started later: the next launch's new rank) covers nothing."""
     if frame is None or frame.empty:
         return pd.DataFrame()
     t = frame["t_unix_s"]
     inside = frame[(t >= start) & (t <= end)]
     keys = [k for k in SERIES_KEYS if k in frame.columns]  # every sampler writes "host"
     first_after = frame[t > end].sort_values("t_unix_s").groupby(keys).head(1)
-    covering = first_after[~first_after.set_index(keys).index.isin(inside.set_index(keys).index)]
+    began = frame[t < start].set_index(keys).index  # series sampling before the window
+    indexed = first_after.set_index(keys).index
+    covering = first_after[~indexed.isin(inside.set_index(keys).index) & indexed.isin(began)]
     return pd.concat([inside, covering]) if not covering.empty else inside
 
 

@@ -178,6 +178,11 @@ def test_a_window_shorter_than_the_sampling_interval_takes_the_sample_that_cover
                          "cpu_pct": [1.0, 2.0, 3.0, 4.0]})
     assert sorted(_in(proc, 10.005, 10.3)["cpu_pct"]) == [2.0, 3.0]  # per rank: rank 1 inside, rank 0 covered
     assert _in(host, 12.0, 12.2).empty  # nothing after the window: nothing to attribute
+    # a sampler that began after the window (np=2's new rank after np=1) covers nothing of it:
+    # its first interval is its process's start, not the window's steps
+    later = pd.DataFrame({"t_unix_s": [10.0, 10.5, 17.0, 17.5], "host": ["a"] * 4, "rank": [0, 0, 1, 1],
+                          "cpu_pct": [30.0, 40.0, 2172.0, 50.0]})
+    assert _in(later, 10.1, 10.3)["cpu_pct"].tolist() == [40.0]
 
 
 def test_a_variant_measured_in_rounds_takes_only_the_samples_of_its_own_rounds():
