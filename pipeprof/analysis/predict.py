@@ -18,15 +18,28 @@ Per rank and step, in milliseconds:
 - contention ``X``: where a node's ranks outnumber its cores, the pipelines' bursts at each
   step's start overflow the cores and the threads the step must wake wait behind them:
   ``(r − c) × P / c`` for ``r`` ranks on ``c`` cores (see ``overflow_ms``); zero on a node
-  with a core per rank. The slowest rank is the one that queued longest, so X and the
-  stragglers' tail are one delay: the step takes the larger.
+  with a core per rank, and on a node of one core (one run queue: see ``overflow_ms``). With
+  a core per rank or fewer, a rank's own pipeline still keeps its cores busy a share ``ρ`` of
+  the step, and each synchronisation hop that lands then waits: ``κ × ρ × P`` at N ≥ 2 (see
+  ``busy_sync_ms``). X is the larger of the two. The slowest rank is the one that queued
+  longest, so X and the stragglers' tail are one delay: the step takes the larger.
 
 ``S`` is the ring allreduce from ``--network-gbps``, or, where a synthetic-only run at N on
 the target (``--ceiling``) measured it, that run's step beyond the device time.
 
     synthetic(N) = E[max_N synthetic jitter] × max(D, L / cores per rank) + S
-    real(N)      = max(E[max_N real jitter] × max(D, storage), E[max_N synthetic jitter] × max(D, storage) + X,
-                       E[max_N real jitter] × CPU bound) + S + H     (H = 0 where S is measured)
+    real(N)      = max(max(E[max_N real jitter] × max(D, storage), E[max_N synthetic jitter] × max(D, storage) + X)
+                           + S + H,  E[max_N real jitter] × CPU bound)     (H = 0 where S is measured)
+
+The source's own crowding does not travel (``transfer``). Where the source host was busy
+(``CROWDED_BUSY`` of its CPU over the np=1 real steps), its cores had no idle share: the
+telemetry's real-minus-synthetic CPU no longer sees the pipeline (it displaced other work), and
+the real step's time beyond the CPU bound is the queue the saturated cores built, the overflow
+law's drain with no free core to absorb it. So the pipeline's CPU comes from its stages
+measured alone, that extra is removed rather than carried as H, and the stragglers are drawn
+from the real steps with their excess spread over the synthetic steps removed in the same
+share. A model the source computed on its CPU stays there when the target's accelerator step
+is given: its CPU is not the target's training loop.
 
 Pure: numpy only.
 """
@@ -77,6 +90,81 @@ class Source:
         if self.pipeline_cpu_ms is not None and not math.isnan(self.pipeline_cpu_ms):
             return self.pipeline_cpu_ms
         return self.batch_per_rank * self.pipeline_core_ms_per_sample
+
+
+CROWDED_BUSY = 0.9  # the source host's CPU over its np=1 real steps at or above this: crowded
+
+
+@dataclass(frozen=True)
+class SourceRun:
+    """What the source's np=1 run measured, as measured: ``transfer`` makes a ``Source`` of it."""
+
+    batch_per_rank: int
+    synth_steps_ms: tuple[float, ...]  # the synthetic steps at np=1, per step (mean over ranks)
+    real_steps_ms: tuple[float, ...]
+    cores: float  # the cores the source rank had
+    busy: float  # the source host's CPU utilisation over the real steps, 0..1 (NaN: not sampled)
+    loop_cpu_ms: float  # the rank's CPU per synthetic step: the training loop, and the model where it ran on the CPU
+    pipeline_cpu_ms: float | None  # the real steps' CPU beyond the synthetic ones, per step (telemetry)
+    pipeline_core_ms_per_sample: float  # the pipeline's stages measured alone
+    model_on_cpu: bool  # the source computed its model on its CPU (no accelerator, not emulated)
+    gradient_bytes: float = 0.0
+    bytes_per_sample: float | None = None
+    stage_core_ms: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Removed:
+    """What ``transfer`` kept on the source, for the user's note."""
+
+    crowded: bool
+    busy: float
+    contention_ms: float  # taken off the np=1 real step (not carried as H)
+    pipeline_from: str  # "telemetry" | "stages"
+    pipeline_telemetry_ms: float | None  # what the telemetry said, when the stages were used instead
+    model_cpu_ms: float  # the source's model CPU left out of the training loop's
+    spread_removed: float  # share of the real steps' spread beyond the synthetic's that was removed, 0..1
+
+
+def _mix_quantiles(real: np.ndarray, synth: np.ndarray, keep: float) -> np.ndarray:
+    """``real``'s values, each moved toward the synthetic distribution's value at the same
+    quantile, keeping ``keep`` of its distance (1: real unchanged, 0: the synthetic's quantiles)."""
+    order = np.argsort(real)
+    q = (np.arange(len(real)) + 0.5) / len(real)
+    out = np.empty_like(real)
+    out[order] = np.quantile(synth, q) + keep * (np.sort(real) - np.quantile(synth, q))
+    return out
+
+
+def transfer(run: SourceRun, target_step_ms: float | None = None) -> tuple[Source, Removed]:
+    """The source's figures that travel to another node shape, and what stays (see the module
+    docstring). On a source that was not crowded, everything measured travels as before."""
+    synth = np.asarray(run.synth_steps_ms, dtype=float)
+    real = np.asarray(run.real_steps_ms, dtype=float)
+    crowded = not math.isnan(run.busy) and run.busy >= CROWDED_BUSY
+    stage_ms = run.batch_per_rank * run.pipeline_core_ms_per_sample
+    telemetry = run.pipeline_cpu_ms if run.pipeline_cpu_ms is not None and not math.isnan(run.pipeline_cpu_ms) else None
+    pipe = stage_ms if crowded or telemetry is None else max(0.0, telemetry)
+    bound = (run.loop_cpu_ms + pipe) / max(run.cores, 1e-9)
+    beyond = max(0.0, float(real.mean()) - max(float(synth.mean()), bound))
+    contention = beyond if crowded else 0.0
+    # the real steps' excess over the synthetic ones, less the contention: the same share goes from the spread
+    excess = float(real.mean() - synth.mean())
+    keep = 1.0 if contention <= 0 or excess <= 0 else max(0.0, 1.0 - contention / excess)
+    corrected = _mix_quantiles(real, synth, keep) if keep < 1.0 else real
+    model_cpu = run.loop_cpu_ms if run.model_on_cpu and target_step_ms else 0.0
+    src = Source(batch_per_rank=run.batch_per_rank, device_ms=float(synth.mean()),
+                 sync_cpu_ms=run.loop_cpu_ms - model_cpu,
+                 pipeline_core_ms_per_sample=run.pipeline_core_ms_per_sample,
+                 gradient_bytes=run.gradient_bytes, bytes_per_sample=run.bytes_per_sample,
+                 synth_jitter=tuple(synth / synth.mean()), real_jitter=tuple(corrected / corrected.mean()),
+                 stage_core_ms=dict(run.stage_core_ms), pipeline_cpu_ms=pipe,
+                 real_handoff_ms=beyond - contention, source_busy=0.0 if math.isnan(run.busy) else min(1.0, run.busy))
+    removed = Removed(crowded=crowded, busy=run.busy, contention_ms=contention,
+                      pipeline_from="stages" if pipe == stage_ms and (crowded or telemetry is None) else "telemetry",
+                      pipeline_telemetry_ms=telemetry if crowded else None, model_cpu_ms=model_cpu,
+                      spread_removed=1.0 - keep)
+    return src, removed
 
 
 @dataclass(frozen=True)
@@ -154,11 +242,39 @@ def overflow_ms(ranks: int, cores: float, pipeline_ms: float) -> float:
     start adds ``(r − c) × B / c`` within about 10% at np 4, 8 and 16. A real pipeline adds
     0.8–1.0 of that for its P, as not all of its work lands at the step's start: the term
     errs high by up to 20% of itself at np 4–8.
+
+    On a node of one core there is one run queue and no core to overflow to: the ranks' bursts
+    time-share it and the threads a step wakes get their turn within a scheduler slice. Measured
+    at np=2 on one core (benchmarks/validate_predict_shapes.py's sweep, emulated steps of 15–50
+    ms, P of 12–16 CPU-ms): real steps took 0.26–0.32 × P beyond the synthetic ones where the
+    CPU bound did not set them, against the drain's 1.0 × P; that is ``busy_sync_ms``'s share.
     """
     excess = ranks - cores
-    if excess <= 0 or pipeline_ms <= 0:
+    if excess <= 0 or pipeline_ms <= 0 or cores < 2:
         return 0.0
     return excess * pipeline_ms / cores
+
+
+BUSY_SYNC = 0.45  # κ: the share of a rank's pipeline CPU that a synchronous step waits, at full busy
+
+
+def busy_sync_ms(n: int, cores_per_rank: float, pipeline_ms: float, synth_step_ms: float) -> float:
+    """What a rank's own busy cores add to a synchronous step (N ≥ 2): ``κ × ρ × P / max(1, c_r)``.
+
+    A rank's pipeline keeps its ``c_r`` cores busy ``ρ = P / (c_r × step)`` of the time, in
+    bursts of ``P / max(1, c_r)`` ms (its work spread over its cores; with less than a core it
+    time-shares). Each hop of the step's synchronisation (Horovod's coordination, the ring)
+    that lands in a burst waits, and the step waits for the rank whose hop waited. No hop at
+    np=1. Measured (benchmarks/validate_predict_shapes.py's sweep, emulated 15–50 ms steps,
+    augmentation and decode pipelines of 12–22 CPU-ms per step, np=2 with one core per rank
+    and with half a core): the real step's extra over the synthetic one was 0.37–0.53 × ρ × P
+    where the CPU bound did not set the step; κ = 0.45. With many cores per rank, ρ and the
+    burst both shrink, and the term with them.
+    """
+    if n < 2 or pipeline_ms <= 0 or synth_step_ms <= 0 or cores_per_rank <= 0:
+        return 0.0
+    rho = min(1.0, pipeline_ms / (cores_per_rank * synth_step_ms))
+    return BUSY_SYNC * rho * pipeline_ms / max(1.0, cores_per_rank)
 
 
 def predict(src: Source, tgt: Target, nps: list[int]) -> list[Prediction]:
@@ -190,7 +306,7 @@ def predict(src: Source, tgt: Target, nps: list[int]) -> list[Prediction]:
         if tgt.storage_mbps and src.bytes_per_sample:
             storage = n * src.batch_per_rank * src.bytes_per_sample / (tgt.storage_mbps * 1e6) * 1e3
         base_real = max(device, cpu_real, storage)
-        contention = overflow_ms(r, tgt.cores_per_node, pipe)
+        contention = max(overflow_ms(r, tgt.cores_per_node, pipe), busy_sync_ms(n, cores, pipe, synth_step))
         # H, the real step's extra at np=1, is mostly a lone rank's wait for Horovod's
         # coordination cycle; a synthetic step measured at N (the ceiling) holds that wait in
         # S already, so adding H there would count it twice (measured: np=2's gap is below np=1's)
@@ -198,9 +314,10 @@ def predict(src: Source, tgt: Target, nps: list[int]) -> list[Prediction]:
         # the overflow is the straggler on a crowded node: the slowest rank is the one whose
         # wake-up queued longest, so it adds to the synthetic step's own tail in place of the
         # real jitter's extra tail, not on top of it. A CPU-bound step has no idle core to
-        # overflow into: there the bound itself is the queue
+        # overflow into: there the bound itself is the queue, and the pipeline keeps producing
+        # the next batch through the synchronisation, so S overlaps the bound rather than adding
         fed = max(s_real * max(device, storage), s_syn * max(device, storage) + contention)
-        real_step = max(fed, s_real * cpu_real) + sync + handoff
+        real_step = max(fed + sync + handoff, s_real * cpu_real)
         contention = max(0.0, real_step - sync - handoff - s_real * base_real)
         # the node's CPU use on real steps, as reported: the loop's (a rate: Horovod polls on a
         # clock) plus the pipelines' r·P per step

@@ -17,7 +17,8 @@ import numpy as np
 import pandas as pd
 
 from pipeprof.analysis import service
-from pipeprof.analysis.predict import TERMS_ADVICE, Ceiling, Prediction, Source, Target, predict
+from pipeprof.analysis.predict import (CROWDED_BUSY, TERMS_ADVICE, Ceiling, Prediction, Removed, Source,
+                                       SourceRun, Target, predict, transfer)
 from pipeprof.analysis.telemetry import samples_in, windows
 from pipeprof.errors import PipeprofError
 from pipeprof.launch import topology
@@ -66,7 +67,8 @@ def load_ceiling(run_dir: Path, batch_per_rank: int) -> dict[int, Ceiling]:
     return out
 
 
-def load_source(run_dir: Path, *, measure_missing_stages: bool = True) -> tuple[Source, dict]:
+def load_source(run_dir: Path, target_step_ms: float | None = None, *,
+                measure_missing_stages: bool = True) -> tuple[Source, dict]:
     run = RunDir(run_dir)
     manifest = run.manifest()
     scenario = Scenario.from_dict({k: v for k, v in manifest["scenario"].items() if k != "source_file"}, "manifest")
@@ -92,7 +94,7 @@ def load_source(run_dir: Path, *, measure_missing_stages: bool = True) -> tuple[
     pipeline_cpu_ms = (real_cpu - synth_cpu) / 100.0 * float(real.mean())
     if math.isnan(pipeline_cpu_ms):
         notes.append("no process telemetry over the real steps: the pipeline's CPU comes from the stage costs")
-    if manifest.get("device", "real") == "real" and not manifest.get("gpus"):
+    if manifest.get("device", "real") == "real" and not manifest.get("gpus") and not target_step_ms:
         notes.append("the source run computed its model on the CPU, so its CPU per step includes the model: on GPUs "
                      "the input term will be smaller than shown; pass --step-ms for the target accelerator")
 
@@ -110,26 +112,42 @@ def load_source(run_dir: Path, *, measure_missing_stages: bool = True) -> tuple[
         stages = run.stages()  # as every later reader sees them
         notes.append(f"measured the pipeline's stages now ({run.path / 'stages.csv'})")
     model = run.model()
-    per_worker = scenario.train.batch_size  # at np=1 a global batch is the one worker's batch
-    src = Source(
-        batch_per_rank=per_worker,
-        device_ms=float(synth.mean()),
-        sync_cpu_ms=sync_cpu_ms,
+    source_cores = float(stages["cores"].iloc[0]) if "cores" in stages else float(manifest.get("cpu_cores") or 1)
+    busy = _mean_in_window(tel["host"], win, 1, reference) / 100.0
+    measured = SourceRun(
+        batch_per_rank=scenario.train.batch_size,  # at np=1 a global batch is the one worker's batch
+        synth_steps_ms=tuple(synth.tolist()), real_steps_ms=tuple(real.tolist()),
+        cores=source_cores, busy=busy, loop_cpu_ms=sync_cpu_ms,
+        pipeline_cpu_ms=None if math.isnan(pipeline_cpu_ms) else pipeline_cpu_ms,
         pipeline_core_ms_per_sample=float(stages["core_ms_per_sample_configured"].iloc[-1]),
+        model_on_cpu=manifest.get("device", "real") == "real" and not manifest.get("gpus"),
         gradient_bytes=float(model.get("gradient_bytes", 0.0)),
         bytes_per_sample=_bytes_per_sample(manifest.get("data_root", "")),
-        synth_jitter=tuple((synth / synth.mean()).tolist()),
-        real_jitter=tuple((real / real.mean()).tolist()),
-        stage_core_ms=dict(zip(stages["stage"], stages["marginal_core_ms_configured"])),
-        pipeline_cpu_ms=None if math.isnan(pipeline_cpu_ms) else max(0.0, pipeline_cpu_ms),
-    )
-    # H: the np=1 real step beyond the synthetic one and beyond the CPU bound of that rank
-    source_cores = float(stages["cores"].iloc[0]) if "cores" in stages else float(manifest.get("cpu_cores") or 1)
-    cpu_bound = (sync_cpu_ms + src.pipeline_ms_per_step) / source_cores
-    source_busy = _mean_in_window(tel["host"], win, 1, reference) / 100.0
-    src = dataclasses.replace(src, real_handoff_ms=max(0.0, float(real.mean()) - max(float(synth.mean()), cpu_bound)),
-                              source_busy=0.0 if math.isnan(source_busy) else min(1.0, source_busy))
-    return src, {"manifest": manifest, "scenario": scenario, "notes": notes}
+        stage_core_ms=dict(zip(stages["stage"], stages["marginal_core_ms_configured"])))
+    src, removed = transfer(measured, target_step_ms)
+    if removed.crowded:
+        notes.append(crowded_note(removed, src))
+    elif removed.model_cpu_ms > 0:
+        notes.append(f"the source's model took {removed.model_cpu_ms:.1f} CPU-ms per step on its CPU: left out of "
+                     "the training loop's CPU on the target's accelerator")
+    return src, {"manifest": manifest, "scenario": scenario, "notes": notes, "removed": removed}
+
+
+def crowded_note(removed: Removed, src: Source) -> str:
+    """What predict left on a crowded source, in words."""
+    parts = [f"the source host was {100 * removed.busy:.0f}% busy over its real steps (crowded at "
+             f"{100 * CROWDED_BUSY:.0f}%): its contention stays there"]
+    parts.append(f"removed {removed.contention_ms:.1f} ms of contention from the np=1 real step"
+                 + (f" and {100 * removed.spread_removed:.0f}% of its steps' extra spread (the stragglers)"
+                    if removed.spread_removed > 0 else ""))
+    if removed.pipeline_from == "stages":
+        told = (f" (the telemetry's {removed.pipeline_telemetry_ms:.1f} CPU-ms per step is what the pipeline displaced "
+                "on saturated cores)" if removed.pipeline_telemetry_ms is not None else "")
+        parts.append(f"the pipeline's CPU is its stages measured alone, {src.pipeline_ms_per_step:.1f} CPU-ms per "
+                     f"step{told}")
+    if removed.model_cpu_ms > 0:
+        parts.append(f"the model's {removed.model_cpu_ms:.1f} CPU-ms per step stay on the source's CPU")
+    return "; ".join(parts)
 
 
 def advice(pred: Prediction, run_dir: Path) -> str:
@@ -145,7 +163,7 @@ def run_predict(run_dir: Path, target: Target, nps: list[int], ceiling_dir: Path
     """The prediction, written to the run directory. Where the run measured tf.data service
     workers (the data-service remedy), ``ctx["service"]`` sizes the service for each np:
     (core-ms per sample served, the np it was measured at, [service.Sizing])."""
-    src, ctx = load_source(run_dir)
+    src, ctx = load_source(run_dir, target.step_ms)
     if ceiling_dir is not None:
         target = dataclasses.replace(target, ceiling=load_ceiling(ceiling_dir, src.batch_per_rank))
     preds = predict(src, target, nps)
@@ -161,6 +179,7 @@ def run_predict(run_dir: Path, target: Target, nps: list[int], ceiling_dir: Path
     RunDir(run_dir).write_prediction(frame, {
         "target": dataclasses.asdict(target) | {"ceiling_run": str(ceiling_dir) if ceiling_dir else None},
         "source": {k: v for k, v in src.__dict__.items() if "jitter" not in k},
+        "left_on_the_source": dataclasses.asdict(ctx["removed"]),
         "notes": ctx["notes"], "predictions": rows,
         "service": None if cost is None else {
             "core_ms_per_sample": cost[0], "measured_at_np": cost[1], "cores_per_worker": service_cores_per_worker,
