@@ -162,7 +162,8 @@ def transfer(run: SourceRun, target_step_ms: float | None = None) -> tuple[Sourc
                  real_handoff_ms=beyond - contention, source_busy=0.0 if math.isnan(run.busy) else min(1.0, run.busy))
     removed = Removed(crowded=crowded, busy=run.busy, contention_ms=contention,
                       pipeline_from="stages" if pipe == stage_ms and (crowded or telemetry is None) else "telemetry",
-                      pipeline_telemetry_ms=telemetry if crowded else None, model_cpu_ms=model_cpu,
+                      pipeline_telemetry_ms=max(0.0, telemetry) if crowded and telemetry is not None else None,
+                      model_cpu_ms=model_cpu,
                       spread_removed=1.0 - keep)
     return src, removed
 
