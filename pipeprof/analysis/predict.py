@@ -248,7 +248,8 @@ def overflow_ms(ranks: int, cores: float, pipeline_ms: float) -> float:
     time-share it and the threads a step wakes get their turn within a scheduler slice. Measured
     at np=2 on one core (benchmarks/validate_predict_shapes.py's sweep, emulated steps of 15–50
     ms, P of 12–16 CPU-ms): real steps took 0.26–0.32 × P beyond the synthetic ones where the
-    CPU bound did not set them, against the drain's 1.0 × P; that is ``busy_sync_ms``'s share.
+    CPU bound did not set them, against the drain's 1.0 × P: ``busy_sync_ms``'s term, with its
+    one-core κ.
     """
     excess = ranks - cores
     if excess <= 0 or pipeline_ms <= 0 or cores < 2:
@@ -257,9 +258,11 @@ def overflow_ms(ranks: int, cores: float, pipeline_ms: float) -> float:
 
 
 BUSY_SYNC = 0.45  # κ: the share of a rank's pipeline CPU that a synchronous step waits, at full busy
+BUSY_SYNC_ONE_CORE = 0.25  # κ on a node of one core: one run queue, whose scheduler serves a woken hop sooner
 
 
-def busy_sync_ms(n: int, cores_per_rank: float, pipeline_ms: float, synth_step_ms: float) -> float:
+def busy_sync_ms(n: int, cores_per_rank: float, pipeline_ms: float, synth_step_ms: float,
+                 node_cores: float = 2.0) -> float:
     """What a rank's own busy cores add to a synchronous step (N ≥ 2): ``κ × ρ × P / max(1, c_r)``.
 
     A rank's pipeline keeps its ``c_r`` cores busy ``ρ = P / (c_r × step)`` of the time, in
@@ -269,13 +272,16 @@ def busy_sync_ms(n: int, cores_per_rank: float, pipeline_ms: float, synth_step_m
     np=1. Measured (benchmarks/validate_predict_shapes.py's sweep, emulated 15–50 ms steps,
     augmentation and decode pipelines of 12–22 CPU-ms per step, np=2 with one core per rank
     and with half a core): the real step's extra over the synthetic one was 0.37–0.53 × ρ × P
-    where the CPU bound did not set the step; κ = 0.45. With many cores per rank, ρ and the
-    burst both shrink, and the term with them.
+    where the CPU bound did not set the step, with a core per rank and the node's two cores;
+    κ = 0.45. On a node of one core (two ranks on it) 0.13–0.41 over six runs, P from an np=1
+    run; κ = 0.25 there. With many cores per rank, ρ and the burst both shrink, and the term
+    with them.
     """
     if n < 2 or pipeline_ms <= 0 or synth_step_ms <= 0 or cores_per_rank <= 0:
         return 0.0
     rho = min(1.0, pipeline_ms / (cores_per_rank * synth_step_ms))
-    return BUSY_SYNC * rho * pipeline_ms / max(1.0, cores_per_rank)
+    kappa = BUSY_SYNC_ONE_CORE if node_cores < 2 else BUSY_SYNC
+    return kappa * rho * pipeline_ms / max(1.0, cores_per_rank)
 
 
 def predict(src: Source, tgt: Target, nps: list[int]) -> list[Prediction]:
@@ -307,7 +313,7 @@ def predict(src: Source, tgt: Target, nps: list[int]) -> list[Prediction]:
         if tgt.storage_mbps and src.bytes_per_sample:
             storage = n * src.batch_per_rank * src.bytes_per_sample / (tgt.storage_mbps * 1e6) * 1e3
         base_real = max(device, cpu_real, storage)
-        contention = max(overflow_ms(r, tgt.cores_per_node, pipe), busy_sync_ms(n, cores, pipe, synth_step))
+        contention = max(overflow_ms(r, tgt.cores_per_node, pipe), busy_sync_ms(n, cores, pipe, synth_step, tgt.cores_per_node))
         # H, the real step's extra at np=1, is mostly a lone rank's wait for Horovod's
         # coordination cycle; a synthetic step measured at N (the ceiling) holds that wait in
         # S already, so adding H there would count it twice (measured: np=2's gap is below np=1's)
