@@ -313,7 +313,8 @@ def predict(src: Source, tgt: Target, nps: list[int]) -> list[Prediction]:
         if tgt.storage_mbps and src.bytes_per_sample:
             storage = n * src.batch_per_rank * src.bytes_per_sample / (tgt.storage_mbps * 1e6) * 1e3
         base_real = max(device, cpu_real, storage)
-        contention = max(overflow_ms(r, tgt.cores_per_node, pipe), busy_sync_ms(n, cores, pipe, synth_step, tgt.cores_per_node))
+        contention = max(overflow_ms(r, tgt.cores_per_node, pipe),
+                         busy_sync_ms(n, cores, pipe, synth_step, tgt.cores_per_node))
         # H, the real step's extra at np=1, is mostly a lone rank's wait for Horovod's
         # coordination cycle; a synthetic step measured at N (the ceiling) holds that wait in
         # S already, so adding H there would count it twice (measured: np=2's gap is below np=1's)

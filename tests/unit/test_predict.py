@@ -129,7 +129,7 @@ def test_a_cpu_bound_step_takes_no_overflow_on_top():
     assert 30 + overflow_ms(32, 2.0, 20.0) < 340
     assert p.input_cpu_ms == pytest.approx(340) and p.real_step_ms == pytest.approx(340)
     assert p.contention_ms == 0.0 and p.dominant == "input" and p.gap_cause == "input"
-    # a 5 ms allreduce does not add to it (30 + 300 + 5 < 340): the pipelines go on producing through the synchronisation
+    # a 5 ms allreduce does not add to it (30 + 300 + 5 < 340): the pipelines produce through it
     synced = predict(dataclasses.replace(src, gradient_bytes=12.5e9 * 0.005 / (2 * 31 / 32)),
                      Target(gpus_per_node=32, cores_per_node=2.0, network_gbps=100.0), [32])[0]
     assert synced.allreduce_ms == pytest.approx(5.0) and synced.real_step_ms == pytest.approx(340)
