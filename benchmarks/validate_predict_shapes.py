@@ -96,12 +96,11 @@ PHOTO = dict(image_size=128, images=600, stored=384, cache="false", augment="tru
 SHAPES = {"crowded": [0], "roomy": [0, 1]}  # CPUs per shape (of this process's affinity)
 
 
-def pipeprof(args: list[str], cpus: list[int] | None = None) -> str:
+def pipeprof(args: list[str], cpus: list[int] | None = None) -> None:
     prefix = ["taskset", "-c", ",".join(map(str, cpus))] if cpus is not None else []
     proc = subprocess.run([*prefix, PIPEPROF, *args], cwd=REPO, capture_output=True, text=True)
     if proc.returncode != 0:
         sys.exit(f"pipeprof {' '.join(args)} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
-    return proc.stdout
 
 
 def one_run(base: Path, pipelines: list[str], steps: int) -> pd.DataFrame:
@@ -129,8 +128,7 @@ def one_run(base: Path, pipelines: list[str], steps: int) -> pd.DataFrame:
         for source, target in (("crowded", "roomy"), ("roomy", "crowded"), ("crowded", "crowded"),
                                ("roomy", "roomy")):
             pipeprof(["predict", str(runs[source]), "--np", "1,2", "--gpus-per-node", "2",
-                               "--cores-per-node", str(len(SHAPES[target])), "--ceiling", str(ceilings[target]),
-                               "--no-report"])
+                      "--cores-per-node", str(len(SHAPES[target])), "--ceiling", str(ceilings[target]), "--no-report"])
             pred = pd.read_csv(runs[source] / "prediction.csv").set_index("np")
             note = crowded_notes(runs[source])
             for n in (1, 2):
@@ -167,7 +165,7 @@ def photo_check(base: Path, steps: int) -> dict:
     measured = pd.read_csv(target / "summary.csv").set_index("variant")
     step_ms = 1e3 * PHOTO["batch"] / float(measured.loc["synthetic", "samples_per_s"])  # the accelerator's step
     pipeprof(["predict", str(source), "--np", "1", "--gpus-per-node", "1", "--cores-per-node",
-                       str(len(SHAPES["roomy"])), "--step-ms", f"{step_ms:.2f}", "--no-report"])
+              str(len(SHAPES["roomy"])), "--step-ms", f"{step_ms:.2f}", "--no-report"])
     src = pd.read_csv(source / "summary.csv").set_index("variant")
     pred = pd.read_csv(source / "prediction.csv").set_index("np")
     return dict(source_gap=float(src.loc["real", "gap_pct"]), source_busy=float(src.loc["real", "cpu_util_pct"]),

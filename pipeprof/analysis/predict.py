@@ -130,9 +130,9 @@ def _mix_quantiles(real: np.ndarray, synth: np.ndarray, keep: float) -> np.ndarr
     """``real``'s values, each moved toward the synthetic distribution's value at the same
     quantile, keeping ``keep`` of its distance (1: real unchanged, 0: the synthetic's quantiles)."""
     order = np.argsort(real)
-    q = (np.arange(len(real)) + 0.5) / len(real)
+    target = np.quantile(synth, (np.arange(len(real)) + 0.5) / len(real))
     out = np.empty_like(real)
-    out[order] = np.quantile(synth, q) + keep * (np.sort(real) - np.quantile(synth, q))
+    out[order] = target + keep * (real[order] - target)
     return out
 
 
@@ -161,7 +161,7 @@ def transfer(run: SourceRun, target_step_ms: float | None = None) -> tuple[Sourc
                  stage_core_ms=dict(run.stage_core_ms), pipeline_cpu_ms=pipe,
                  real_handoff_ms=beyond - contention, source_busy=0.0 if math.isnan(run.busy) else min(1.0, run.busy))
     removed = Removed(crowded=crowded, busy=run.busy, contention_ms=contention,
-                      pipeline_from="stages" if pipe == stage_ms and (crowded or telemetry is None) else "telemetry",
+                      pipeline_from="stages" if crowded or telemetry is None else "telemetry",
                       pipeline_telemetry_ms=max(0.0, telemetry) if crowded and telemetry is not None else None,
                       model_cpu_ms=model_cpu,
                       spread_removed=1.0 - keep)

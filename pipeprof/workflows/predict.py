@@ -94,7 +94,8 @@ def load_source(run_dir: Path, target_step_ms: float | None = None, *,
     pipeline_cpu_ms = (real_cpu - synth_cpu) / 100.0 * float(real.mean())
     if math.isnan(pipeline_cpu_ms):
         notes.append("no process telemetry over the real steps: the pipeline's CPU comes from the stage costs")
-    if manifest.get("device", "real") == "real" and not manifest.get("gpus") and not target_step_ms:
+    model_on_cpu = manifest.get("device", "real") == "real" and not manifest.get("gpus")
+    if model_on_cpu and not target_step_ms:
         notes.append("the source run computed its model on the CPU, so its CPU per step includes the model: on GPUs "
                      "the input term will be smaller than shown; pass --step-ms for the target accelerator")
 
@@ -120,7 +121,7 @@ def load_source(run_dir: Path, target_step_ms: float | None = None, *,
         cores=source_cores, busy=busy, loop_cpu_ms=sync_cpu_ms,
         pipeline_cpu_ms=None if math.isnan(pipeline_cpu_ms) else pipeline_cpu_ms,
         pipeline_core_ms_per_sample=float(stages["core_ms_per_sample_configured"].iloc[-1]),
-        model_on_cpu=manifest.get("device", "real") == "real" and not manifest.get("gpus"),
+        model_on_cpu=model_on_cpu,
         gradient_bytes=float(model.get("gradient_bytes", 0.0)),
         bytes_per_sample=_bytes_per_sample(manifest.get("data_root", "")),
         stage_core_ms=dict(zip(stages["stage"], stages["marginal_core_ms_configured"])))
