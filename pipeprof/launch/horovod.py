@@ -82,6 +82,12 @@ def horovodrun_argv(np: int, launch: LaunchConfig, worker: list[str], horovodrun
     return argv + worker
 
 
+def own_ranks_argv(horovodrun_args: list[str]) -> list[str]:
+    """A horovodrun command line for pipeprof's own ranks, run by ``launch.hvdrun``: the same
+    launch without horovodrun's build probe, which the ranks make themselves."""
+    return [sys.executable, "-m", "pipeprof.launch.hvdrun", *horovodrun_args[1:]]
+
+
 # In emulation many ranks share a few cores; Horovod's default 1 ms negotiation cycle then
 # costs each rank ~12% of a core at np=8 (measured), which a real node's spare cores absorb.
 EMULATION_CYCLE_TIME_MS = "5"

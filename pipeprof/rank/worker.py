@@ -95,11 +95,23 @@ def _start_telemetry(job: Job, scenario: Scenario, rank: int, size: int, local_r
                          host_interval_s=scenario.telemetry.host_interval_ms / 1e3).start()
 
 
+def check_controller(controller: str, built: bool) -> None:
+    """pipeprof launches its ranks without horovodrun's build probe (``launch.hvdrun``): this
+    is that check, made where Horovod is imported anyway."""
+    if not built:
+        flag = "HOROVOD_WITH_GLOO=1" if controller == "gloo" else "HOROVOD_WITH_MPI=1 (with MPI installed)"
+        raise PipeprofError(f"this Horovod was built without {controller.upper()}, which launch.controller = "
+                            f"\"{controller}\" needs: reinstall it with {flag} (scripts/setup.sh), or pick the other "
+                            "controller")
+
+
 def _run(job: Job) -> int:
     import horovod.tensorflow.keras as hvd
 
-    hvd.init()
     scenario = Scenario.from_dict({k: v for k, v in job.scenario.items() if k != "source_file"}, "job")
+    controller = scenario.launch.controller
+    check_controller(controller, bool(hvd.gloo_built() if controller == "gloo" else hvd.mpi_built()))
+    hvd.init()
     telemetry = _start_telemetry(job, scenario, hvd.rank(), hvd.size(), hvd.local_rank(), hvd.local_size())
     try:
         return _train(job, scenario, telemetry)

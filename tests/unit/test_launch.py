@@ -32,6 +32,21 @@ def test_argv_hosts_and_mpi():
     assert argv == ["horovodrun", "-np", "16", "-H", "a:8,b:8", "--mpi", "w"]
 
 
+def test_own_ranks_run_the_same_horovodrun_arguments_without_its_build_probe():
+    argv = horovod.own_ranks_argv(horovod.horovodrun_argv(2, LaunchConfig(), ["python", "-m", "pipeprof.rank", "J"]))
+    assert argv == [sys.executable, "-m", "pipeprof.launch.hvdrun", "-np", "2", "-H", "localhost:2", "--gloo",
+                    "python", "-m", "pipeprof.rank", "J"]
+
+
+@pytest.mark.parametrize("controller,flag", [("gloo", "HOROVOD_WITH_GLOO=1"), ("mpi", "HOROVOD_WITH_MPI=1")])
+def test_a_rank_names_the_controller_its_horovod_lacks(controller, flag):
+    from pipeprof.rank.worker import check_controller
+
+    check_controller(controller, True)
+    with pytest.raises(PipeprofError, match=f"built without {controller.upper()}.*{flag}"):
+        check_controller(controller, False)
+
+
 def test_argv_hostfile_is_read_by_pipeprof_and_passed_as_the_slots_used(tmp_path):
     # horovodrun's own hostfile reader fails on comments and host:N lines; Gloo would start a
     # rank in every slot of the file whatever -np says
