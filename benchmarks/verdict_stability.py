@@ -23,7 +23,7 @@ import pandas as pd
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-from tests.integration.test_diagnose_and_tune import CASES, TRAIN, merge  # noqa: E402  (the suite's own cases)
+from tests.integration.verdict_cases import CASES, TRAIN, merge  # noqa: E402  (the suite's own cases)
 
 PIPEPROF = str(REPO / ".venv" / "bin" / "pipeprof")
 

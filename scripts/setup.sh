@@ -46,7 +46,7 @@ fi
 TF_REQ=${PIPEPROF_TF:-tensorflow-cpu==2.15.1}
 stamp_want=$(cat pyproject.toml scripts/setup.sh | sha1sum | cut -c1-16)-$TF_REQ
 if [ -f .venv/.pipeprof-setup ] && [ "$(cat .venv/.pipeprof-setup)" = "$stamp_want" ] \
-   && .venv/bin/python -c 'import horovod.tensorflow, pipeprof, pytest' 2>/dev/null; then
+   && .venv/bin/python -c 'import horovod.tensorflow, pipeprof, pytest, xdist' 2>/dev/null; then
   exit 0
 fi
 
@@ -54,7 +54,7 @@ fi
 pip=(.venv/bin/python -m pip --disable-pip-version-check)
 echo "setup: installing TensorFlow ($TF_REQ) and the build tools Horovod needs" >&2
 "${pip[@]}" install -q --upgrade pip 'setuptools<70' wheel 'cmake<4'
-"${pip[@]}" install -q "$TF_REQ" 'numpy<2' 'pandas>=2.0,<2.3' 'nvidia-ml-py>=12' 'psutil>=5.9' 'rich>=13' 'pytest>=7' \
+"${pip[@]}" install -q "$TF_REQ" 'numpy<2' 'pandas>=2.0,<2.3' 'nvidia-ml-py>=12' 'psutil>=5.9' 'rich>=13' 'pytest>=7' 'pytest-xdist>=3.5' \
   'matplotlib>=3.7,<3.10' 'prometheus-client>=0.17' 'jsonschema>=4'
 
 if ! .venv/bin/python -c 'import horovod.tensorflow' 2>/dev/null; then

@@ -1,3 +1,5 @@
+import fcntl
+import os
 import threading
 
 import pytest
@@ -11,3 +13,28 @@ def no_thread_outlives_its_test():
     leaked = [t.name for t in threading.enumerate()
               if t.ident not in before and t.is_alive() and t.name.startswith("pipeprof")]
     assert not leaked, f"threads outlived the test: {leaked}"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def the_cores(request, tmp_path_factory):
+    """The suite runs on two pytest-xdist workers, a test file at a time on each. A file marked
+    ``alone`` measures CPU contention itself (CPU-trained ranks; a gap that grows because the
+    pipeline has fewer cores): it holds the cores alone, and the other worker waits.
+    The other files share them.
+
+    A readers-writer lock over the workers' common temporary folder, writer first: a file that
+    must run alone takes the turnstile, so no new file starts while it waits for the running
+    one to end. Autouse and module-scoped, so it is taken before the file's own fixtures run."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        yield  # one process: nothing runs beside this file
+        return
+    shared = tmp_path_factory.getbasetemp().parent  # the session's folder, above each worker's own
+    alone = request.node.get_closest_marker("alone") is not None
+    with open(shared / "cores.turnstile", "a") as turnstile, open(shared / "cores.lock", "a") as cores:
+        fcntl.flock(turnstile, fcntl.LOCK_EX)
+        fcntl.flock(cores, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
+        fcntl.flock(turnstile, fcntl.LOCK_UN)
+        try:
+            yield
+        finally:
+            fcntl.flock(cores, fcntl.LOCK_UN)

@@ -1,0 +1,124 @@
+"""The three ablation cases the suite and benchmarks/verdict_stability.py share, and the check
+of one case's verdict."""
+
+import json
+import os
+import subprocess
+
+import pandas as pd
+
+from tests.integration.conftest import pipeprof_cmd
+
+# Adaptive measurement (no measure_steps): each variant measures until its gap's interval is
+# within 2 points or clear of the 5%/20% lines, so the verdict rests on a gap that holds.
+TRAIN = """
+[train]
+batch_size = 16
+warmup_steps = 3
+min_measure_s = 2
+max_measure_s = 12
+"""
+
+CASES = {
+    # large images and arbitrary-angle rotation: augmentation dominates the pipeline's CPU
+    "augment": """
+name = "expensive-augment"
+[data]
+source = "generated"
+image_size = 160
+num_classes = 3
+[data.generate]
+images = 150
+size = 64
+classes = 3
+[pipeline.augment]
+strength = 2.0
+rotation_deg = 45.0
+crop_scale_min = 0.3
+""",
+    # large noisy PNGs decoded and scaled down, augmentation almost free: reading dominates
+    "read": """
+name = "expensive-read"
+[data]
+source = "generated"
+image_size = 48
+num_classes = 3
+[data.generate]
+images = 150
+size = 448
+classes = 3
+format = "png"
+[pipeline.shuffle]
+buffer_size = 128  # filling 1,024 decoded 448 px PNGs would be most of each variant's start-up
+[pipeline.augment]
+rotation_deg = 0.0
+crop_scale_min = 1.0
+brightness = 0.0
+contrast = 0.0
+""",
+    # small images, no augmentation, a heavy model: the step, not the pipeline, bounds it. In the
+    # suite its device is emulated (80 ms a step that uses no CPU, as a GPU's would; and no
+    # MobileNetV2 to trace): the two cases above train on the CPU, and
+    # benchmarks/verdict_stability.py runs all three CPU-trained (--device auto).
+    "none": """
+name = "model-bound"
+[data]
+source = "generated"
+image_size = 96
+num_classes = 3
+[data.generate]
+images = 150
+size = 64
+classes = 3
+[pipeline.augment]
+enabled = false
+[model]
+name = "mobilenetv2"
+[train]
+device = "emulated:80"
+""",
+}
+
+
+def merge(case: str, train: str) -> str:
+    """A case's TOML with the shared [train] keys added to its own [train] table (TOML allows one)."""
+    if "[train]" not in case:
+        return case + train
+    return case.replace("[train]\n", train.strip() + "\n", 1)
+
+
+def run(args, cwd, data_dir, timeout=600):
+    return subprocess.run(pipeprof_cmd() + args, cwd=cwd, capture_output=True, text=True, timeout=timeout,
+                          env=dict(os.environ, PIPEPROF_DATA_DIR=str(data_dir)))
+
+
+def check_verdict(expected: str, tmp_path, data_cache_dir) -> None:
+    """Run the case's compare --np 1 --ablation and check that its verdict names ``expected``."""
+    (tmp_path / "s.toml").write_text(merge(CASES[expected], TRAIN))
+    # the read case also runs the remedies for the stage the verdict will name (the augment
+    # stage's remedies run in tests/integration/test_story.py)
+    remedies = ["--remedies"] if expected == "read" else []
+    proc = run(["compare", "s.toml", "--np", "1", "--ablation", *remedies, "--out", "run"], tmp_path, data_cache_dir)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    verdict = json.loads((tmp_path / "run" / "verdict.json").read_text())[0]
+    assert verdict["bottleneck"] == expected, verdict["text"]
+    if expected == "none":
+        assert "not the bottleneck" in proc.stdout
+    else:
+        assert verdict["stage_share_pct"][expected] > 50
+        assert f"the {expected} stage bounds throughput" in proc.stdout.replace("\n", " ")
+    summary = pd.read_csv(tmp_path / "run" / "summary.csv")
+    ladder = summary[summary["stage_marginal_ms"].notna()]["variant"].tolist()
+    assert ladder == ["read", "+label", "+shuffle", "+augment", "+prefetch", "+cache"]
+    if expected == "none":
+        return
+    rows = summary.set_index("variant")
+    if expected == "read":
+        # decoding 448 px PNGs is the cost: a RAM cache of the decoded images takes it away
+        assert "remedies for the read stage" in proc.stdout
+        assert rows.loc["remedy:cache-decoded", "gap_closed_pct"] >= 50, rows.loc["remedy:cache-decoded"].to_dict()
+        assert verdict["advice"][0].startswith("measured: decoded images cached in RAM before augmentation closed")
+        # tf.data service would share this host's cores with the rank: skipped, with why
+        assert "remedy data-service skipped: its workers would share this host's cores" in " ".join(proc.stdout.split())
+    stages = pd.read_csv(tmp_path / "run" / "stages.csv")
+    assert (stages["core_ms_per_sample_1"] > 0).all()
