@@ -1,7 +1,7 @@
 """`pipeprof doctor` as a library call: what works here, and what a scenario needs that is missing.
 
 Before a cluster run: Python, TensorFlow and Horovod (versions, and how Horovod was built,
-from ``horovodrun --check-build``), GPUs as NVML and TensorFlow see them, CPU cores and
+asked of ``horovod.tensorflow`` in the probe that imports it), GPUs as NVML and TensorFlow see them, CPU cores and
 affinity, the launch the scenario asks for, and its data (files, classes, bytes, and the
 files ``data.check`` finds bad). Nothing is generated, written or launched. TensorFlow and
 Horovod are probed in subprocesses, so a broken install is a finding, not a crash.
@@ -13,7 +13,6 @@ import glob
 import json
 import os
 import platform
-import re
 import shutil
 import subprocess
 import sys
@@ -65,9 +64,19 @@ try:
 except Exception as exc:
     out["tensorflow_error"] = f"{type(exc).__name__}: {exc}"
 try:
+    import glob
     import horovod
     out["horovod"] = horovod.__version__
-    import horovod.tensorflow
+    import horovod.tensorflow as hvd
+    root = os.path.dirname(horovod.__file__)
+    # what `horovodrun --check-build` prints, without its six more imports of TensorFlow
+    out["horovod_build"] = {
+        "frameworks": {"TensorFlow": True, "PyTorch": bool(glob.glob(os.path.join(root, "torch", "mpi_lib_v2*"))),
+                       "MXNet": bool(glob.glob(os.path.join(root, "mxnet", "mpi_lib*")))},
+        "controllers": {"MPI": bool(hvd.mpi_built()), "Gloo": bool(hvd.gloo_built())},
+        "tensor operations": {"NCCL": bool(hvd.nccl_built()), "DDL": bool(hvd.ddl_built()),
+                              "CCL": bool(hvd.ccl_built()), "MPI": bool(hvd.mpi_built()),
+                              "Gloo": bool(hvd.gloo_built())}}
 except Exception as exc:
     out["horovod_error"] = f"{type(exc).__name__}: {exc}"
 print("PIPEPROF-DOCTOR " + json.dumps(out))
@@ -92,42 +101,11 @@ def probe_frameworks(python: str = sys.executable) -> dict[str, Any]:
     return {"tensorflow_error": f"the probe exited with {proc.returncode}: {last[:200]}"}
 
 
-def parse_check_build(text: str) -> dict[str, dict[str, bool]]:
-    """``horovodrun --check-build`` → {"version": {...}, "frameworks": {"TensorFlow": True, ...},
-    "controllers": {...}, "tensor operations": {...}}."""
-    sections: dict[str, dict[str, bool]] = {}
-    current: dict[str, bool] | None = None
-    for line in text.splitlines():
-        if m := re.match(r"\s*Horovod v(\S+):", line):
-            sections["version"] = {m.group(1): True}
-        elif m := re.match(r"\s*Available (.+):\s*$", line):
-            current = sections.setdefault(m.group(1).strip().lower(), {})
-        elif (m := re.match(r"\s*\[(X| )\]\s+(\S.*?)\s*$", line)) and current is not None:
-            current[m.group(2)] = m.group(1) == "X"
-    return sections
-
-
-def check_build(horovodrun: str) -> tuple[dict[str, dict[str, bool]], str]:
-    """Horovod's build, parsed, and the error when it could not be read."""
-    try:
-        proc = subprocess.run([horovodrun, "--check-build"], capture_output=True, text=True, env=_quiet_env(),
-                              timeout=PROBE_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        return {}, f"horovodrun --check-build took over {PROBE_TIMEOUT_S:.0f} s"
-    except OSError as exc:
-        return {}, f"horovodrun could not start: {exc.strerror}"
-    parsed = parse_check_build(proc.stdout)
-    if "frameworks" not in parsed:
-        last = (proc.stderr.strip().splitlines() or proc.stdout.strip().splitlines() or ["no output"])[-1]
-        return parsed, f"horovodrun --check-build exited with {proc.returncode}: {last[:200]}"
-    return parsed, ""
-
-
 # --- the checks
 
 
 def diagnose(scenario: Scenario | None, *, scenario_error: str = "", nvml: Any = None) -> Report:
-    """Every check; the slow ones (two subprocesses, the data scan) run side by side."""
+    """Every check; the slow ones (the framework probe, the data scan) run side by side."""
     from pipeprof.launch.horovod import find_horovodrun
     from pipeprof.telemetry.nvml import Nvml
 
@@ -138,13 +116,14 @@ def diagnose(scenario: Scenario | None, *, scenario_error: str = "", nvml: Any =
         horovodrun, missing = "", exc.message
     with ThreadPoolExecutor(max_workers=3, thread_name_prefix="pipeprof-doctor") as pool:
         frameworks = pool.submit(probe_frameworks)
-        build = pool.submit(check_build, horovodrun) if horovodrun else None
         data = pool.submit(data_findings, scenario) if scenario is not None else None
         nvml = nvml or Nvml()
         gpus = nvml.inventory()
         nvml_reason = "" if nvml.available else nvml.reason
         probe = frameworks.result()
-        parsed, build_error = build.result() if build else ({}, missing)
+        parsed = probe.get("horovod_build", {})
+        build_error = missing if not horovodrun else (
+            "" if parsed else f"cannot be read: {probe.get('horovod_error', probe.get('tensorflow_error', '?'))}")
         found, bad = data.result() if data else ([], [])
 
     report.add("python", "Python", "ok", f"{platform.python_version()} ({sys.executable}); pipeprof {__version__}")
@@ -183,7 +162,7 @@ def _horovod(report: Report, horovodrun: str, parsed: dict[str, dict[str, bool]]
         report.add("horovod", "horovodrun", "fail", error)
         return
     if error:
-        report.add("horovod", "horovodrun --check-build", "fail", f"{horovodrun}: {error}")
+        report.add("horovod", "Horovod's build", "fail", error)
         return
     frameworks, controllers = parsed.get("frameworks", {}), parsed.get("controllers", {})
     ops = parsed.get("tensor operations", {})
