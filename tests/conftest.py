@@ -38,3 +38,16 @@ def the_cores(request, tmp_path_factory):
             yield
         finally:
             fcntl.flock(cores, fcntl.LOCK_UN)
+
+
+def pytest_collection_modifyitems(config, items):
+    """Files that run alone first, then the launches, then the unit files: the alone files do
+    not wait for a shared file to end before they start, and the short unit files fill the
+    workers' ends (longest first packs two workers best). Each file's tests stay together and
+    in order: the sort is stable and its key is the file's."""
+    def rank(item) -> int:
+        if item.get_closest_marker("alone") is not None:
+            return 0
+        return 1 if item.get_closest_marker("horovod") is not None else 2
+
+    items.sort(key=rank)
