@@ -1,8 +1,8 @@
 """`pipeprof doctor` as a library call: what works here, and what a scenario needs that is missing.
 
 Before a cluster run: Python, TensorFlow and Horovod (versions, and how Horovod was built,
-asked of ``horovod.tensorflow`` in the probe that imports it), GPUs as NVML and TensorFlow see them, CPU cores and
-affinity, the launch the scenario asks for, and its data (files, classes, bytes, and the
+asked of ``horovod.tensorflow`` in the probe that imports it), GPUs as NVML and TensorFlow
+see them, CPU cores and affinity, the launch the scenario asks for, and its data (files, classes, bytes, and the
 files ``data.check`` finds bad). Nothing is generated, written or launched. TensorFlow and
 Horovod are probed in subprocesses, so a broken install is a finding, not a crash.
 """
@@ -70,13 +70,13 @@ try:
     import horovod.tensorflow as hvd
     root = os.path.dirname(horovod.__file__)
     # what `horovodrun --check-build` prints, without its six more imports of TensorFlow
+    controllers = {"MPI": bool(hvd.mpi_built()), "Gloo": bool(hvd.gloo_built())}
     out["horovod_build"] = {
         "frameworks": {"TensorFlow": True, "PyTorch": bool(glob.glob(os.path.join(root, "torch", "mpi_lib_v2*"))),
                        "MXNet": bool(glob.glob(os.path.join(root, "mxnet", "mpi_lib*")))},
-        "controllers": {"MPI": bool(hvd.mpi_built()), "Gloo": bool(hvd.gloo_built())},
+        "controllers": controllers,
         "tensor operations": {"NCCL": bool(hvd.nccl_built()), "DDL": bool(hvd.ddl_built()),
-                              "CCL": bool(hvd.ccl_built()), "MPI": bool(hvd.mpi_built()),
-                              "Gloo": bool(hvd.gloo_built())}}
+                              "CCL": bool(hvd.ccl_built()), **controllers}}
 except Exception as exc:
     out["horovod_error"] = f"{type(exc).__name__}: {exc}"
 print("PIPEPROF-DOCTOR " + json.dumps(out))

@@ -82,10 +82,10 @@ def horovodrun_argv(np: int, launch: LaunchConfig, worker: list[str], horovodrun
     return argv + worker
 
 
-def own_ranks_argv(horovodrun_args: list[str]) -> list[str]:
-    """A horovodrun command line for pipeprof's own ranks, run by ``launch.hvdrun``: the same
-    launch without horovodrun's build probe, which the ranks make themselves."""
-    return [sys.executable, "-m", "pipeprof.launch.hvdrun", *horovodrun_args[1:]]
+def own_ranks_argv(np: int, launch: LaunchConfig, worker: list[str]) -> list[str]:
+    """``horovodrun_argv`` for pipeprof's own ranks, run by ``launch.hvdrun``: the same launch
+    without horovodrun's build probe, which the ranks make themselves."""
+    return [sys.executable, "-m", "pipeprof.launch.hvdrun", *horovodrun_argv(np, launch, worker)[1:]]
 
 
 # In emulation many ranks share a few cores; Horovod's default 1 ms negotiation cycle then

@@ -52,7 +52,7 @@ def compare(scenario: Scenario, nps: list[int], *, out: str | None = None, argv:
     specs = variant_specs(scenario, only_variants, synthetic, ablation, real)
     for spec_warning in {w for v in scenario.variants if (w := cache_warning(scenario.variant_pipeline(v)))}:
         reporter.warning(spec_warning)
-    horovodrun = horovod.find_horovodrun()
+    horovod.find_horovodrun()  # Horovod is installed: refuse before spending anything
     data_root = prepare_data(scenario, reporter)
     check_memory(scenario, specs, data_root, nps, ram_budget_bytes)
     run = RunDir.create(out, scenario.name)
@@ -90,8 +90,8 @@ def compare(scenario: Scenario, nps: list[int], *, out: str | None = None, argv:
                     job = Job(run_dir=str(run_dir), np=n, scenario=scenario.to_dict(), data_root=data_root,
                               variants=launch_specs, stream=stream.address if scenario.telemetry.enabled else "",
                               stream_token=stream.token)
-                    argv_n = horovod.own_ranks_argv(horovod.horovodrun_argv(
-                        n, scenario.launch, [sys.executable, "-m", "pipeprof.rank", job.encode()], horovodrun=horovodrun))
+                    argv_n = horovod.own_ranks_argv(n, scenario.launch,
+                                                    [sys.executable, "-m", "pipeprof.rank", job.encode()])
                     reporter.progress({"event": "launch", "np": n, "of_variants": len(specs)})
                     result = horovod.run(argv_n, env=env, log_path=run.log_path(f"np{n}"),
                                          timeout_s=scenario.launch.timeout_s, on_line=progress_lines(reporter))

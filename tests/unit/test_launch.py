@@ -33,7 +33,7 @@ def test_argv_hosts_and_mpi():
 
 
 def test_own_ranks_run_the_same_horovodrun_arguments_without_its_build_probe():
-    argv = horovod.own_ranks_argv(horovod.horovodrun_argv(2, LaunchConfig(), ["python", "-m", "pipeprof.rank", "J"]))
+    argv = horovod.own_ranks_argv(2, LaunchConfig(), ["python", "-m", "pipeprof.rank", "J"])
     assert argv == [sys.executable, "-m", "pipeprof.launch.hvdrun", "-np", "2", "-H", "localhost:2", "--gloo",
                     "python", "-m", "pipeprof.rank", "J"]
 
