@@ -1,7 +1,9 @@
 """What pipeprof.keras's two lines cost a user's training, measured side by side.
 
 The example script's pipeline and model (``examples/chips_train.py``) under horovodrun at
-np=1, trained for the same fixed number of steps two ways, in ABBA rounds:
+np=1, trained for the same fixed number of steps two ways, both at once, taking turns on the
+machine a second at a time (``timeslice``: the other side's processes stopped meanwhile, so
+the machine's drift hits both alike; a side's rate counts its steps inside its own turns):
   * plain: no pipeprof at all; a minimal timing callback (batch end to batch end) reads the
     samples/s of the same number of steps, at the same point of the fit as the hooked side's
     real steps (after warm-up + measured + warm-up steps);
@@ -11,29 +13,30 @@ np=1, trained for the same fixed number of steps two ways, in ABBA rounds:
     step, the input-wait timestamp in the train step, telemetry and the record stream on).
 The figure is the median of the per-round ratios hooked ÷ plain. Target: >= 0.98.
 
-    .venv/bin/python benchmarks/hook_overhead.py [--rounds 6] [--steps 150]
+    .venv/bin/python benchmarks/hook_overhead.py [--rounds 6] [--steps 150] [--slice-s 1]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
-import statistics
-import subprocess
 import sys
 import tempfile
 import textwrap
 from pathlib import Path
 
-import pandas as pd
+import numpy
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 BIN = REPO / ".venv" / "bin"
 
+import timeslice  # noqa: E402  (benchmarks/, beside this script)
+
 SCRIPT = textwrap.dedent('''
     """The example's pipeline and model, trained for a fixed number of steps, with or without pipeprof."""
-    import sys, time
+    import json, sys, time
     import horovod.tensorflow.keras as hvd
     import tensorflow as tf
     sys.path.insert(0, {examples!r})
@@ -52,7 +55,7 @@ SCRIPT = textwrap.dedent('''
     class Timing(tf.keras.callbacks.Callback):
         ends = []
         def on_train_batch_end(self, batch, logs=None):
-            self.ends.append(time.perf_counter())
+            self.ends.append(time.time())
 
     callbacks = [hvd.callbacks.BroadcastGlobalVariablesCallback(0)]
     if plain:
@@ -62,8 +65,8 @@ SCRIPT = textwrap.dedent('''
         skip = warmup + steps + warmup
         callbacks.append(Timing())
         model.fit(dataset, steps_per_epoch=skip + steps, epochs=1, verbose=0, callbacks=callbacks)
-        e = Timing.ends[skip - 1:]
-        print(f"PLAIN {{16 * (len(e) - 1) / (e[-1] - e[0]):.3f}}")
+        with open(sys.argv[sys.argv.index("--ends") + 1], "w") as fh:
+            json.dump(Timing.ends[skip - 1:], fh)
     else:
         dataset = pk.instrument(dataset)
         model.fit(dataset, steps_per_epoch=10_000, epochs=1, verbose=0, callbacks=callbacks + [pk.PipeprofCallback()])
@@ -74,6 +77,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rounds", type=int, default=6)
     ap.add_argument("--steps", type=int, default=150)
+    ap.add_argument("--slice-s", type=float, default=1.0, help="each side's turn on the machine")
     args = ap.parse_args()
     from pipeprof.data.generate import generate
     from pipeprof.scenario import GenerateConfig
@@ -84,32 +88,29 @@ def main() -> None:
         script = Path(tmp) / "bench_train.py"
         script.write_text(SCRIPT.format(examples=str(REPO / "examples"), data=str(data)))
         print(f"hook overhead · examples/chips_train.py's pipeline and model at 64px, batch 16, np=1, "
-              f"{args.steps} measured steps a side")
+              f"{args.steps} measured steps a side, taking turns every {args.slice_s:g} s")
         ratios = []
         for r in range(args.rounds):
-            got = {}
-            for side in (("plain", "hooked") if r % 2 == 0 else ("hooked", "plain")):
-                if side == "plain":
-                    proc = subprocess.run([str(BIN / "horovodrun"), "-np", "1", "-H", "localhost:1", "--gloo",
-                                           str(BIN / "python"), str(script), "--plain", "--steps", str(args.steps)],
-                                          capture_output=True, text=True, env=env, check=True)
-                    # horovodrun prefixes each line with the rank ("[0]<stdout>:PLAIN 123.4")
-                    got[side] = float(next(line.split("PLAIN ", 1)[1] for line in proc.stdout.splitlines()
-                                           if "PLAIN " in line))
-                else:
-                    out = Path(tmp) / f"run{r}"
-                    subprocess.run([str(BIN / "pipeprof"), "compare", "--np", "1", "--steps", str(args.steps),
-                                    "--warmup", "20", "--no-dashboard", "--no-report", "--out", str(out), "--",
-                                    str(BIN / "python"), str(script), "--steps", str(args.steps)],
-                                   capture_output=True, text=True, env=env, check=True)
-                    summary = pd.read_csv(out / "summary.csv").set_index("variant")
-                    got[side] = float(summary.loc["real", "samples_per_s"])
-            ratios.append(got["hooked"] / got["plain"])
-            print(f"  round {r + 1}: plain {got['plain']:7.1f}  hooked {got['hooked']:7.1f} samples/s  "
-                  f"ratio {ratios[-1]:.3f}", flush=True)
-    m = statistics.median(ratios)
-    print(f"\n  hooked / plain samples/s: median {m:.3f} of {len(ratios)} rounds ({min(ratios):.3f}..{max(ratios):.3f})"
-          f"  target >= 0.98  {'PASS' if m >= 0.98 else 'FAIL'}")
+            ends, out = Path(tmp) / f"ends{r}.json", Path(tmp) / f"run{r}"
+            plain = timeslice.Side("plain", [str(BIN / "horovodrun"), "-np", "1", "-H", "localhost:1", "--gloo",
+                                             str(BIN / "python"), str(script), "--plain", "--steps", str(args.steps),
+                                             "--ends", str(ends)], env=env)
+            hooked = timeslice.Side("hooked", [str(BIN / "pipeprof"), "compare", "--np", "1", "--steps",
+                                               str(args.steps), "--warmup", "20", "--no-dashboard", "--no-report",
+                                               "--out", str(out), "--", str(BIN / "python"), str(script), "--steps",
+                                               str(args.steps)], env=env)
+            timeslice.run_sliced(*((plain, hooked) if r % 2 == 0 else (hooked, plain)), slice_s=args.slice_s)
+            for side in (plain, hooked):
+                timeslice.check(side)
+            e = numpy.array(json.loads(ends.read_text()))
+            rate_plain, n_plain = timeslice.sliced_rate(plain.windows, e[1:], numpy.diff(e) * 1e3, 16)
+            rate_hooked, n_hooked = timeslice.run_rate(out, "real", hooked.windows)
+            ratios.append(rate_hooked / rate_plain)
+            print(f"  round {r + 1} ({'plain' if r % 2 == 0 else 'hooked'} first): plain {rate_plain:7.1f} "
+                  f"({n_plain} steps)  hooked {rate_hooked:7.1f} ({n_hooked}) samples/s  ratio {ratios[-1]:.3f}",
+                  flush=True)
+    print()
+    timeslice.print_medians({"real": ratios}, 0.98, "hooked/plain")
 
 
 if __name__ == "__main__":

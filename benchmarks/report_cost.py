@@ -1,15 +1,16 @@
 """What the Prometheus exporter costs training, and what the report costs to render.
 
 Part 1: training samples/s with ``--metrics-port`` on (and a scraper reading /metrics every
-second, as Prometheus would) against off, side by side: each round runs both in ABBA order
-so the machine's drift hits both sides; the figure is the median of the per-round ratios.
+second, as Prometheus would) against off. Each round runs both at once, taking turns on the
+machine a second at a time (``timeslice``: the other side's processes stopped meanwhile),
+so the machine's drift hits both alike; the figure is the median of the per-round ratios.
 Target: >= 0.99.
 
 Part 2: render time and file sizes of report.html, trace.json and the TensorBoard events for
 a 32-rank run directory made with emulated devices (``--run-dir`` reuses one; otherwise
 ``compare seed-gap --np 32`` makes it, a few minutes here).
 
-    .venv/bin/python benchmarks/report_cost.py [--rounds 6] [--steps 300] [--run-dir DIR]
+    .venv/bin/python benchmarks/report_cost.py [--rounds 6] [--steps 300] [--slice-s 1] [--run-dir DIR]
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ from __future__ import annotations
 import argparse
 import os
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -26,11 +26,11 @@ import time
 import urllib.request
 from pathlib import Path
 
-import pandas as pd
-
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 PIPEPROF = str(REPO / ".venv" / "bin" / "pipeprof")
+
+import timeslice  # noqa: E402  (benchmarks/, beside this script)
 
 
 def free_port() -> int:
@@ -40,57 +40,71 @@ def free_port() -> int:
 
 
 class Scraper(threading.Thread):
-    """Reads http://127.0.0.1:PORT/metrics every second until stopped, as a Prometheus would."""
+    """Reads http://127.0.0.1:PORT/metrics every second of its side's turns, as a Prometheus
+    would: ``on_resume`` and ``on_pause`` are the side's hooks, so no scrape waits on a stopped
+    exporter or spans a pause."""
 
     def __init__(self, port: int) -> None:
         super().__init__(daemon=True)
-        self.url, self.stop, self.scrapes, self.bytes = f"http://127.0.0.1:{port}/metrics", threading.Event(), 0, 0
+        self.url, self.scrapes, self.bytes = f"http://127.0.0.1:{port}/metrics", 0, 0
+        self.done, self.turn, self.idle = threading.Event(), threading.Event(), threading.Event()
+        self.idle.set()
+
+    def on_resume(self, side) -> None:
+        self.turn.set()
+
+    def on_pause(self, side) -> None:
+        self.turn.clear()
+        self.idle.wait(3.0)  # a scrape under way finishes first
 
     def run(self) -> None:
-        while not self.stop.wait(1.0):
+        while not self.done.wait(1.0):
+            if not self.turn.wait(0.5):
+                continue
+            self.idle.clear()
             try:
-                self.bytes = len(urllib.request.urlopen(self.url, timeout=2).read())
-                self.scrapes += 1
+                if self.turn.is_set():
+                    self.bytes = len(urllib.request.urlopen(self.url, timeout=2).read())
+                    self.scrapes += 1
             except OSError:
                 pass  # not serving yet, or already stopped
+            finally:
+                self.idle.set()
 
 
-def run_side(base: list[str], out: Path, metrics: bool) -> tuple[pd.DataFrame, int, int]:
-    port = free_port()
-    scraper = Scraper(port)
-    extra = ["--metrics-port", str(port)] if metrics else []
-    if metrics:
-        scraper.start()
-    try:
-        subprocess.run([PIPEPROF, *base, *extra, "--out", str(out)], check=True, capture_output=True, cwd=REPO)
-    finally:
-        scraper.stop.set()
-    return pd.read_csv(out / "summary.csv").set_index("variant"), scraper.scrapes, scraper.bytes
-
-
-def part1(rounds: int, steps: int) -> None:
-    base = ["run", "quickstart", "--np", "1", "--with-synthetic", "--steps", str(steps), "--warmup", "20",
+def part1(rounds: int, steps: int, slice_s: float) -> None:
+    base = [PIPEPROF, "run", "quickstart", "--np", "1", "--with-synthetic", "--steps", str(steps), "--warmup", "20",
             "--no-dashboard", "--no-report"]
     ratios: dict[str, list[float]] = {"synthetic": [], "real": []}
+    from pipeprof import scenario
+    from pipeprof.workflows.data import prepare_data
+    from pipeprof.workflows.events import Reporter
+
+    prepare_data(scenario.load("quickstart"), Reporter())  # once, before two runs would both want to
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(rounds):
-            order = ["ON", "OFF"] if r % 2 == 0 else ["OFF", "ON"]
-            got, scraped = {}, (0, 0)
-            for side in order:
-                got[side], n, size = run_side(base, Path(tmp) / f"{side}{r}", side == "ON")
-                scraped = (n, size) if side == "ON" else scraped
+            port = free_port()
+            scraper = Scraper(port)
+            outs = {side: Path(tmp) / f"{side}{r}" for side in ("ON", "OFF")}
+            on = timeslice.Side("ON", base + ["--metrics-port", str(port), "--out", str(outs["ON"])], cwd=str(REPO),
+                                on_resume=scraper.on_resume, on_pause=scraper.on_pause)
+            off = timeslice.Side("OFF", base + ["--out", str(outs["OFF"])], cwd=str(REPO))
+            scraper.start()
+            try:
+                timeslice.run_sliced(*((on, off) if r % 2 == 0 else (off, on)), slice_s=slice_s)
+            finally:
+                scraper.done.set()
             line = []
+            for side in (on, off):
+                timeslice.check(side)
             for v in ratios:
-                on, off = float(got["ON"].loc[v, "samples_per_s"]), float(got["OFF"].loc[v, "samples_per_s"])
-                ratios[v].append(on / off)
-                line.append(f"{v} ON {on:7.1f} OFF {off:7.1f} ratio {on / off:.3f}")
-            print(f"  round {r + 1} ({'-'.join(order)}): " + " | ".join(line)
-                  + f" | {scraped[0]} scrapes of {scraped[1] / 1e3:.0f} kB", flush=True)
+                (r_on, n_on), (r_off, n_off) = (timeslice.run_rate(outs[s.name], v, s.windows) for s in (on, off))
+                ratios[v].append(r_on / r_off)
+                line.append(f"{v} ON {r_on:7.1f} ({n_on} steps) OFF {r_off:7.1f} ({n_off}) ratio {r_on / r_off:.3f}")
+            print(f"  round {r + 1} ({'ON' if r % 2 == 0 else 'OFF'} first): " + " | ".join(line)
+                  + f" | {scraper.scrapes} scrapes of {scraper.bytes / 1e3:.0f} kB", flush=True)
     print()
-    print(f"  {'variant':<10} {'median ON/OFF (paired)':>23}  range            target >= 0.99")
-    for v, rs in ratios.items():
-        m = statistics.median(rs)
-        print(f"  {v:<10} {m:23.3f}  {min(rs):.3f}..{max(rs):.3f}   {'PASS' if m >= 0.99 else 'FAIL'}")
+    timeslice.print_medians(ratios, 0.99)
 
 
 def part2(run_dir: Path | None) -> None:
@@ -126,13 +140,14 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rounds", type=int, default=6)
     ap.add_argument("--steps", type=int, default=300)
+    ap.add_argument("--slice-s", type=float, default=1.0, help="each side's turn on the machine")
     ap.add_argument("--run-dir", type=Path, help="a 32-rank run directory to render (default: make one)")
     ap.add_argument("--report-only", action="store_true", help="part 2 alone")
     args = ap.parse_args()
     if not args.report_only:
         print(f"exporter cost · {os.cpu_count()} cores · quickstart, np=1, {args.steps} measured steps per variant")
-        print("part 1: training samples/s with --metrics-port (scraped every second) vs without, alternating rounds")
-        part1(args.rounds, args.steps)
+        print(f"part 1: training samples/s with --metrics-port (scraped every second) vs without, taking turns every {args.slice_s:g} s")
+        part1(args.rounds, args.steps, args.slice_s)
         print()
     print("part 2: rendering a 32-rank run directory")
     part2(args.run_dir)

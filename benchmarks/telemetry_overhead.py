@@ -2,9 +2,11 @@
 
 Part 1: training throughput with telemetry and the dashboard ON (pipeprof under a
 pseudo-terminal, so the rich Live dashboard really redraws, NVML/psutil sampling and the TCP
-record stream running) against OFF (``--no-telemetry --no-dashboard``). Each round runs both,
-in ABBA order so machine drift hits both sides; the verdict is the median of the per-round
-ON/OFF ratios. Target: >= 0.99.
+record stream running) against OFF (``--no-telemetry --no-dashboard``). Each round runs both
+at once, taking turns on the machine a second at a time (``timeslice``: the other side's
+processes stopped meanwhile), so the machine's drift hits both alike; a side's rate counts
+its measured steps inside its own turns. The verdict is the median of the per-round ON/OFF
+ratios. Target: >= 0.99.
 
 Part 2: the sampler thread's own CPU time at 10 Hz GPU sampling (the default: GPUs every
 100 ms, host and process every 500 ms), from ``time.thread_time`` inside the thread, over a
@@ -17,17 +19,14 @@ extra CPU in the ON runs of part 1 over the OFF runs (collector, recorder, dashb
 rank's per-step put into the record stream (timed here) and its sampler thread (part 2),
 against the ranks' own CPU. Training that keeps the cores busy loses at most that share.
 
-    .venv/bin/python benchmarks/telemetry_overhead.py [--rounds 3] [--steps 300]
+    .venv/bin/python benchmarks/telemetry_overhead.py [--rounds 6] [--steps 300] [--slice-s 1]
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import pty
-import select
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -39,25 +38,25 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 PIPEPROF = str(REPO / ".venv" / "bin" / "pipeprof")
 
+import timeslice  # noqa: E402  (benchmarks/, beside this script)
+
 
 class Cpu:
-    """CPU seconds of the pipeprof launcher itself (collector, recorder, dashboard, printing)
-    and of its rank processes, sampled while it runs (psutil; the last sample before exit)."""
+    """CPU seconds of a pipeprof launcher itself (collector, recorder, dashboard, printing) and
+    of its rank processes, read each time its side is paused (the last reading before exit)."""
 
-    def __init__(self, pid: int) -> None:
-        import psutil
-
-        self.launcher = psutil.Process(pid)
+    def __init__(self) -> None:
         self.launcher_s = 0.0
         self.ranks: dict[int, float] = {}
 
-    def sample(self) -> None:
+    def sample(self, side: timeslice.Side) -> None:
         import psutil
 
         try:
-            t = self.launcher.cpu_times()
+            launcher = psutil.Process(side.pid)
+            t = launcher.cpu_times()
             self.launcher_s = t.user + t.system
-            for child in self.launcher.children(recursive=True):
+            for child in launcher.children(recursive=True):
                 if "pipeprof.rank" in " ".join(child.cmdline()):
                     c = child.cpu_times()
                     self.ranks[child.pid] = c.user + c.system
@@ -69,72 +68,44 @@ class Cpu:
         return sum(self.ranks.values())
 
 
-def run_pipeprof(args: list[str], out: Path, terminal: bool) -> tuple[pd.DataFrame, Cpu, float]:
-    """One run; its summary, the CPU its launcher and ranks used, and its wall time."""
-    cmd = [PIPEPROF, *args, "--out", str(out)]
-    env = dict(os.environ, TERM="xterm-256color", COLUMNS="150", LINES="50")
-    t0 = time.monotonic()
-    if not terminal:
-        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=REPO)
-        cpu = Cpu(proc.pid)
-        while proc.poll() is None:
-            cpu.sample()
-            time.sleep(0.25)
-    else:
-        master, slave = pty.openpty()
-        proc = subprocess.Popen(cmd, stdin=slave, stdout=slave, stderr=slave, env=env, cwd=REPO, close_fds=True)
-        os.close(slave)
-        cpu = Cpu(proc.pid)
-        while True:  # drain the terminal so the dashboard never blocks on a full buffer
-            cpu.sample()
-            ready, _, _ = select.select([master], [], [], 0.25)
-            if ready:
-                try:
-                    if not os.read(master, 65536):
-                        break
-                except OSError:
-                    break
-            elif proc.poll() is not None:
-                break
-        proc.wait()
-        os.close(master)
-    if proc.returncode != 0:
-        raise SystemExit(f"pipeprof failed ({'under the terminal' if terminal else 'plain'}): {proc.returncode}")
-    return pd.read_csv(out / "summary.csv"), cpu, time.monotonic() - t0
-
-
-def part1(rounds: int, steps: int) -> dict[str, list[float]]:
+def part1(rounds: int, steps: int, slice_s: float) -> dict[str, list[float]]:
     """Throughput ON/OFF per round; returns the launcher's and ranks' CPU per side for part 3."""
-    base = ["run", "quickstart", "--np", "1", "--with-synthetic", "--steps", str(steps), "--warmup", "20"]
-    sides = {"ON": ([], True), "OFF": (["--no-telemetry", "--no-dashboard"], False)}
+    base = [PIPEPROF, "run", "quickstart", "--np", "1", "--with-synthetic", "--steps", str(steps), "--warmup", "20",
+            "--no-report"]
+    env = dict(os.environ, TERM="xterm-256color", COLUMNS="150", LINES="50")
     ratios: dict[str, list[float]] = {"synthetic": [], "real": []}
-    cpu: dict[str, list[float]] = {"launcher ON": [], "launcher OFF": [], "ranks ON": [], "wall ON": [],
-                                   "step ms ON": []}
+    cpu: dict[str, list[float]] = {"launcher ON": [], "launcher OFF": [], "ranks ON": [], "running ON": [],
+                                   "running OFF": [], "step ms ON": []}
+    from pipeprof import scenario
+    from pipeprof.workflows.data import prepare_data
+    from pipeprof.workflows.events import Reporter
+
+    prepare_data(scenario.load("quickstart"), Reporter())  # once, before two runs would both want to
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(rounds):
-            order = ["ON", "OFF"] if r % 2 == 0 else ["OFF", "ON"]  # ABBA: drift hits both sides alike
-            got: dict[str, pd.DataFrame] = {}
-            for side in order:
-                extra, terminal = sides[side]
-                summary, used, wall = run_pipeprof(base + extra, Path(tmp) / f"{side}{r}", terminal)
-                got[side] = summary.set_index("variant")
-                cpu[f"launcher {side}"].append(used.launcher_s)
-                if side == "ON":
-                    cpu["ranks ON"].append(used.ranks_s)
-                    cpu["wall ON"].append(wall)
-                    cpu["step ms ON"].append(float(summary["step_time_ms_mean"].min()))  # the fastest variant's
+            used = {"ON": Cpu(), "OFF": Cpu()}
+            outs = {side: Path(tmp) / f"{side}{r}" for side in used}
+            on = timeslice.Side("ON", base + ["--out", str(outs["ON"])], env=env, terminal=True, cwd=str(REPO),
+                                on_pause=used["ON"].sample)
+            off = timeslice.Side("OFF", base + ["--no-telemetry", "--no-dashboard", "--out", str(outs["OFF"])],
+                                 env=env, cwd=str(REPO), on_pause=used["OFF"].sample)
+            first, second = (on, off) if r % 2 == 0 else (off, on)  # who starts: alternate
+            timeslice.run_sliced(first, second, slice_s=slice_s)
+            for side in (on, off):
+                timeslice.check(side)
+                cpu[f"launcher {side.name}"].append(used[side.name].launcher_s)
+                cpu[f"running {side.name}"].append(side.running_s)
+            cpu["ranks ON"].append(used["ON"].ranks_s)
+            summary = pd.read_csv(outs["ON"] / "summary.csv")
+            cpu["step ms ON"].append(float(summary["step_time_ms_mean"].min()))  # the fastest variant's
             line = []
             for v in ratios:
-                on, off = float(got["ON"].loc[v, "samples_per_s"]), float(got["OFF"].loc[v, "samples_per_s"])
-                ratios[v].append(on / off)
-                line.append(f"{v} ON {on:7.1f} OFF {off:7.1f} ratio {on / off:.3f}")
-            line.append(f"launcher CPU ON {cpu['launcher ON'][-1]:.1f} s OFF {cpu['launcher OFF'][-1]:.1f} s")
-            print(f"  round {r + 1} ({'-'.join(order)}): " + " | ".join(line), flush=True)
+                (r_on, n_on), (r_off, n_off) = (timeslice.run_rate(outs[s.name], v, s.windows) for s in (on, off))
+                ratios[v].append(r_on / r_off)
+                line.append(f"{v} ON {r_on:7.1f} ({n_on} steps) OFF {r_off:7.1f} ({n_off}) ratio {r_on / r_off:.3f}")
+            print(f"  round {r + 1} ({first.name} first): " + " | ".join(line), flush=True)
     print()
-    print(f"  {'variant':<10} {'median ON/OFF (paired)':>23}  range            target >= 0.99")
-    for v, rs in ratios.items():
-        m = statistics.median(rs)
-        print(f"  {v:<10} {m:23.3f}  {min(rs):.3f}..{max(rs):.3f}   {'PASS' if m >= 0.99 else 'FAIL'}")
+    timeslice.print_medians(ratios, 0.99)
     return cpu
 
 
@@ -156,7 +127,7 @@ def put_cost(n: int = 20000) -> float:
                                 step_time_ms=20.0, batch_size=32, end_unix_s=time.time())
             t0 = time.thread_time()
             for i in range(n):
-                agent.put("step", record.to_dict())
+                agent.put("step", record)
             spent = time.thread_time() - t0
             agent.stop()
         rec.close()
@@ -168,16 +139,18 @@ def part3(cpu: dict[str, list[float]], sampler_pct: float) -> None:
     extra CPU over an OFF run (collector, recorder, dashboard), the rank's sampler thread and
     its per-step puts. On a host whose cores training keeps busy, that CPU is what training
     loses at most: ON/OFF >= 1 - instrument / (training + instrument)."""
-    wall = statistics.median(cpu["wall ON"])
-    launcher = max(0.0, statistics.median([a - b for a, b in zip(cpu["launcher ON"], cpu["launcher OFF"])])) / wall
-    ranks = statistics.median(cpu["ranks ON"]) / wall
+    on, off = ([a / t for a, t in zip(cpu[f"launcher {side}"], cpu[f"running {side}"])] for side in ("ON", "OFF"))
+    launcher = max(0.0, statistics.median([a - b for a, b in zip(on, off)]))
+    ranks = statistics.median([a / t for a, t in zip(cpu["ranks ON"], cpu["running ON"])])
     per_put = put_cost()
     steps_per_s = 1000 / statistics.median(cpu["step ms ON"])  # the fastest variant's rate: puts at their most often
     puts = per_put * steps_per_s
     sampler = sampler_pct / 100
     instrument = launcher + puts + sampler
     bound = 1 - instrument / (ranks + instrument)
-    print(f"  launcher's extra CPU (ON - OFF, median)   {1e3 * launcher:7.1f} ms per s of run")
+    print(f"  launcher's extra CPU (ON - OFF, median)   {1e3 * launcher:7.1f} ms per s of run "
+          f"(ON {1e3 * statistics.median(on):.1f}, OFF {1e3 * statistics.median(off):.1f}: start-up and summary "
+          "included on both sides)")
     print(f"  rank's per-step put                       {1e6 * per_put:7.1f} µs per step × {steps_per_s:.0f} steps/s "
           f"= {1e3 * puts:5.2f} ms per s")
     print(f"  rank's sampler thread (part 2, this host)  {1e3 * sampler:7.2f} ms per s")
@@ -222,14 +195,15 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rounds", type=int, default=6)
     ap.add_argument("--steps", type=int, default=300)
+    ap.add_argument("--slice-s", type=float, default=1.0, help="each side's turn on the machine")
     ap.add_argument("--sampler-seconds", type=float, default=20.0)
     ap.add_argument("--sampler-only", action="store_true", help="part 2 alone")
     args = ap.parse_args()
     cpu = None
     if not args.sampler_only:
         print(f"telemetry overhead · {os.cpu_count()} cores · quickstart, np=1, {args.steps} measured steps per variant")
-        print("part 1: training samples/s, telemetry + live dashboard ON vs OFF (alternating rounds)")
-        cpu = part1(args.rounds, args.steps)
+        print(f"part 1: training samples/s, telemetry + live dashboard ON vs OFF (taking turns every {args.slice_s:g} s)")
+        cpu = part1(args.rounds, args.steps, args.slice_s)
         print()
     print(f"part 2: the sampler thread's own CPU at 10 Hz, over {args.sampler_seconds:.0f} s")
     sampler_pct = part2(args.sampler_seconds)

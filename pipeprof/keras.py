@@ -167,7 +167,7 @@ class PipeprofCallback(tf.keras.callbacks.Callback):
 
         def stream(record: StepRecord) -> None:
             if self.telemetry is not None:
-                self.telemetry.put("step", record.to_dict())
+                self.telemetry.put("step", record)
 
         self.measurement = FitMeasurement(job, rank=self.rank, size=self.size, average=average, on_record=stream)
 
@@ -197,7 +197,7 @@ class PipeprofCallback(tf.keras.callbacks.Callback):
                             step_time_ms=(t2 - self._t0) * 1e3, batch_size=self._batch, end_unix_s=time.time())
         self.step += 1
         if self.telemetry is not None:
-            self.telemetry.put("step", record.to_dict())
+            self.telemetry.put("step", record)
 
     def on_train_end(self, logs: dict | None = None) -> None:
         if self.measurement is not None:

@@ -219,7 +219,7 @@ def _train(job: Job, scenario: Scenario, telemetry) -> int:
             nonlocal broadcast_opt_pending, global_step
             done = record.step + 1
             if telemetry is not None:
-                telemetry.put("step", record.to_dict())
+                telemetry.put("step", record)
             global_step += 1
             if broadcast_opt_pending:  # optimizer slots exist only after the first update
                 hvd_tf.broadcast_variables(opt.variables, root_rank=0)

@@ -63,12 +63,15 @@ class RankTelemetry:
         self._thread.start()
         return self
 
-    def put(self, kind: str, payload: dict[str, Any]) -> None:
+    def put(self, kind: str, payload: dict[str, Any] | Any) -> None:
+        """A record for the launcher (a dict, or a record with ``to_dict()``), sent at the next flush."""
         self.stream.put(kind, payload)
 
     def _loop(self) -> None:
         lower_this_thread()
         next_gpu = next_host = next_slow = time.monotonic()
+        if self.gpu is None:  # nothing to sample at the GPU rate: wake at the host's alone
+            next_gpu = float("inf")
         tick = min(self.gpu_interval_s, self.host_interval_s)
         while not self._stop.wait(max(0.0, min(next_gpu, next_host) - time.monotonic())):
             t_cpu = time.thread_time()
@@ -76,13 +79,12 @@ class RankTelemetry:
             host_due = now >= next_host
             if now >= next_gpu:
                 next_gpu = now + self.gpu_interval_s
-                if self.gpu is not None:
-                    # GPU and host ticks drift apart, so the slow GPU fields keep their own clock
-                    slow = now >= next_slow
-                    if slow:
-                        next_slow = now + self.host_interval_s
-                    for s in self.gpu.sample(slow=slow):
-                        self.stream.put("gpu", s.to_dict())
+                # GPU and host ticks drift apart, so the slow GPU fields keep their own clock
+                slow = now >= next_slow
+                if slow:
+                    next_slow = now + self.host_interval_s
+                for s in self.gpu.sample(slow=slow):
+                    self.stream.put("gpu", s.to_dict())
             if host_due:  # the stream is flushed at the host interval too: one send, not one per GPU tick
                 next_host = now + self.host_interval_s
                 if self.host is not None:

@@ -178,7 +178,7 @@ class StreamClient:
                  fallback_dir: str | Path | None = None) -> None:
         self.rank = rank
         self._lock = threading.Lock()
-        self._buf: list[str] = []
+        self._buf: list[tuple[str, Any]] = []
         self._sock: socket.socket | None = None
         self._fallback: Path | None = Path(fallback_dir) / "stream" / f"rank{rank}.jsonl" if fallback_dir else None
         self.mode = "none"
@@ -195,16 +195,19 @@ class StreamClient:
         if self._sock is None and self._fallback is not None:
             self.mode = "file"
 
-    def put(self, kind: str, payload: dict[str, Any]) -> None:
-        line = json.dumps({"kind": kind, **payload}, separators=(",", ":"))
+    def put(self, kind: str, payload: dict[str, Any] | Any) -> None:
+        """Queue a record: a dict, or an object with ``to_dict()`` (a step record). It is turned
+        into JSON at ``flush``, on the sampler's thread: the training thread only appends."""
         with self._lock:
-            self._buf.append(line)
+            self._buf.append((kind, payload))
 
     def flush(self) -> None:
         with self._lock:
-            lines, self._buf = self._buf, []
-        if not lines:
+            queued, self._buf = self._buf, []
+        if not queued:
             return
+        lines = [json.dumps({"kind": kind, **(p if isinstance(p, dict) else p.to_dict())}, separators=(",", ":"))
+                 for kind, p in queued]
         data = ("\n".join(lines) + "\n").encode()
         if self._sock is not None:
             try:

@@ -53,8 +53,9 @@ def run_two_ranks(tmp_path, fake: FakeNvml, steps_per_rank=12):
                   for r in (0, 1)]
         for i in range(steps_per_rank):
             for a in agents:
+                # the record itself: the stream turns it into JSON at its flush, off the training thread
                 a.put("step", StepRecord(np=2, variant="real", rank=a.rank, step=i, warmup=i < 2, input_wait_ms=5.0,
-                                         step_time_ms=20.0, batch_size=32, end_unix_s=time.time()).to_dict())
+                                         step_time_ms=20.0, batch_size=32, end_unix_s=time.time()))
             time.sleep(0.02)
         for a in agents:
             a.stop()
