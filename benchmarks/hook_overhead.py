@@ -13,7 +13,7 @@ the machine's drift hits both alike; a side's rate counts its steps inside its o
     step, the input-wait timestamp in the train step, telemetry and the record stream on).
 The figure is the median of the per-round ratios hooked ÷ plain. Target: >= 0.98.
 
-    .venv/bin/python benchmarks/hook_overhead.py [--rounds 6] [--steps 150] [--slice-s 1]
+    .venv/bin/python benchmarks/hook_overhead.py [--rounds 6] [--steps 1000] [--slice-s 1]
 """
 
 from __future__ import annotations
@@ -76,7 +76,7 @@ SCRIPT = textwrap.dedent('''
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rounds", type=int, default=6)
-    ap.add_argument("--steps", type=int, default=150)
+    ap.add_argument("--steps", type=int, default=1000)  # about 8 s a side here: 150 steps were 1.5 s, 2 turns
     ap.add_argument("--slice-s", type=float, default=1.0, help="each side's turn on the machine")
     args = ap.parse_args()
     from pipeprof.data.generate import generate

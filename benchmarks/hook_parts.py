@@ -4,17 +4,23 @@ A small CNN on one repeated batch (steps of about 1.3 ms here, so tens of micros
 trained by ``model.fit`` in rounds, each variant once a round:
   plain         a batch-end timing callback only (the baseline)
   plain-tflogs  the same callback taking TensorFlow's logs (no per-step conversion to numpy)
-  pyfunc        the input-wait timestamp as PipeprofCallback takes it: a tf.py_function in train_step
-  timestamp     tf.timestamp() in train_step, returned with the step's logs
-  choice        the synthetic-twin choice (choose_from_datasets read through a tf.Variable)
-  ts-var        tf.timestamp() assigned to a host variable, read by the callback each step
+  timestamp     the input-wait timestamp as PipeprofCallback takes it: tf.timestamp() returned
+                with the step's logs, taken out by a wrapper of the train function and read
+  switch        the train function handed its iterator through the twin's choice
+                (pipeprof.rank.fit.CHOICE, set to the real source)
 Prints each variant's median microseconds per step over the rounds; the overhead of a part is
-its median minus plain's. For issue 14's target (hooked / plain >= 0.98 on a 14 ms step) a
-part may cost about 280 us in all.
+its median minus plain's. Until 2026-11-24 the hook took the timestamp with a tf.py_function
+and chose the twin inside the pipeline (choose_from_datasets through a tf.Variable): together
+about 6% of the example script's samples/s, measured by benchmarks/hook_overhead.py.
 
     .venv/bin/python benchmarks/hook_parts.py [ROUNDS]
 """
-import time, statistics, sys
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import tensorflow as tf
 tf.get_logger().setLevel("ERROR")
 
@@ -37,78 +43,61 @@ class T(tf.keras.callbacks.Callback):
 class TT(T):
     _supports_tf_logs = True
 
-entered = [0.0]
-def mark(b):
-    entered[0] = time.perf_counter(); return b
-
-def wrap_py(model):
-    orig = model.train_step
-    def step(data):
-        flat = tf.nest.flatten(data)
-        with tf.control_dependencies(flat):
-            m = tf.py_function(mark, [tf.shape(flat[0])[0]], tf.int32)
-        with tf.control_dependencies([m]):
-            data = tf.nest.map_structure(tf.identity, data)
-        return orig(data)
-    model.train_step = step
-
 def wrap_ts(model):
     orig = model.train_step
+
     def step(data):
         flat = tf.nest.flatten(data)
         with tf.control_dependencies(flat):
             t = tf.timestamp()
-        with tf.control_dependencies([t]):
-            data = tf.nest.map_structure(tf.identity, data)
         out = orig(data)
-        out["_t"] = t
-        return out
+        return {**out, "_t": t}
     model.train_step = step
 
-def wrap_var(model):
-    orig = model.train_step
-    with tf.device("/CPU:0"):
-        v = tf.Variable(0.0, dtype=tf.float64, trainable=False)
-    model._v = v
-    def step(data):
-        flat = tf.nest.flatten(data)
-        with tf.control_dependencies(flat):
-            a = v.assign(tf.timestamp())
-        with tf.control_dependencies([a]):
-            data = tf.nest.map_structure(tf.identity, data)
-        return orig(data)
-    model.train_step = step
 
-class TV(T):
+def switch(model, read_timestamp=False):
+    """Wraps the train function fit has just made, as PipeprofCallback does in on_train_begin."""
+    from pipeprof.rank.fit import CHOICE
+
+    orig = model.train_function
+
+    def train_function(iterator):
+        logs = orig(CHOICE.iterator(iterator))
+        if read_timestamp:
+            model._t = logs.pop("_t")
+        return logs
+    model.train_function = train_function
+
+
+class Wrapping(T):
+    read_timestamp = False
+
+    def on_train_begin(self, logs=None):
+        switch(self.model, self.read_timestamp)
+
+
+class Timestamp(Wrapping):
+    read_timestamp = True
+
     def on_train_batch_end(self, batch, logs=None):
-        self.last = self.model._v.numpy()
+        self.last = float(self.model._t)
         self.ends.append(time.perf_counter())
 
-var = tf.Variable(1, dtype=tf.int64, trainable=False)
-def chosen():
-    choice = tf.data.Dataset.from_tensors(tf.constant(0, tf.int64)).repeat().map(lambda _: var.read_value())
-    twin = tf.data.Dataset.from_tensors((x, y)).repeat()
-    out = tf.data.Dataset.choose_from_datasets([twin, base], choice, stop_on_empty_dataset=True)
-    o = tf.data.Options(); o.experimental_optimization.inject_prefetch = False
-    o.experimental_optimization.map_parallelization = False
-    return out.with_options(o)
 
 VARIANTS = {
-    "plain": (None, lambda: base, T),
-    "plain-tflogs": (None, lambda: base, TT),
-    "pyfunc": (wrap_py, lambda: base, T),
-    "timestamp": (wrap_ts, lambda: base, T),
-    "choice": (None, chosen, T),
-    "ts-var": (wrap_var, lambda: base, TV),
+    "plain": (None, T),
+    "plain-tflogs": (None, TT),
+    "timestamp": (wrap_ts, Timestamp),
+    "switch": (None, Wrapping),
 }
 N = 400
 res = {k: [] for k in VARIANTS}
 for r in range(int(sys.argv[1]) if len(sys.argv) > 1 else 5):
-    for k, (wrap, ds, cb) in VARIANTS.items():
+    for k, (wrap, cb) in VARIANTS.items():
         m = make()
         if wrap: wrap(m)
         c = cb()
-        m.fit(ds(), steps_per_epoch=N, epochs=1, verbose=0, callbacks=[c])
+        m.fit(base, steps_per_epoch=N, epochs=1, verbose=0, callbacks=[c])
         e = c.ends[100:]
         res[k].append(1e6 * (e[-1] - e[0]) / (len(e) - 1))
 for k, v in res.items():

@@ -15,11 +15,12 @@ run directory, and ends the script there: no model is trained in that launch.
 
 How input wait is measured inside ``fit``: Keras pulls the next batch from the iterator
 inside its compiled train function, out of a callback's sight. The callback wraps the
-model's ``train_step`` with a host-side timestamp (a ``tf.py_function``) that runs as soon as
-the batch has left the iterator and before the forward pass. Input wait is then the time
-from ``on_train_batch_begin`` to that timestamp. It includes Keras's dispatch overhead
-(tens of microseconds), and it only works if the train function is traced after the
-callback starts, which is the case for the first ``fit`` of a model.
+model's ``train_step`` so that it also returns ``tf.timestamp()`` taken as soon as the batch
+has left the iterator, before the forward pass, and wraps the train function so that Keras
+never sees that extra figure. Input wait is the time from ``on_train_batch_begin`` to that
+timestamp. It includes Keras's dispatch overhead (tens of microseconds), and it only works
+if the train function is traced after the callback starts, which is the case for the first
+``fit`` of a model (and not under ``jit_compile``, where it is left out).
 """
 
 from __future__ import annotations
@@ -38,6 +39,8 @@ from pipeprof.telemetry.agent import RankTelemetry
 from pipeprof.telemetry.stream import ENV_ADDRESS, ENV_RUN_DIR, ENV_TOKEN, StreamClient
 
 log = logging.getLogger("pipeprof.keras")
+# what the wrapped train step adds to its logs, taken out again before any callback sees them
+ENTERED, BATCH = "_pipeprof_batch_entered_unix_s", "_pipeprof_batch_size"
 ADD_INSTRUMENT = "add `dataset = pipeprof.keras.instrument(dataset)` before model.fit"
 
 
@@ -98,9 +101,10 @@ class PipeprofCallback(tf.keras.callbacks.Callback):
         self.measurement = None  # rank.fit.FitMeasurement under pipeprof compare
         self.step = 0
         self._t0 = self._prev_end = 0.0
-        self._entered: float | None = None
+        self._entered: tf.Tensor | None = None  # the step's timestamp (unix seconds)
+        self._batch_size: tf.Tensor | None = None  # and its batch's size
+        self._t0_unix = 0.0
         self._batch = 0
-        self._wrapped = False
         self.rank = self.size = 0
 
     @property
@@ -108,30 +112,39 @@ class PipeprofCallback(tf.keras.callbacks.Callback):
         """Whether pipeprof is listening (a launcher's stream, a run directory, or a compare job)."""
         return bool(self.address or self.run_dir)
 
-    # -- the timestamp inside the train step ------------------------------------------------
-    def _mark(self, batch_size: tf.Tensor) -> tf.Tensor:
-        self._entered = time.perf_counter()
-        self._batch = int(batch_size)
-        return batch_size
-
+    # -- the timestamp inside the train step, and the source of each step's batch ----------
     def _wrap_train_step(self) -> None:
         model = self.model
-        if self._wrapped or getattr(model, "_pipeprof_wrapped", False):
-            return
+        if getattr(model, "_pipeprof_wrapped", False) or getattr(model, "_jit_compile", False):
+            return  # XLA compiles no host timestamp: input wait is then not measured
         original = model.train_step
 
         def timed_train_step(data: Any) -> Any:
             flat = tf.nest.flatten(data)
-            batch = tf.shape(flat[0])[0]
-            with tf.control_dependencies(flat):
-                marker = tf.py_function(self._mark, [batch], tf.int32)
-            with tf.control_dependencies([marker]):
-                data = tf.nest.map_structure(tf.identity, data)
-            return original(data)
+            with tf.control_dependencies(flat):  # the batch has left the iterator
+                entered = tf.timestamp()
+            logs = original(data)
+            return {**logs, ENTERED: entered, BATCH: tf.shape(flat[0])[0]} if isinstance(logs, dict) else logs
 
         model.train_step = timed_train_step
         model._pipeprof_wrapped = True
-        self._wrapped = True
+
+    def _wrap_train_function(self) -> None:
+        """Keras calls ``model.train_function(iterator)`` once a step (fit has just made it): the
+        wrapper hands it the twin's iterator on the twin's steps, and takes the timestamp out
+        of the step's logs before any callback sees them."""
+        model = self.model
+        original = getattr(model.train_function, "_pipeprof_original", model.train_function)
+        from pipeprof.rank.fit import CHOICE
+
+        def train_function(iterator: Any) -> Any:
+            logs = original(CHOICE.iterator(iterator))
+            if isinstance(logs, dict):
+                self._entered, self._batch_size = logs.pop(ENTERED, None), logs.pop(BATCH, None)
+            return logs
+
+        train_function._pipeprof_original = original
+        model.train_function = train_function
 
     # -- Keras hooks ------------------------------------------------------------------------
     def on_train_begin(self, logs: dict | None = None) -> None:
@@ -149,6 +162,8 @@ class PipeprofCallback(tf.keras.callbacks.Callback):
             self.telemetry.put("variant_start", {"np": size, "variant": self.variant, "index": 0, "of_variants": 1})
         if self.measure_input_wait:
             self._wrap_train_step()
+        if self.measure_input_wait or self.measurement is not None:
+            self._wrap_train_function()
         self._prev_end = time.perf_counter()
 
     def _start_compare(self, job: ScriptJob) -> None:
@@ -177,13 +192,15 @@ class PipeprofCallback(tf.keras.callbacks.Callback):
         if self.measurement is not None:
             self.measurement.before_step()
         self._entered = None
-        self._t0 = time.perf_counter()
+        self._t0, self._t0_unix = time.perf_counter(), time.time()
 
     def on_train_batch_end(self, batch: int, logs: dict | None = None) -> None:
         if not self.active:
             return
         t2 = time.perf_counter()
-        wait_ms = (self._entered - self._t0) * 1e3 if self._entered is not None else float("nan")
+        wait_ms = (float(self._entered) - self._t0_unix) * 1e3 if self._entered is not None else float("nan")
+        if self._batch_size is not None:
+            self._batch = int(self._batch_size)
         if self.measurement is not None:
             # a step runs from the end of the previous one, as in pipeprof's own loop
             step_ms, self._prev_end = (t2 - self._prev_end) * 1e3, t2

@@ -1,12 +1,15 @@
 """pipeprof's measurement inside a user's own ``model.fit``, under ``pipeprof compare -- CMD``.
 
-``instrumented(dataset)`` puts the synthetic twin beside the user's dataset: one real batch,
-taken once and repeated (the same element spec, no input work per step), and a choice that
-Keras's iterator reads once per step. ``FitMeasurement``, driven by ``PipeprofCallback``,
-sets that choice before every step from the same measurement plan pipeprof's own ranks
-follow (``rank.plan``): the twin alone first (the ceiling), then the real pipeline in rounds
-that alternate with the twin, each until its interval is narrow enough; then it ends ``fit``.
-Rank 0 writes the same run-directory files as pipeprof's own ranks (``rank.output``).
+``instrumented(dataset)`` makes the dataset's synthetic twin: one real batch, taken once and
+repeated, with exactly the dataset's element spec and no input work per step. The user's
+dataset itself is returned untouched. ``PipeprofCallback`` hands Keras's train function the
+twin's iterator instead of the dataset's for the steps the plan gives the twin
+(``CHOICE.iterator``), so the choice costs nothing inside the pipeline or the step.
+``FitMeasurement``, driven by the callback, sets the choice before every step from the same
+measurement plan pipeprof's own ranks follow (``rank.plan``): the twin alone first (the
+ceiling), then the real pipeline in rounds that alternate with the twin, each until its
+interval is narrow enough; then it ends ``fit``. Rank 0 writes the same run-directory files
+as pipeprof's own ranks (``rank.output``).
 
 The twin's batch lives where Keras puts its input: it is copied to the device each step, as
 a real batch is, so the gap measures the pipeline, not the copy.
@@ -35,56 +38,57 @@ REAL, SYNTHETIC = 1, 0  # the choice's values: which dataset the next batch come
 
 
 class Choice:
-    """The source of the next batch, set by the callback before each step.
+    """Which dataset the coming step reads, set by the callback before each step, and the twin.
 
-    Held in a host-side tf.Variable that the choice dataset reads in a map: no Python runs on
-    tf.data's threads (a generator would take Python's lock each batch, beside Keras's own
-    loop: 220 µs a batch against 100 µs measured here), and the variable is written only when
-    the source changes."""
+    The switch is made outside TensorFlow: the train function is handed the twin's iterator
+    or Keras's own. An earlier design chose inside the pipeline (choose_from_datasets, read
+    through a tf.Variable, with tf.data's read-ahead optimisations turned off for the whole
+    pipeline): that cost the example script 2-3% of its samples/s and changed the user's
+    pipeline. The twin's element spec is the dataset's own, so one traced train function
+    serves both."""
 
     def __init__(self) -> None:
-        self._source = REAL
-        self._variable = None
-        self.instrumented = 0  # datasets instrument() wrapped in this process
+        self.source = REAL
+        self.instrumented = 0  # datasets instrument() was given in this process
+        self._twin: tf.data.Dataset | None = None
+        self._iterator = None
 
-    @property
-    def source(self) -> int:
-        return self._source
+    def register(self, dataset: tf.data.Dataset) -> None:
+        first = next(iter(dataset.take(1)))
+        spec = dataset.element_spec
+        # one batch, cached: each twin step reads it from memory; relaxed to the dataset's own
+        # (maybe partial) shapes, so the train function traced for the dataset serves the twin
+        self._twin = tf.data.Dataset.from_tensors(first).map(_as_spec(spec)).cache().repeat()
+        self._iterator = None
+        self.instrumented += 1
 
-    @source.setter
-    def source(self, value: int) -> None:
-        if value != self._source and self._variable is not None:
-            self._variable.assign(value)
-        self._source = value
+    def iterator(self, keras_iterator):
+        """The iterator the coming step reads: the twin's while the source is the twin."""
+        if self.source == REAL or self._twin is None:
+            return keras_iterator
+        if self._iterator is None:
+            self._iterator = iter(self._twin)
+        return self._iterator
 
-    def dataset(self) -> tf.data.Dataset:
-        """An endless dataset of the current source, read when the next element is made."""
-        if self._variable is None:
-            with tf.device("/CPU:0"):  # tf.data reads it on the host, whatever the rank's device
-                self._variable = tf.Variable(self._source, dtype=tf.int64, trainable=False, name="pipeprof_choice")
-        variable = self._variable
-        return tf.data.Dataset.from_tensors(tf.constant(0, tf.int64)).repeat().map(lambda _: variable.read_value())
+
+def _as_spec(spec):
+    """A map function giving an element exactly ``spec``'s static shapes (a twin batch has
+    full shapes where the dataset's may have unknown ones, e.g. the batch size)."""
+    def relax(*parts):
+        element = parts if isinstance(spec, tuple) else parts[0]
+        return tf.nest.map_structure(
+            lambda t, s: tf.compat.v1.placeholder_with_default(t, s.shape) if isinstance(s, tf.TensorSpec) else t,
+            element, spec)
+    return relax
 
 
 CHOICE = Choice()  # one process, one fit at a time
 
 
 def instrumented(dataset: tf.data.Dataset) -> tf.data.Dataset:
-    """The user's dataset with its synthetic twin beside it, switched per step by ``CHOICE``."""
-    first = next(iter(dataset.take(1)))
-    twin = tf.data.Dataset.from_tensors(first).repeat()
-    real = dataset
-    if type(dataset).__name__.strip("_") not in ("PrefetchDataset", "OptionsDataset"):
-        # tf.data would have put a prefetch after the user's last transformation (it does for a
-        # synchronous one); now that the choice comes last, keep theirs as it was
-        real = dataset.prefetch(tf.data.AUTOTUNE)
-    choice = CHOICE.dataset()
-    out = tf.data.Dataset.choose_from_datasets([twin, real], choice, stop_on_empty_dataset=True)
-    options = tf.data.Options()
-    options.experimental_optimization.inject_prefetch = False  # a prefetch here would read ahead of the choice
-    options.experimental_optimization.map_parallelization = False  # and so would a parallel choice map
-    CHOICE.instrumented += 1
-    return out.with_options(options)
+    """The user's dataset, untouched, with its synthetic twin made for ``CHOICE``."""
+    CHOICE.register(dataset)
+    return dataset
 
 
 def train_config(job: ScriptJob) -> TrainConfig:

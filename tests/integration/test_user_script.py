@@ -105,23 +105,27 @@ def test_ablation_names_the_users_costly_function(stage, photos, big_pngs, tmp_p
     assert f"map({costly}) at {script}" in said
 
 
-def test_the_choice_switches_the_very_next_batch():
-    # In this process (no launch): each batch comes from the source set just before it, with no
-    # element read ahead, whatever tf.data would optimise
+def test_the_choice_switches_the_very_next_batch_and_leaves_the_dataset_as_it_was():
+    # In this process (no launch): each step reads the source set just before it; the real
+    # iterator is not read on the twin's steps; the twin has the dataset's own element spec
+    # (an unknown batch size stays unknown, so Keras's traced train function serves both)
     import tensorflow as tf
 
     from pipeprof.rank import fit
 
-    real = tf.data.Dataset.range(1000).map(lambda i: tf.cast(i + 1, tf.int64))  # 1, 2, 3, ...: never 0
+    real = tf.data.Dataset.range(1000).map(lambda i: tf.fill([2], i + 1)).batch(3)  # [[1,1],[2,2],[3,3]], [[4,4],...
     before = fit.CHOICE.source
     try:
-        it = iter(fit.instrumented(real))  # the twin repeats the first real element, 1
+        assert fit.instrumented(real) is real
+        keras_iterator = iter(real)
         pattern = [fit.REAL, fit.SYNTHETIC, fit.SYNTHETIC, fit.REAL, fit.SYNTHETIC, fit.REAL, fit.REAL]
         got = []
         for source in pattern:
             fit.CHOICE.source = source
-            got.append(int(next(it)))
-        assert got == [1, 1, 1, 2, 1, 3, 4]
+            it = fit.CHOICE.iterator(keras_iterator)
+            assert it.element_spec == real.element_spec
+            got.append(int(next(it)[0][0]))
+        assert got == [1, 1, 1, 4, 1, 7, 10]  # the twin repeats the first real batch
     finally:
         fit.CHOICE.source = before
         fit.CHOICE.instrumented -= 1
