@@ -26,6 +26,9 @@ _LOG_NAME = re.compile(r"np(\d+)-(.+)-rank(\d+)\.jsonl")
 COLUMNS = ["np", "variant", "path", "reason"]
 HINT_FAIL = 'data.on_bad_file = "fail"; "skip" skips and counts bad files'
 HINT_DOCTOR = "`pipeprof doctor SCENARIO` lists the files its checks find bad"
+# the lines a tf.data service worker prints for the bad elements it met (data.screen writes them,
+# the launcher reads them from the workers' logs without TensorFlow)
+REMOTE_TAG = "pipeprof-bad-elements"
 
 
 def log_path(run_dir: str | Path, np: int, variant: str, rank: int) -> Path:

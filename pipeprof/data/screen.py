@@ -25,7 +25,7 @@ import tensorflow as tf
 from tensorflow.core.framework import tensor_pb2
 
 from pipeprof.data import check
-from pipeprof.data.badfiles import BadFiles
+from pipeprof.data.badfiles import REMOTE_TAG, BadFiles
 from pipeprof.data.check import Bad
 from pipeprof.errors import PipeprofError
 from pipeprof.scenario import DataConfig
@@ -56,7 +56,6 @@ def image_check(data: tf.Tensor) -> tf.Tensor:
 Describe = Callable[..., list[tuple[str, str]]]
 
 
-REMOTE_TAG = "pipeprof-bad-elements"
 
 
 class BadElements:

@@ -78,12 +78,10 @@ def _with_address(spec: VariantSpec, address: str) -> VariantSpec:
 def collect_bad_files(run_dir: Path, np: int, data: DataConfig) -> int:
     """Write the bad files the service's workers printed at ``np`` into the run's bad-file logs,
     as the ranks would have; how many were new."""
-    from pipeprof.data.screen import REMOTE_TAG
-
     lines = []
     for log in sorted(log_dir(run_dir, np).glob("worker-*.log")):
         with log.open(encoding="utf-8", errors="replace") as fh:
-            lines += [line for line in fh if line.startswith(REMOTE_TAG)]
+            lines += [line for line in fh if line.startswith(badfiles.REMOTE_TAG)]
     if not lines:
         return 0
     from pipeprof.data.screen import remote_bad_elements  # TensorFlow: only when there is something to read

@@ -208,3 +208,17 @@ def test_doctor_fails_a_controller_the_scenario_needs_but_horovod_lacks(tmp_path
     report = doctor.Report()
     doctor._horovod(report, "/x/horovodrun", BUILD, "", scen.load(str(toml)))
     assert [f.what for f in report.failures] == ["controller MPI"]
+
+
+def test_the_launcher_reads_the_service_workers_bad_files_without_tensorflow(tmp_path):
+    # Regression: collect_bad_files ran after every launch and imported TensorFlow (data.screen)
+    # for a constant: 2.3 s of the launcher's time per compare, with or without a service.
+    import subprocess
+    import sys
+
+    code = ("import sys; from pathlib import Path; from pipeprof.scenario import DataConfig; "
+            "from pipeprof.workflows.service import collect_bad_files; "
+            f"n = collect_bad_files(Path({str(tmp_path)!r}), 1, DataConfig()); "
+            "print(n, 'tensorflow' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["0", "False"]
