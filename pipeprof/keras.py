@@ -7,9 +7,9 @@
 Outside pipeprof both change nothing: ``instrument`` returns the dataset itself and the
 callback does nothing. Under ``pipeprof watch -- CMD`` the callback streams every step to the
 live dashboard. Under ``pipeprof compare --np 1,2 -- python train.py ARGS`` (one launch per
-worker count) ``instrument`` puts the synthetic twin beside the dataset and the callback
-measures the twin alone, then your pipeline in rounds against it, and ends ``fit`` once the
-gap is known (``pipeprof.rank.fit``). Under ``compare --ablation``, ``instrument`` measures
+worker count) ``instrument`` makes the dataset's synthetic twin (your dataset itself is
+returned untouched) and the callback measures the twin alone, then your pipeline in rounds
+against it, and ends ``fit`` once the gap is known (``pipeprof.rank.fit``). Under ``compare --ablation``, ``instrument`` measures
 each transformation of your dataset alone (``pipeprof.data.chain``), writes the figures to the
 run directory, and ends the script there: no model is trained in that launch.
 
