@@ -11,6 +11,10 @@ from typing import Any
 from pipeprof.errors import PipeprofError
 
 BUILTIN_MODELS = ("small_cnn", "resnet50v2", "mobilenetv2")
+# The smallest input side each built-in model takes: small_cnn's three valid 3x3 convolutions
+# and two 2x2 poolings need 18 px to leave the last convolution a 3x3 window; the Keras
+# applications refuse anything under 32 px.
+MIN_INPUT_SIDE = {"small_cnn": 18, "resnet50v2": 32, "mobilenetv2": 32}
 
 
 def resolve_callable(spec: str, key: str) -> Callable[..., Any]:

@@ -16,6 +16,7 @@ from typing import Any, Literal, Union
 
 from pipeprof.config import apply_overrides, build, deep_merge, overlay_overrides, parse_override  # noqa: F401  (the CLI loads scenarios through here)
 from pipeprof.errors import PipeprofError
+from pipeprof.models import MIN_INPUT_SIDE
 
 Autotune = Literal["autotune"]
 # Shipped inside the package, so any install has them; the repository's scenarios/ links here.
@@ -265,6 +266,10 @@ def validate(s: Scenario, base_dir: Path | None = None) -> None:
 
     d = s.data
     need(d.image_size >= 8, "data.image_size", f"must be at least 8, got {d.image_size}")
+    smallest = MIN_INPUT_SIDE.get(s.model.name, 8)
+    need(d.image_size >= smallest, "data.image_size",
+         f"must be at least {smallest} for model.name = '{s.model.name}' (its convolutions leave nothing "
+         f"of a smaller input), got {d.image_size}")
     need(d.num_classes >= 2, "data.num_classes", f"must be at least 2, got {d.num_classes}")
     if d.source in ("folder", "tfrecord"):
         need(bool(d.path), "data.path", f"is required when data.source = '{d.source}'")

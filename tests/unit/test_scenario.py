@@ -142,3 +142,23 @@ def test_round_trip_through_dict():
     s = scen.load("quickstart")
     again = scen.Scenario.from_dict({k: v for k, v in s.to_dict().items() if k != "source_file"})
     assert again.to_dict() | {"source_file": s.source_file} == s.to_dict()
+
+
+def test_an_input_too_small_for_the_model_is_named_before_any_launch(tmp_path):
+    p = write(tmp_path, '[data]\nimage_size = 16\n[data.generate]\nsize = 16\n[model]\nname = "small_cnn"\n')
+    msg = error_of(p)
+    assert "data.image_size" in msg and "at least 18" in msg and "small_cnn" in msg
+    p = write(tmp_path, '[data]\nimage_size = 24\n[model]\nname = "resnet50v2"\n')
+    assert "at least 32" in error_of(p)
+
+
+@pytest.mark.parametrize("side, builds", [(17, False), (18, True)])
+def test_small_cnn_s_smallest_input_is_the_one_the_scenario_checks(side, builds):
+    from pipeprof.models import MIN_INPUT_SIDE, build_model
+
+    assert MIN_INPUT_SIDE["small_cnn"] == 18
+    if builds:
+        assert build_model("small_cnn", (side, side, 3), 10).output_shape == (None, 10)
+    else:
+        with pytest.raises(ValueError, match="Negative dimension"):
+            build_model("small_cnn", (side, side, 3), 10)
