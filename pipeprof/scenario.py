@@ -43,7 +43,7 @@ class DataConfig:
     # ImageNet-layout TFRecord files; generated: where to write (empty: the data cache).
     path: str = ""
     factory: str = ""  # "module:function" when source = "factory"
-    image_size: int = 64  # the model's input side, in pixels
+    image_size: int = 64  # the model's input side, in pixels (small_cnn: 18 at least; resnet50v2, mobilenetv2: 32)
     num_classes: int = 10  # the model's outputs; labels run 0..num_classes-1
     label_offset: int = 0  # subtracted from TFRecord labels (ImageNet TFRecords count from 1)
     # a truncated, empty, unreadable or non-image file (or a corrupt TFRecord record): "skip"
