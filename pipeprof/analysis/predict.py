@@ -20,7 +20,8 @@ Per rank and step, in milliseconds:
   ``(r − c) × P / c`` for ``r`` ranks on ``c`` cores (see ``overflow_ms``); zero on a node
   with a core per rank, and on a node of one core (one run queue: see ``overflow_ms``). With
   a core per rank or fewer, a rank's own pipeline still keeps its cores busy a share ``ρ`` of
-  the step, and each synchronisation hop that lands then waits: ``κ × ρ × P`` at N ≥ 2 (see
+  the step, and each synchronisation hop that lands then waits: ``κ × ρ × P`` at N ≥ 2, and on
+  a node of one core at least half of another rank's burst or scheduler turn (see
   ``busy_sync_ms``). X is the larger of the two. The slowest rank is the one that queued
   longest, so X and the stragglers' tail are one delay: the step takes the larger.
 
@@ -259,6 +260,10 @@ def overflow_ms(ranks: int, cores: float, pipeline_ms: float) -> float:
 
 BUSY_SYNC = 0.45  # κ: the share of a rank's pipeline CPU that a synchronous step waits, at full busy
 BUSY_SYNC_ONE_CORE = 0.25  # κ on a node of one core: one run queue, whose scheduler serves a woken hop sooner
+# A scheduler turn: how long a running thread keeps a core from another that wants it. Measured
+# here (Linux 6.18, two CPU-bound processes pinned to one core): they take turns of 4.0 ms, the
+# kernel's tick (HZ = 250); kernels built with HZ = 1000 turn faster
+SCHED_TURN_MS = 4.0
 
 
 def busy_sync_ms(n: int, cores_per_rank: float, pipeline_ms: float, synth_step_ms: float,
@@ -276,12 +281,21 @@ def busy_sync_ms(n: int, cores_per_rank: float, pipeline_ms: float, synth_step_m
     κ = 0.45. On a node of one core (two ranks on it) 0.13–0.41 over six runs, P from an np=1
     run; κ = 0.25 there. With many cores per rank, ρ and the burst both shrink, and the term
     with them.
+
+    On a node of one core there is also a floor that ρ does not scale: every step starts with
+    each rank's refill burst at once, so a woken hop finds another rank's pipeline thread
+    holding the one core and waits out the rest of its turn, half of ``min(P, turn)`` on
+    average (``SCHED_TURN_MS``). A light pipeline (1.2 CPU-ms per step, ρ ≈ 0.08) added
+    0.4–2.1 ms to two ranks' steps on one core over seven runs, where κ × ρ × P gives 0.02;
+    augmentation of 7–15 CPU-ms added 0.8–2.3 ms in the same sweep (benchmarks/
+    validate_predict_shapes.py's shapes), where the floor is 2.0.
     """
     if n < 2 or pipeline_ms <= 0 or synth_step_ms <= 0 or cores_per_rank <= 0:
         return 0.0
     rho = min(1.0, pipeline_ms / (cores_per_rank * synth_step_ms))
-    kappa = BUSY_SYNC_ONE_CORE if node_cores < 2 else BUSY_SYNC
-    return kappa * rho * pipeline_ms / max(1.0, cores_per_rank)
+    if node_cores < 2:
+        return max(BUSY_SYNC_ONE_CORE * rho * pipeline_ms, min(pipeline_ms, SCHED_TURN_MS) / 2)
+    return BUSY_SYNC * rho * pipeline_ms / max(1.0, cores_per_rank)
 
 
 def predict(src: Source, tgt: Target, nps: list[int]) -> list[Prediction]:

@@ -89,7 +89,11 @@ def test_busy_cores_delay_a_synchronous_step_by_their_share_of_its_bursts():
     # 8 cores per rank: busy 20 / 320 of the step, in bursts of 20 / 8 ms
     assert busy_sync_ms(8, 8.0, 20.0, 40.0) == pytest.approx(0.45 * (20 / 320) * 2.5)
     # two ranks on a node of one core: its one run queue serves the hops sooner, κ = 0.25
-    assert busy_sync_ms(2, 0.5, 10.0, 40.0, node_cores=1.0) == pytest.approx(0.25 * 0.5 * 10.0)
+    assert busy_sync_ms(2, 0.5, 24.0, 40.0, node_cores=1.0) == pytest.approx(0.25 * 1.0 * 24.0)
+    # ... with a floor: a woken hop waits out half of another rank's burst, or of a 4 ms turn
+    assert busy_sync_ms(2, 0.5, 10.0, 40.0, node_cores=1.0) == pytest.approx(4.0 / 2)  # κρP = 1.25
+    assert busy_sync_ms(2, 0.5, 1.2, 30.0, node_cores=1.0) == pytest.approx(1.2 / 2)  # κρP = 0.02
+    assert busy_sync_ms(1, 1.0, 1.2, 30.0, node_cores=1.0) == 0.0  # one rank: no other rank's burst
     assert overflow_ms(4, 2.0, 12.0) < overflow_ms(8, 2.0, 12.0) < overflow_ms(16, 2.0, 12.0)
     assert overflow_ms(32, 2.0, 12.0) == pytest.approx(2 * overflow_ms(32, 2.0, 6.0))  # linear in P
 
