@@ -266,10 +266,11 @@ def validate(s: Scenario, base_dir: Path | None = None) -> None:
 
     d = s.data
     need(d.image_size >= 8, "data.image_size", f"must be at least 8, got {d.image_size}")
-    smallest = MIN_INPUT_SIDE.get(s.model.name, 8)
-    need(d.image_size >= smallest, "data.image_size",
-         f"must be at least {smallest} for model.name = '{s.model.name}' (its convolutions leave nothing "
-         f"of a smaller input), got {d.image_size}")
+    if s.model.name in MIN_INPUT_SIDE:  # a user's model factory knows its own limit
+        smallest = MIN_INPUT_SIDE[s.model.name]
+        need(d.image_size >= smallest, "data.image_size",
+             f"must be at least {smallest} for model.name = '{s.model.name}' (its convolutions leave nothing "
+             f"of a smaller input), got {d.image_size}")
     need(d.num_classes >= 2, "data.num_classes", f"must be at least 2, got {d.num_classes}")
     if d.source in ("folder", "tfrecord"):
         need(bool(d.path), "data.path", f"is required when data.source = '{d.source}'")
