@@ -100,7 +100,7 @@ class PipeprofCallback(tf.keras.callbacks.Callback):
         self.telemetry: RankTelemetry | None = None
         self.measurement = None  # rank.fit.FitMeasurement under pipeprof compare
         self.step = 0
-        self._t0 = self._prev_end = 0.0
+        self._t0 = self._prev_end = self._prev_cpu = 0.0
         self._entered: tf.Tensor | None = None  # the step's timestamp (unix seconds)
         self._batch_size: tf.Tensor | None = None  # and its batch's size
         self._t0_unix = 0.0
@@ -164,7 +164,7 @@ class PipeprofCallback(tf.keras.callbacks.Callback):
             self._wrap_train_step()
         if self.measure_input_wait or self.measurement is not None:
             self._wrap_train_function()
-        self._prev_end = time.perf_counter()
+        self._prev_end, self._prev_cpu = time.perf_counter(), time.process_time()
 
     def _start_compare(self, job: ScriptJob) -> None:
         from pipeprof.rank.fit import CHOICE, FitMeasurement
@@ -204,9 +204,11 @@ class PipeprofCallback(tf.keras.callbacks.Callback):
         if self.measurement is not None:
             # a step runs from the end of the previous one, as in pipeprof's own loop
             step_ms, self._prev_end = (t2 - self._prev_end) * 1e3, t2
+            cpu = time.process_time()
+            cpu_ms, self._prev_cpu = (cpu - self._prev_cpu) * 1e3, cpu
             logs = logs or {}
             if self.measurement.after_step(step_ms, wait_ms, self._batch, float(logs.get("loss", float("nan"))),
-                                           float(logs.get("accuracy", float("nan")))):
+                                           float(logs.get("accuracy", float("nan"))), cpu_ms):
                 self.model.stop_training = True
             return
         record = StepRecord(np=self.size, variant=self.variant, rank=self.rank, step=self.step,

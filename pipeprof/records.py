@@ -29,6 +29,9 @@ class StepRecord:
     # carries variant "synthetic" and, here, the real variant it was paired with.
     paired: str = ""
     round: int = -1  # the round of an alternating measurement; -1 when measured alone
+    # CPU time of the rank's whole process over the step (every thread: the model's, the
+    # input pipeline's, Horovod's); NaN where it was not read
+    cpu_ms: float = math.nan
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -103,6 +103,8 @@ def _with_defaults(frame: pd.DataFrame) -> pd.DataFrame:
         frame["paired"] = ""
     if "round" not in frame.columns:
         frame["round"] = -1
+    if "cpu_ms" not in frame.columns:
+        frame["cpu_ms"] = float("nan")
     frame["paired"] = frame["paired"].fillna("").astype(str)
     return frame
 

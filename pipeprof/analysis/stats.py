@@ -27,13 +27,17 @@ MAX_BLOCKS = 10
 
 SUMMARY_COLUMNS = [
     "np", "variant", "synthetic", "samples_per_s", "samples_per_s_ci95", "samples_per_s_per_worker",
-    "gap_pct", "gap_pct_ci95", "twin_samples_per_s", "scaling_efficiency_pct", "step_time_ms_mean", "step_time_ms_p50", "step_time_ms_p95",
+    "gap_pct", "gap_pct_ci95", "twin_samples_per_s", "ceiling_shift_pct", "scaling_efficiency_pct", "step_time_ms_mean", "step_time_ms_p50", "step_time_ms_p95",
     "input_wait_pct", "gpu_util_pct", "cpu_util_pct", "cpu_cores_per_rank", "rss_mb_max", "measured_steps", "measured_s",
     "stop_reason",
-    "verdict", "warning",
+    "verdict", "warning", "ceiling_note",
 ]
 # How a variant's measurement ended (summary.csv's stop_reason; analysis.stopping decides).
 STOP_FIXED, STOP_TARGET, STOP_CLEAR, STOP_MAX_TIME = "fixed steps", "target", "clear of thresholds", "max time"
+# The ceiling's steps beside a real pipeline used this many more CPU cores per rank than the
+# synthetic run's own: the pipeline's threads kept working through them (contention). Below
+# it, a ceiling that moved did so at the same CPU use: the machine's speed changed (drift).
+CONTENTION_CORES = 0.05
 TELEMETRY_COLUMNS = ("gpu_util_pct", "cpu_util_pct", "cpu_cores_per_rank", "rss_mb_max")  # filled by analysis.telemetry
 
 
@@ -94,6 +98,40 @@ def paired_gap_interval(s_samples: np.ndarray, s_seconds: np.ndarray, r_samples:
     return point, float(t975(blocks - 1) * gaps.std(ddof=1) / math.sqrt(blocks))
 
 
+def cores_used(steps: pd.DataFrame) -> float:
+    """CPU cores a rank's process kept busy over measured steps (their CPU time over their
+    wall time, summed over ranks and divided by them); NaN where CPU time was not recorded."""
+    measured = steps[~steps["warmup"].astype(bool)] if "warmup" in steps.columns else steps
+    if "cpu_ms" not in measured.columns or measured.empty or measured["cpu_ms"].isna().any():
+        return math.nan
+    return float(measured["cpu_ms"].sum() / measured["step_time_ms"].sum())
+
+
+def ceiling_note(variant: str, twin_rate: float, twin_half: float, own_rate: float, own_half: float,
+                 twin_cores: float, own_cores: float) -> str:
+    """Words for a real row whose ceiling (its twin, measured in alternation with it) differs
+    from the synthetic run's own beyond both intervals; "" when the two agree."""
+    if any(math.isnan(v) for v in (twin_rate, own_rate)) or not own_rate > 0:
+        return ""
+    margin = math.hypot(0.0 if math.isnan(twin_half) else twin_half, 0.0 if math.isnan(own_half) else own_half)
+    if abs(twin_rate - own_rate) <= margin:
+        return ""
+    shift = 100.0 * (twin_rate / own_rate - 1.0)
+    text = (f"its ceiling, the synthetic steps measured in alternation with {variant}, ran at {twin_rate:,.1f} "
+            f"samples/s: {abs(shift):.1f}% {'below' if shift < 0 else 'above'} the synthetic run's own "
+            f"{own_rate:,.1f}")
+    if math.isnan(twin_cores) or math.isnan(own_cores):
+        return text + "; the gap is against the ceiling measured beside it"
+    extra = twin_cores - own_cores
+    if extra >= CONTENTION_CORES:
+        return (text + f"; those steps used {twin_cores:.2f} CPU cores per rank against {own_cores:.2f}: the real "
+                f"pipeline's threads kept working through them (contention, +{extra:.2f} cores), so the gap "
+                "against that ceiling understates what the pipeline costs")
+    return (text + f" at the same CPU use ({twin_cores:.2f} against {own_cores:.2f} cores per rank): the machine's "
+            "speed changed between the two (drift), which alternation cancels: the gap is against the ceiling "
+            "measured beside it")
+
+
 def paired_gap(real: pd.DataFrame, twin: pd.DataFrame) -> tuple[float, float, float]:
     """``paired_gap_interval`` from step records (a real variant's and its paired twin's),
     and the twin's samples/s over the same rounds: gap = 100 × (1 − real / twin)."""
@@ -151,26 +189,44 @@ def gap(real: float, real_ci: float, synth: float, synth_ci: float) -> tuple[flo
     return 100.0 * (1.0 - ratio), 100.0 * ratio * rel
 
 
-def gap_warning(gap_pct: float, half: float, stop_reason: str = "") -> str:
-    """Say when the interval cannot carry the verdict that the point estimate gives.
-
-    An adaptive measurement that stopped on its own rule reached its target or cleared the
-    thresholds: nothing to say. One that ran out of time says so; fixed step counts point at
-    the adaptive mode.
-    """
-    if stop_reason in (STOP_TARGET, STOP_CLEAR):
-        return ""
-    fix = ("raise train.max_measure_s" if stop_reason == STOP_MAX_TIME
-           else "raise train.measure_steps, or set it to 0 to measure until the interval is narrow enough")
+def line_spanned(gap_pct: float, half: float) -> float | None:
+    """The verdict threshold (5% or 20%) that the gap's 95% interval spans, else None."""
     if math.isnan(gap_pct) or math.isnan(half):
-        return "" if math.isnan(gap_pct) else f"too few measured steps for an interval; {fix}"
-    lo, hi = gap_pct - half, gap_pct + half
-    crossed = [b for b in (0.0, *VERDICT_THRESHOLDS_PCT) if lo < b < hi]
-    if not crossed:
+        return None
+    return next((b for b in VERDICT_THRESHOLDS_PCT if gap_pct - half < b < gap_pct + half), None)
+
+
+def row_verdict(gap_pct: float, half: float) -> str:
+    """The verdict a row can carry: its class, or "on the 5% line" / "on the 20% line" when the
+    interval spans that threshold and neither class is supported."""
+    line = line_spanned(gap_pct, half)
+    return verdict(gap_pct) if line is None else f"on the {line:g}% line"
+
+
+def gap_warning(gap_pct: float, half: float, stop_reason: str = "") -> str:
+    """Say when the interval cannot carry a class.
+
+    A gap whose interval spans 5% or 20% is on that line, between two classes: said as such,
+    whether the measurement reached its target there (the gap truly sits on the line) or ran
+    out of time. Fixed step counts point at the adaptive mode; an interval that spans only 0%
+    says there may be no gap at all.
+    """
+    if math.isnan(gap_pct):
+        return ""
+    fixed = stop_reason not in (STOP_TARGET, STOP_CLEAR, STOP_MAX_TIME)
+    fix = "raise train.measure_steps, or set it to 0 to measure until the interval is narrow enough"
+    if math.isnan(half):
+        return f"too few measured steps for an interval; {fix}" if fixed else ""
+    if (line := line_spanned(gap_pct, half)) is not None:
+        below, above = (("not", "moderately") if line == VERDICT_THRESHOLDS_PCT[0] else ("moderately", "highly"))
+        text = (f"gap {gap_pct:.1f}% ±{half:.1f} (95%) is on the {line:g}% line, between {below} and {above} "
+                "input-bound")
+        return f"{text}; {fix}" if fixed else text
+    if stop_reason in (STOP_TARGET, STOP_CLEAR) or not gap_pct - half < 0.0 < gap_pct + half:
         return ""
     ran_out = "the maximum measurement time ran out: " if stop_reason == STOP_MAX_TIME else ""
-    return (f"{ran_out}gap {gap_pct:.1f}% ±{half:.1f} (95%) spans {', '.join(f'{b:g}%' for b in crossed)}: "
-            f"too wide to support '{verdict(gap_pct)}'; {fix}")
+    return (f"{ran_out}gap {gap_pct:.1f}% ±{half:.1f} (95%) spans 0%: there may be no gap; "
+            + ("raise train.max_measure_s" if stop_reason == STOP_MAX_TIME else fix))
 
 
 def summarize(steps: pd.DataFrame, synthetic_variants: set[str], order: list[str] | None = None,
@@ -191,32 +247,42 @@ def summarize(steps: pd.DataFrame, synthetic_variants: set[str], order: list[str
         row["stop_reason"] = stops.get((int(np_), variant), "")
         rows.append(row)
     out = pd.DataFrame(rows, columns=[c for c in SUMMARY_COLUMNS if c not in
-                                      ("gap_pct", "gap_pct_ci95", "twin_samples_per_s", "scaling_efficiency_pct",
-                                       "verdict", "warning",
+                                      ("gap_pct", "gap_pct_ci95", "twin_samples_per_s", "ceiling_shift_pct",
+                                       "scaling_efficiency_pct", "verdict", "warning", "ceiling_note",
                                        "samples_per_s_per_worker", *TELEMETRY_COLUMNS)])
     if out.empty:
         return pd.DataFrame(columns=SUMMARY_COLUMNS)
     out["samples_per_s_per_worker"] = out["samples_per_s"] / out["np"]
-    gaps, halves, twin_rates, verdicts, warnings, effs = [], [], [], [], [], []
+    gaps, halves, twin_rates, shifts, verdicts, warnings, notes, effs = [], [], [], [], [], [], [], []
     for _, r in out.iterrows():
         synth = out[(out["np"] == r["np"]) & out["synthetic"].astype(bool)]
         twin = twins[(twins["np"] == r["np"]) & (twins["paired"] == r["variant"])]
+        note, shift = "", math.nan
         if r["synthetic"]:
             g, h, tr, v, w = math.nan, math.nan, math.nan, "ceiling", ""
         elif not twin.empty:  # measured in alternation with its own twin
             g, h, tr = paired_gap(steps[(steps["np"] == r["np"]) & (steps["variant"] == r["variant"])], twin)
-            v, w = verdict(g), gap_warning(g, h, r["stop_reason"])
+            v, w = row_verdict(g, h), gap_warning(g, h, r["stop_reason"])
+            if not synth.empty:
+                s = synth.iloc[0]
+                rounds = round_sums(twin)
+                _, twin_half = rate_interval(rounds["samples"].to_numpy(float), rounds["seconds"].to_numpy(float))
+                own = steps[(steps["np"] == r["np"]) & (steps["variant"] == s["variant"])]
+                shift = 100.0 * (tr / s["samples_per_s"] - 1.0) if s["samples_per_s"] > 0 else math.nan
+                note = ceiling_note(r["variant"], tr, twin_half, s["samples_per_s"], s["samples_per_s_ci95"],
+                                    cores_used(twin), cores_used(own))
         elif synth.empty:
             g, h, tr, v, w = math.nan, math.nan, math.nan, "", "no synthetic run at this np to compare with"
         else:
             s = synth.iloc[0]
             g, h = gap(r["samples_per_s"], r["samples_per_s_ci95"], s["samples_per_s"], s["samples_per_s_ci95"])
-            tr, v, w = s["samples_per_s"], verdict(g), gap_warning(g, h, r["stop_reason"])
+            tr, v, w = s["samples_per_s"], row_verdict(g, h), gap_warning(g, h, r["stop_reason"])
         one = out[(out["np"] == 1) & (out["variant"] == r["variant"])]
         eff = 100.0 * r["samples_per_s"] / (r["np"] * one.iloc[0]["samples_per_s"]) if not one.empty else math.nan
         gaps.append(g), halves.append(h), twin_rates.append(tr), verdicts.append(v), warnings.append(w)
-        effs.append(eff)
+        shifts.append(shift), notes.append(note), effs.append(eff)
     out["gap_pct"], out["gap_pct_ci95"], out["twin_samples_per_s"] = gaps, halves, twin_rates
+    out["ceiling_shift_pct"], out["ceiling_note"] = shifts, notes
     out["scaling_efficiency_pct"] = effs
     out["verdict"], out["warning"] = verdicts, warnings
     for c in TELEMETRY_COLUMNS:

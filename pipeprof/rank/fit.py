@@ -145,7 +145,8 @@ class FitMeasurement:
         synthetic_phase = self.phases[self.phase] == "synthetic"
         CHOICE.source = SYNTHETIC if (synthetic_phase or step.source == TWIN) else REAL
 
-    def after_step(self, step_ms: float, wait_ms: float, batch: int, loss: float, acc: float) -> bool:
+    def after_step(self, step_ms: float, wait_ms: float, batch: int, loss: float, acc: float,
+                   cpu_ms: float = math.nan) -> bool:
         """Record the step that ran; True once every phase is measured (then fit should stop)."""
         if self.done or self.step_announced is None:
             return self.done
@@ -155,7 +156,7 @@ class FitMeasurement:
             self.plan.batch = float(batch * self.size)
         record = StepRecord(np=self.size, variant=step.variant, rank=self.rank, step=step.index, warmup=step.warmup,
                             input_wait_ms=wait_ms, step_time_ms=step_ms, batch_size=batch, end_unix_s=time.time(),
-                            paired=step.paired, round=step.round)
+                            paired=step.paired, round=step.round, cpu_ms=cpu_ms)
         self.records.append(record)
         if not step.warmup and not step.paired:
             self.losses.append(loss)

@@ -39,7 +39,7 @@ class Stepper:
         self.records: list[StepRecord] = []
         self.losses: list[float] = []
         self.accs: list[float] = []
-        self.prev_end = time.perf_counter()
+        self.prev_end, self.prev_cpu = time.perf_counter(), time.process_time()
 
     def step(self, batches, variant: str, index: int, warmup: bool, total: int, paired: str = "",
              round_: int = -1, step_fn=None) -> float:
@@ -49,16 +49,17 @@ class Stepper:
         t1 = clock()
         logs = (step_fn or self.step_fn)(x, y)
         loss = float(logs["loss"])  # blocks until the step is done on the device
-        t2 = clock()
+        t2, cpu = clock(), time.process_time()
         # A step runs from the end of the previous one, so the bookkeeping between steps
         # (records, progress, telemetry, checks) is counted and measured steps add up to wall time.
         step_ms, self.prev_end = (t2 - self.prev_end) * 1e3, t2
+        cpu_ms, self.prev_cpu = (cpu - self.prev_cpu) * 1e3, cpu
         if not paired:
             self.losses.append(loss)
             self.accs.append(float(logs.get("accuracy", float("nan"))))
         record = StepRecord(np=self.np, variant=variant, rank=self.rank, step=index, warmup=warmup,
                             input_wait_ms=(t1 - t0) * 1e3, step_time_ms=step_ms, batch_size=self.batch,
-                            end_unix_s=time.time(), paired=paired, round=round_)
+                            end_unix_s=time.time(), paired=paired, round=round_, cpu_ms=cpu_ms)
         self.records.append(record)
         if self.on_step is not None:
             self.on_step(record, total)

@@ -36,7 +36,8 @@ th{background:#f5f5f5} td.l,th.l{text-align:left} details pre{background:#f7f7f7
 .advice{color:#225;margin-left:1em} .wide{overflow-x:auto;max-width:100%}
 """
 
-VERDICT_CLASS = {"not input-bound": "notbound", "moderately input-bound": "moderate", "highly input-bound": "bound"}
+VERDICT_CLASS = {"not input-bound": "notbound", "moderately input-bound": "moderate", "highly input-bound": "bound",
+                 "on the 5% line": "moderate", "on the 20% line": "moderate"}
 
 
 def esc(value: object) -> str:
@@ -102,14 +103,17 @@ def _verdicts(run: Run) -> str:
             if math.isnan(r["gap_pct"]):
                 what = f"{_num(r['samples_per_s'])} samples/s"
             else:
-                ceiling = synth.loc[n, "samples_per_s"] if n in synth.index else r["twin_samples_per_s"]
+                # the ceiling the gap was taken against: the twin measured beside the row, if it was
+                twin = r.get("twin_samples_per_s", math.nan)
+                ceiling = twin if not math.isnan(twin) else synth.loc[n, "samples_per_s"] if n in synth.index else twin
                 what = (f"gap {r['gap_pct']:.1f}% ±{_num(r['gap_pct_ci95'])}: {_num(r['samples_per_s'])} samples/s "
-                        f"against {_num(ceiling)} on synthetic data")
+                        f"against a ceiling of {_num(ceiling)} on synthetic data")
             line = f'<li><b>np={n} · {esc(r["variant"])}</b>: <span class="{cls}">{esc(verdict or "no verdict")}</span>, {what}'
             if isinstance(r.get("warning"), str) and r["warning"]:
                 line += f'<div class="warn">warning: {esc(r["warning"])}</div>'
-            if isinstance(r.get("remedy_note"), str) and r["remedy_note"]:
-                line += f'<div class="warn">note: {esc(r["remedy_note"])}</div>'
+            for key in ("ceiling_note", "remedy_note"):
+                if isinstance(r.get(key), str) and r[key]:
+                    line += f'<div class="warn">note: {esc(r[key])}</div>'
             items.append(line + "</li>")
     for v in run.verdicts:
         text = v.get("text") or []
@@ -228,7 +232,7 @@ def render_html(run: Run) -> str:
     parts += [_prediction_section(run), _tune_section(run)]
     if summary is not None and not summary.empty:
         cols = ["np", "variant", "device", "samples_per_s", "samples_per_s_ci95", "samples_per_s_per_worker",
-                "gap_pct", "gap_pct_ci95", "scaling_efficiency_pct", "step_time_ms_p50", "step_time_ms_p95",
+                "twin_samples_per_s", "gap_pct", "gap_pct_ci95", "scaling_efficiency_pct", "step_time_ms_p50", "step_time_ms_p95",
                 "input_wait_pct", "gpu_util_pct", "cpu_util_pct", "cpu_cores_per_rank", "measured_steps", "measured_s",
                 "stop_reason", "bad_files", "gap_closed_pct", "verdict"]
         parts.append('<section id="summary"><h2>summary.csv</h2>' + table(summary, cols) + "</section>")

@@ -6,10 +6,11 @@ import math
 
 import pandas as pd
 from rich.console import Console
+from rich.measure import Measurement
 from rich.table import Table
 
 VERDICT_STYLE = {"not input-bound": "green", "moderately input-bound": "yellow", "highly input-bound": "bold red",
-                 "ceiling": "dim"}
+                 "on the 5% line": "yellow", "on the 20% line": "yellow", "ceiling": "dim"}
 
 
 def fmt(value, digits: int = 1, suffix: str = "") -> str:
@@ -21,7 +22,7 @@ def fmt(value, digits: int = 1, suffix: str = "") -> str:
 def summary_table(summary: pd.DataFrame, title: str = "pipeprof compare") -> Table:
     table = Table(title=title, title_justify="left", header_style="bold")
     for name, justify in [("np", "right"), ("variant", "left"), ("samples/s", "right"), ("±95%", "right"),
-                          ("per worker", "right"), ("gap", "right"), ("scaling eff.", "right"),
+                          ("ceiling", "right"), ("gap", "right"), ("per worker", "right"), ("scaling eff.", "right"),
                           ("step p50 ms", "right"), ("input wait", "right"), ("GPU util", "right"),
                           ("host CPU", "right"), ("cores/rank", "right"), ("input-bound", "left")]:
         table.add_column(name, justify=justify)
@@ -29,9 +30,10 @@ def summary_table(summary: pd.DataFrame, title: str = "pipeprof compare") -> Tab
         verdict = str(r["verdict"]) if isinstance(r["verdict"], str) else ""
         table.add_row(
             str(r["np"]), str(r["variant"]), fmt(r["samples_per_s"]), fmt(r["samples_per_s_ci95"]),
-            fmt(r["samples_per_s_per_worker"]),
+            # the ceiling this row's gap is taken against: its twin, measured beside it
+            "" if r["synthetic"] else fmt(r.get("twin_samples_per_s", math.nan)),
             "" if r["synthetic"] else fmt(r["gap_pct"], 1, "%") + (f" ±{fmt(r['gap_pct_ci95'])}" if not math.isnan(r["gap_pct_ci95"]) else ""),
-            fmt(r["scaling_efficiency_pct"], 0, "%"), fmt(r["step_time_ms_p50"]), fmt(r["input_wait_pct"], 1, "%"),
+            fmt(r["samples_per_s_per_worker"]), fmt(r["scaling_efficiency_pct"], 0, "%"), fmt(r["step_time_ms_p50"]), fmt(r["input_wait_pct"], 1, "%"),
             fmt(r.get("gpu_util_pct", math.nan), 0, "%"), fmt(r.get("cpu_util_pct", math.nan), 0, "%"),
             fmt(r.get("cpu_cores_per_rank", math.nan), 2),
             f"[{VERDICT_STYLE[verdict]}]{verdict.removesuffix(' input-bound')}[/]" if verdict in VERDICT_STYLE else verdict,
@@ -40,9 +42,19 @@ def summary_table(summary: pd.DataFrame, title: str = "pipeprof compare") -> Tab
 
 
 def print_summary(summary: pd.DataFrame, console: Console, title: str = "pipeprof compare") -> None:
-    console.print(summary_table(summary, title))
+    table = summary_table(summary, title)
+    if console.is_terminal:
+        console.print(table)
+    else:  # a log file has no width to fit: print every header, figure and verdict whole
+        width = console.width
+        console.width = max(width, Measurement.get(console, console.options.update(max_width=1000), table).maximum)
+        try:
+            console.print(table)
+        finally:
+            console.width = width
     for _, r in summary.iterrows():
         if isinstance(r["warning"], str) and r["warning"]:
             console.print(f"[yellow]warning[/] np={r['np']} {r['variant']}: {r['warning']}")
-        if isinstance(r.get("remedy_note"), str) and r["remedy_note"]:
-            console.print(f"[magenta]note[/] np={r['np']} {r['variant']}: {r['remedy_note']}")
+        for key in ("ceiling_note", "remedy_note"):
+            if isinstance(r.get(key), str) and r[key]:
+                console.print(f"[magenta]note[/] np={r['np']} {r['variant']}: {r[key]}")

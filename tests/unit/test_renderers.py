@@ -134,3 +134,30 @@ def test_pipeprof_report_command(run_dir):
     bad = subprocess.run([sys.executable, "-m", "pipeprof", "report", str(run_dir), "--format", "pdf"],
                          capture_output=True, text=True, env=env)
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "--format pdf" in bad.stderr
+
+
+def test_a_table_printed_to_a_file_keeps_every_header_figure_and_verdict_whole():
+    import io
+
+    from rich.console import Console
+
+    from pipeprof.renderers.table import print_summary
+
+    summary = pd.DataFrame([
+        dict(np=1, variant="synthetic", synthetic=True, samples_per_s=1736.0, samples_per_s_ci95=28.5,
+             samples_per_s_per_worker=1736.0, twin_samples_per_s=float("nan"), gap_pct=float("nan"),
+             gap_pct_ci95=float("nan"), scaling_efficiency_pct=100.0, step_time_ms_p50=18.2, input_wait_pct=0.0,
+             cpu_util_pct=93.0, cpu_cores_per_rank=1.83, verdict="ceiling", warning=""),
+        dict(np=2, variant="real", synthetic=False, samples_per_s=877.9, samples_per_s_ci95=26.8,
+             samples_per_s_per_worker=438.9, twin_samples_per_s=1381.0, gap_pct=36.4, gap_pct_ci95=5.9,
+             scaling_efficiency_pct=42.0, step_time_ms_p50=71.9, input_wait_pct=4.8, cpu_util_pct=94.0,
+             cpu_cores_per_rank=0.93, verdict="moderately input-bound", warning=""),
+    ])
+    out = io.StringIO()
+    console = Console(width=80, file=out)  # a file: not a terminal, as under sbatch
+    print_summary(summary, console)
+    text = out.getvalue()
+    for whole in ("samples/s", "ceiling", "cores/rank", "input-bound", "1,736.0", "1,381.0", "36.4% ±5.9",
+                  "moderately"):
+        assert whole in text, whole
+    assert "…" not in text and console.width == 80

@@ -60,8 +60,41 @@ def test_verdict_thresholds(gap, expected):
 
 def test_warning_when_interval_spans_a_threshold():
     assert stats.gap_warning(12.0, 2.0) == ""
-    assert "spans 5%" in stats.gap_warning(6.0, 3.0)
-    assert "0%" in stats.gap_warning(1.0, 2.0)
+    assert stats.gap_warning(6.0, 3.0, stats.STOP_MAX_TIME) == (
+        "gap 6.0% ±3.0 (95%) is on the 5% line, between not and moderately input-bound")
+    assert "spans 0%: there may be no gap" in stats.gap_warning(1.0, 2.0)
+
+
+def test_a_gap_on_a_line_is_said_to_be_on_it_whether_or_not_its_measurement_reached_the_target():
+    # the np=2 case: 19.0% ±1.9 would have read "moderately" with no warning
+    for stop in (stats.STOP_TARGET, stats.STOP_MAX_TIME):
+        assert stats.gap_warning(19.0, 1.9, stop) == (
+            "gap 19.0% ±1.9 (95%) is on the 20% line, between moderately and highly input-bound")
+    assert stats.row_verdict(19.0, 1.9) == "on the 20% line"
+    assert stats.row_verdict(19.0, 0.9) == "moderately input-bound"
+    assert stats.row_verdict(6.0, 1.5) == "on the 5% line"
+    assert stats.row_verdict(1.0, 2.0) == "not input-bound"  # spans 0% only: no class boundary
+    assert stats.gap_warning(19.0, 0.9, stats.STOP_TARGET) == ""
+    assert "raise train.measure_steps" in stats.gap_warning(19.0, 1.9, stats.STOP_FIXED)
+
+
+def test_a_ceiling_that_moved_at_the_same_cpu_use_is_drift_and_one_that_used_more_cpu_is_contention():
+    # the np=2 figures: twin 569.5 beside the pipeline, synthetic row 662.8
+    drift = stats.ceiling_note("real", 569.5, 10.0, 662.8, 20.0, 0.91, 0.91)
+    assert drift.startswith("its ceiling, the synthetic steps measured in alternation with real, ran at 569.5 "
+                            "samples/s: 14.1% below the synthetic run's own 662.8")
+    assert "(drift)" in drift and "contention" not in drift
+    busy = stats.ceiling_note("real", 569.5, 10.0, 662.8, 20.0, 0.98, 0.91)
+    assert "+0.07 cores" in busy and "(contention" in busy and "understates" in busy
+    # within both intervals (hypot(10, 20) = 22.4 samples/s): the two agree, nothing to say
+    assert stats.ceiling_note("real", 650.0, 10.0, 662.8, 20.0, 0.99, 0.91) == ""
+
+
+def test_cores_used_is_cpu_time_over_wall_time_of_measured_steps():
+    steps = pd.DataFrame({"warmup": [True, False, False], "step_time_ms": [50.0, 20.0, 30.0],
+                          "cpu_ms": [5.0, 18.0, 27.0]})
+    assert stats.cores_used(steps) == pytest.approx(45.0 / 50.0)
+    assert math.isnan(stats.cores_used(steps.assign(cpu_ms=float("nan"))))
 
 
 def test_t_quantiles():
