@@ -29,6 +29,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--cores-per-rank", type=int, default=None, metavar="N",
                    help="CPU cores one rank will have on the cluster node (enforced by CPU affinity; default: all here)")
     p.add_argument("--budget", default="5m", metavar="DURATION", help="search time, e.g. 90s, 5m (default 5m)")
+    p.add_argument("--max-trials", type=int, default=0, metavar="N",
+                   help="end the search after N trials, or at --budget if that comes first (default: no limit)")
     p.add_argument("--trial-seconds", type=float, default=1.5, metavar="S", help="a trial's length: each measures at least half of it, and stops there once its "
                         "rate is known to ±1%% or it cannot beat the best so far (default 1.5)")
     p.add_argument("--ram-budget", type=parse_size, metavar="SIZE", help="RAM one rank may use for cache + shuffle, e.g. 8G")
@@ -91,6 +93,8 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
     scenario = scen.load(args.scenario, [scen.parse_override(s) for s in args.sets])
     cores = args.cores_per_rank or topology.usable_cores()
     budget_s = parse_duration(args.budget)
+    if args.max_trials < 0:
+        raise PipeprofError(f"--max-trials {args.max_trials}: must be 0 (no limit) or more")
     if args.trial_seconds <= 0:
         raise PipeprofError(f"--trial-seconds {args.trial_seconds}: must be positive")
     console.print(f"pipeprof tune: scenario [bold]{scenario.name}[/], {cores} core(s) per rank, budget {budget_s:.0f}s")
@@ -113,7 +117,7 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
     with progress:
         res = tune(scenario, cores=cores, budget_s=budget_s, trial_s=args.trial_seconds, ram_budget_bytes=args.ram_budget,
                    ranks=args.ranks, out=args.out, argv=argv, reporter=PlainReporter(console), on_trial=on_trial,
-                   confirm_steps=args.confirm_steps, report=not args.no_report)
+                   confirm_steps=args.confirm_steps, report=not args.no_report, max_trials=args.max_trials)
     print_result(res, console)
     console.print(f"run directory: {res.run_dir}")
     if res.confirm is not None and res.confirm.signum is not None:  # stopped during the confirming run

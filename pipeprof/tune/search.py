@@ -98,6 +98,7 @@ class Noise:
 
 def coordinate_descent(space: list[Dimension], start: Point, evaluate: Evaluate, *, budget_s: float,
                        trial_s: float = 1.5, margin: float = 0.02, runoff: int = 3, max_passes: int = 3,
+                       max_trials: int = 0,
                        allowed: Callable[[Point], bool] = lambda p: True,
                        on_trial: Callable[[Trial], None] | None = None,
                        clock: Callable[[], float] = time.monotonic) -> SearchResult:
@@ -105,6 +106,9 @@ def coordinate_descent(space: list[Dimension], start: Point, evaluate: Evaluate,
     seen: dict[tuple, Trial] = {}
     deadline = clock() + budget_s
     target = 100 * margin / 2
+
+    def spent() -> bool:  # the budget: time, and the search's trial count when one is set
+        return clock() > deadline or 0 < max_trials <= len(result.trials)
 
     def run(point: Point, window: Window, phase: str) -> Trial:
         res = evaluate(point, window)
@@ -135,7 +139,7 @@ def coordinate_descent(space: list[Dimension], start: Point, evaluate: Evaluate,
         if not todo:
             clean += 1
             continue
-        if clock() > deadline:
+        if spent():
             result.stopped_by_budget = True
             break
         if not best.error and len(result.trials) - measured_at >= RECHECK_TRIALS:
@@ -143,7 +147,7 @@ def coordinate_descent(space: list[Dimension], start: Point, evaluate: Evaluate,
             measured_at = len(result.trials)
         moved = False
         for candidate in todo:
-            if clock() > deadline:
+            if spent():
                 result.stopped_by_budget = True
                 break
             bar = best.samples_per_s * (1 + noise.margin(margin)) if not best.error else None

@@ -59,7 +59,9 @@ def bench_evaluate(bench: StageBench, base: PipelineConfig) -> Evaluate:
 def tune(scenario: Scenario, *, cores: int, budget_s: float, trial_s: float = 1.5, ram_budget_bytes: int | None = None,
          ranks: int = 1, out: str | None = None, argv: list[str] | None = None, reporter: Reporter | None = None,
          on_trial: Callable[[Trial, float], None] | None = None, confirm_steps: int = 0,
-         report: bool = True) -> TuneResult:
+         report: bool = True, max_trials: int = 0) -> TuneResult:
+    """``budget_s``, and ``max_trials`` when set: the search ends at whichever comes first; the
+    run-off and the measurements of the scenario's default and of autotune follow it."""
     reporter = reporter or Reporter()
     data_root = prepare_data(scenario, reporter)
     base = scenario.variant_pipeline(scenario.variants[0])
@@ -98,7 +100,7 @@ def tune(scenario: Scenario, *, cores: int, budget_s: float, trial_s: float = 1.
                 on_trial(t, time.monotonic() - started)
 
         search = coordinate_descent(space, start, evaluate, budget_s=budget_s, trial_s=trial_s, allowed=allowed,
-                                    on_trial=trial_done)
+                                    on_trial=trial_done, max_trials=max_trials)
         default_res = evaluate(start, Window(2 * trial_s, 2 * trial_s))
         auto_res = evaluate(sp.autotune_point(base, space), Window(2 * trial_s, 2 * trial_s))
     if caught.signum is not None:

