@@ -154,6 +154,10 @@ def coordinate_descent(space: list[Dimension], start: Point, evaluate: Evaluate,
             t = seen[key(candidate)] = run(candidate, adaptive(bar), "search")
             if t.error or (bar is not None and t.samples_per_s <= bar):
                 continue
+            if bar is not None and 0 < max_trials <= len(result.trials):
+                # no trial left to confirm it: the run-off below measures it beside the incumbent
+                result.stopped_by_budget = True
+                break
             if bar is not None:
                 # It looks better. Measure the incumbent again at once, so both figures come from
                 # the same spell of the machine (its speed drifts by more than the margin between
