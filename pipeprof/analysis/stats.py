@@ -216,7 +216,9 @@ def gap_warning(gap_pct: float, half: float, stop_reason: str = "") -> str:
     fixed = stop_reason not in (STOP_TARGET, STOP_CLEAR, STOP_MAX_TIME)
     fix = "raise train.measure_steps, or set it to 0 to measure until the interval is narrow enough"
     if math.isnan(half):
-        return f"too few measured steps for an interval; {fix}" if fixed else ""
+        if stop_reason in (STOP_TARGET, STOP_CLEAR):
+            return ""
+        return f"too few measured steps for an interval; {fix if fixed else 'raise train.max_measure_s'}"
     if (line := line_spanned(gap_pct, half)) is not None:
         below, above = (("not", "moderately") if line == VERDICT_THRESHOLDS_PCT[0] else ("moderately", "highly"))
         text = (f"gap {gap_pct:.1f}% ±{half:.1f} (95%) is on the {line:g}% line, between {below} and {above} "

@@ -63,6 +63,8 @@ def test_warning_when_interval_spans_a_threshold():
     assert stats.gap_warning(6.0, 3.0, stats.STOP_MAX_TIME) == (
         "gap 6.0% ±3.0 (95%) is on the 5% line, between not and moderately input-bound")
     assert "spans 0%: there may be no gap" in stats.gap_warning(1.0, 2.0)
+    assert stats.gap_warning(12.0, math.nan, stats.STOP_MAX_TIME) == (
+        "too few measured steps for an interval; raise train.max_measure_s")
 
 
 def test_a_gap_on_a_line_is_said_to_be_on_it_whether_or_not_its_measurement_reached_the_target():
