@@ -11,8 +11,8 @@ slow drift of the machine hits both alike:
 * pipeprof: ``pipeprof compare SCENARIO --set launch.np=[N] --out TMP --steps S --warmup W``
   (plus the model, batch, image size, class and optimizer overrides; ``--np 2`` would mean
   the powers of two up to 2, i.e. 1 and 2), and the ``samples_per_s`` of the
-  ``synthetic`` row of ``TMP/summary.csv``. compare also runs the scenario's real variants
-  afterwards in the same launch; they are ignored here.
+  ``synthetic`` row of ``TMP/summary.csv``; ``--synthetic-only``, so no real pipeline runs in
+  the launch.
 
 Both sides use the same model, per-worker batch, learning rate (0.01 × N, SGD momentum 0.9),
 warm-up and measured steps, and CPU intra-op threads (usable cores // local ranks). Each
@@ -163,8 +163,8 @@ def run_plain(cfg: Config, np: int) -> Measurement:
 
 def run_pipeprof(cfg: Config, np: int, out_dir: Path) -> Measurement:
     # launch.np rather than --np: "--np 2" means the powers of two up to 2, i.e. 1 and 2.
-    argv = [tool("pipeprof"), "compare", cfg.scenario, "--set", f"launch.np=[{np}]", "--out", str(out_dir),
-            "--steps", str(cfg.steps), "--warmup", str(cfg.warmup), "--batch-size", str(cfg.batch_size),
+    argv = [tool("pipeprof"), "compare", cfg.scenario, "--synthetic-only", "--set", f"launch.np=[{np}]",
+            "--out", str(out_dir), "--steps", str(cfg.steps), "--warmup", str(cfg.warmup), "--batch-size", str(cfg.batch_size),
             "--model", cfg.model, "--set", f"data.image_size={cfg.image_size}",
             "--set", f"data.num_classes={cfg.classes}", "--set", f"data.generate.classes={cfg.classes}",
             "--set", "train.learning_rate=0.01", "--set", "train.lr_scaling=linear",

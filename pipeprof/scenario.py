@@ -64,6 +64,10 @@ class ReadConfig:
     # 1/2, 1/4 or 1/8 of its size (libjpeg's DCT scaling, the largest that keeps it at least
     # data.image_size), then resize: far less work when the stored photos are much larger
     decode: Literal["full", "reduced"] = "full"
+    # > 0: each rank reads its files at this many MB/s at most, as from a slow disk or a
+    # network file system shared by many readers (emulated: the read waits, it uses no CPU);
+    # what the pipeline would do on storage slower than this machine's. 0: as fast as it reads
+    throttle_mb_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -75,6 +79,17 @@ class ShuffleConfig:
     # then shuffle within the shard (a sorted list then gives class-clustered batches).
     files_before_shard: bool = True
     seed: int = 1234  # the file-list and buffer shuffles' seed (buffers: + rank)
+
+
+@dataclass(frozen=True)
+class MapConfig:
+    """A transformation of your own, element by element after shuffle and before augment (a
+    stage of the ladder and the stage benchmark, named "map")."""
+
+    # "module:function" called once as function(**kwargs); it returns the map function,
+    # (image, label) -> (image, label). Empty: no map stage
+    function: str = ""
+    kwargs: dict = field(default_factory=dict)  # the keyword arguments of that call
 
 
 @dataclass(frozen=True)
@@ -122,6 +137,7 @@ class PipelineConfig:
     read: ReadConfig = field(default_factory=ReadConfig)
     label: StageSwitch = field(default_factory=StageSwitch)
     shuffle: ShuffleConfig = field(default_factory=ShuffleConfig)
+    map: MapConfig = field(default_factory=MapConfig)
     augment: AugmentConfig = field(default_factory=AugmentConfig)
     cache: CacheConfig = field(default_factory=CacheConfig)
     prefetch: PrefetchConfig = field(default_factory=PrefetchConfig)
@@ -342,6 +358,12 @@ def _check_pipeline(p: PipelineConfig, where: str, key: str) -> None:
          f"must be 'host:port' of a tf.data service dispatcher, got {address!r}")
     need(not (p.service.enabled and p.cache.enabled and p.cache.kind == "file"), "service.enabled",
          "cannot go with a file cache (the service's workers would each write it)")
+    need(p.read.throttle_mb_s >= 0, "read.throttle_mb_s", f"must be >= 0 (0: no limit), got {p.read.throttle_mb_s}")
+    need(not (p.read.throttle_mb_s and p.service.enabled), "read.throttle_mb_s",
+         "cannot go with the tf.data service (the limit is a Python function, which the service's workers cannot run)")
+    need(not p.map.function or ":" in p.map.function, "map.function",
+         f"must be 'module:function', got {p.map.function!r}")
+    need(not p.map.kwargs or bool(p.map.function), "map.kwargs", "needs map.function")
     need(p.private_threadpool_size >= 0, "private_threadpool_size", f"must be >= 0, got {p.private_threadpool_size}")
     need(p.max_intra_op_parallelism >= 0, "max_intra_op_parallelism", f"must be >= 0, got {p.max_intra_op_parallelism}")
 

@@ -1,6 +1,7 @@
 """The ablation ladder: each rung adds one stage, so differences in step time are stage costs.
 
-Rungs, in order: synthetic · read · +label · +shuffle · +augment · +prefetch · +cache. A
+Rungs, in order: synthetic · read · +label · +shuffle · +map (the scenario's own, when it has
+one) · +augment · +prefetch · +cache. A
 rung's marginal cost is its mean step time minus the previous rung's (negative: the stage
 saves time, as prefetch and cache should), and its share of the gap is that over the gap
 between the scenario's real variant and the synthetic run, in ms per step.
@@ -13,15 +14,15 @@ import math
 
 import pandas as pd
 
-from pipeprof.scenario import CacheConfig, PipelineConfig, PrefetchConfig, StageSwitch
+from pipeprof.scenario import CacheConfig, MapConfig, PipelineConfig, PrefetchConfig, StageSwitch
 
-LADDER = ("read", "+label", "+shuffle", "+augment", "+prefetch", "+cache")
+LADDER = ("read", "+label", "+shuffle", "+map", "+augment", "+prefetch", "+cache")
 # A rung describes a stage's share; the verdict rests on the real variant and the stage
 # benchmark. Each rung may measure for this share of train.max_measure_s (at least the minimum).
 RUNG_TIME_SHARE = 0.25
 
 
-STAGE_ORDER = ("read", "label", "shuffle", "augment", "prefetch", "cache")
+STAGE_ORDER = ("read", "label", "shuffle", "map", "augment", "prefetch", "cache")
 
 
 def ladder(base: PipelineConfig, *, upto: str = "cache", skip_off: bool = False) -> list[tuple[str, PipelineConfig]]:
@@ -31,11 +32,16 @@ def ladder(base: PipelineConfig, *, upto: str = "cache", skip_off: bool = False)
     (the stage benchmark: its cost is zero by construction), else switched on (prefetch as
     AUTOTUNE, a memory cache before augment)."""
     p = dataclasses.replace(base, label=StageSwitch(False), shuffle=dataclasses.replace(base.shuffle, enabled=False),
-                            augment=dataclasses.replace(base.augment, enabled=False),
+                            map=MapConfig(), augment=dataclasses.replace(base.augment, enabled=False),
                             cache=CacheConfig(enabled=False), prefetch=PrefetchConfig(enabled=False))
     rungs = [("read", p)]
     for stage in STAGE_ORDER[1:STAGE_ORDER.index(upto) + 1]:
         cfg = getattr(base, stage)
+        if stage == "map":  # the scenario's own transformation: a rung only when it has one
+            if cfg.function:
+                p = dataclasses.replace(p, map=cfg)
+                rungs.append((stage, p))
+            continue
         if not cfg.enabled:
             if skip_off:
                 continue

@@ -74,10 +74,49 @@ def paid_costs(stage_rows: list[dict[str, Any]]) -> dict[str, float]:
     return costs or {r["stage"]: float(r["marginal_core_ms_1"]) for r in stage_rows}
 
 
+# A stage whose wall time per sample (at the configured parallelism, above the stages before
+# it) is over this many times its CPU time per sample is waiting, not computing (a slow disk or
+# network file system, a remote source): no count of its CPU ranks it.
+WAIT_FACTOR = 2.0
+
+
+def waiting_stages(stage_rows: list[dict[str, Any]]) -> dict[str, float]:
+    """The paid stages that wait rather than compute, with their marginal wall ms per sample.
+
+    A stage's marginal wall time is the time per sample of the pipeline up to it minus that of
+    the pipeline before it, both at the configured parallelism; its CPU time is its marginal
+    core-ms there (all threads): a stage computing on c cores takes about core-ms / c of wall
+    time, never much more."""
+    paid, out, prev = paid_costs(stage_rows), {}, 0.0
+    for row in stage_rows:
+        rate = float(row.get("samples_per_s_configured", math.nan))
+        if not rate > 0:
+            return {}
+        wall = 1e3 / rate - prev
+        prev = 1e3 / rate
+        cpu = float(row.get("marginal_core_ms_configured", math.nan))
+        if row["stage"] in paid and wall > 0 and not math.isnan(cpu) and wall > WAIT_FACTOR * cpu:
+            out[row["stage"]] = wall
+    return out
+
+
 def bounding_stage(stage_rows: list[dict[str, Any]]) -> str:
-    """The stage with the largest CPU cost per sample in steady state ("none" without stages)."""
+    """The stage that bounds the pipeline in steady state ("none" without stages): one that
+    waits (``waiting_stages``) when it also takes more wall time per sample than any other
+    stage, else the one with the largest CPU cost per sample."""
     costs = paid_costs(stage_rows)
-    return max(costs, key=lambda s: costs[s]) if costs else "none"
+    if not costs:
+        return "none"
+    waits = waiting_stages(stage_rows)
+    if waits:
+        walls, prev = {}, 0.0
+        for row in stage_rows:
+            walls[row["stage"]] = 1e3 / float(row["samples_per_s_configured"]) - prev
+            prev = 1e3 / float(row["samples_per_s_configured"])
+        slowest = max((s for s in walls if s in costs), key=lambda s: walls[s])
+        if slowest in waits:
+            return slowest
+    return max(costs, key=lambda s: costs[s])
 
 
 def contention_pct(needed: float, cores: float, host_busy_pct: float) -> float:
@@ -185,8 +224,14 @@ def decide(stage_rows: list[dict[str, Any]], *, np: int, synthetic_per_rank: flo
         lines.append(f"the step alone keeps the host {host_busy_pct:.0f}% busy, so the pipeline's "
                      f"{needed:.2f} cores come out of the step's: expect a gap of about {contention:.0f}% from "
                      "CPU contention.")
+    waits = waiting_stages(stage_rows)
+    if worst in waits:
+        lines.append(f"the {worst} stage waits rather than computes: {waits[worst]:.2f} ms of wall time per sample "
+                     f"for {float(next(r for r in stage_rows if r['stage'] == worst)['marginal_core_ms_configured']):.2f}"
+                     " core-ms (slow storage or a remote source, not the CPU).")
     if bound:
-        lines.insert(0, f"input-bound: the {worst} stage bounds throughput ({share[worst]:.0f}% of the pipeline's CPU).")
+        why = "it waits on its source" if worst in waits else f"{share[worst]:.0f}% of the pipeline's CPU"
+        lines.insert(0, f"input-bound: the {worst} stage bounds throughput ({why}).")
         advice = ADVICE[stage_kind(worst)]
         if measured_remedies:  # the fixes that ran, with their figures, before the untried ones
             advice = list(measured_remedies) + [f"not measured here: {a}" for a in advice]

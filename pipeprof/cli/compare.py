@@ -20,6 +20,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--ablation", action="store_true",
                    help="also run the stage ladder (read, +label, +shuffle, +augment, +prefetch, +cache), measure "
                         "each stage alone, and say which one bounds throughput")
+    p.add_argument("--verdict", action="store_true",
+                   help="after the run, measure each stage alone (pipeline only, no model) and say which one bounds "
+                        "throughput: --ablation's verdict without its ladder of training runs")
     p.add_argument("--remedies", nargs="?", const="auto", choices=["auto", "all"], metavar="all",
                    help="after the real variants, run the fixes for the stage that costs most per sample (measured "
                         "alone first) in the same launch, and report how much of the gap each closed; --remedies "
@@ -49,6 +52,9 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
     if args.synthetic_only and args.ablation:
         raise PipeprofError("compare: --synthetic-only and --ablation do not go together (the ablation needs the "
                             "real pipeline)")
+    if args.synthetic_only and args.verdict:
+        raise PipeprofError("compare: --synthetic-only and --verdict do not go together (the verdict needs the real "
+                            "pipeline's gap)")
     if args.synthetic_only and args.remedies:
         raise PipeprofError("compare: --synthetic-only and --remedies do not go together (a remedy changes the real "
                             "pipeline)")
@@ -64,7 +70,8 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
                       f"the input pipeline and the allreduce are real")
     try:
         result = compare(scenario, nps, out=args.out, argv=argv, reporter=reporter, stream_host=args.stream_host,
-                         ablation=args.ablation, cores_per_rank=args.cores_per_rank, ram_budget_bytes=args.ram_budget,
+                         ablation=args.ablation, verdict=args.verdict, cores_per_rank=args.cores_per_rank,
+                         ram_budget_bytes=args.ram_budget,
                          real=not args.synthetic_only, report=not args.no_report, remedies=args.remedies)
     finally:
         reporter.close()
@@ -77,6 +84,8 @@ def run_script(args: argparse.Namespace, argv: list[str]) -> int:
 
     if args.synthetic_only:
         raise PipeprofError("compare: --synthetic-only measures a scenario's ceiling; a script measures its own twin")
+    if args.verdict:
+        raise PipeprofError("compare: --verdict is for a scenario; a script's stages are measured with --ablation")
     if args.remedies:
         raise PipeprofError("compare: --remedies changes a scenario's pipeline; a script's pipeline is the script's "
                             "own (try its fixes as variants of a scenario)")

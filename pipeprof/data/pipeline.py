@@ -1,7 +1,8 @@
 """The real input pipeline, stage by stage, with tf.data.
 
-Stages, in order: read (list, read, decode, resize) · label · shuffle (file order and an
-element buffer) · cache · augment · prefetch, each switchable from the scenario. The order
+Stages, in order: read (list, read, decode, resize) · label · cache · shuffle (file order and
+an element buffer) · map (the scenario's own) · augment · prefetch, each switchable from the
+scenario. The order
 follows the tf.data performance guide: cache after decode and before augmentation (unless
 the user asks otherwise, which freezes augmentation), repeat after cache, batch, then
 prefetch last so it overlaps the whole pipeline with the training step.
@@ -12,14 +13,17 @@ from __future__ import annotations
 import glob
 import math
 import os
+import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy
 import tensorflow as tf
 
 from pipeprof.errors import PipeprofError
 from pipeprof.models import resolve_callable
-from pipeprof.scenario import AugmentConfig, DataConfig, PipelineConfig
+from pipeprof.scenario import AugmentConfig, DataConfig, MapConfig, PipelineConfig
 
 from pipeprof.data import badfiles
 from pipeprof.data.badfiles import BadFiles
@@ -119,7 +123,42 @@ def _folder_source(data: DataConfig, root: str, pipe: PipelineConfig, shard: Sha
 
     par, det = _parallel(pipe), pipe.deterministic or None
     ds = read_files(ds, bad, par, det)  # bad files are dropped here, before decoding
+    if pipe.read.throttle_mb_s:
+        ds = ds.map(_throttled(pipe.read.throttle_mb_s, lambda path, encoded: encoded), num_parallel_calls=par,
+                    deterministic=det)
     return ds.map(decode_and_label, num_parallel_calls=par, deterministic=det)
+
+
+class Storage:
+    """Storage that delivers ``mb_s`` MB/s to this process: each read waits for its turn and
+    its bytes' time, as on a disk that serves one read at a time. Waiting uses no CPU."""
+
+    def __init__(self, mb_s: float) -> None:
+        self.bytes_per_s = mb_s * 1e6
+        self.lock = threading.Lock()
+        self.free_at = 0.0
+
+    def read(self, nbytes) -> numpy.int32:
+        with self.lock:
+            now = time.perf_counter()
+            done = max(now, self.free_at) + int(nbytes) / self.bytes_per_s
+            self.free_at = done
+        time.sleep(max(0.0, done - now))
+        return numpy.int32(nbytes)
+
+
+def _throttled(mb_s: float, encoded_of):
+    """A map function passing its element through once its bytes have been 'read' from storage
+    of ``mb_s`` MB/s (``pipeline.read.throttle_mb_s``)."""
+    storage = Storage(mb_s)
+
+    def throttle(*element):
+        encoded = encoded_of(*element)
+        waited = tf.numpy_function(storage.read, [tf.strings.length(encoded)], tf.int32, stateful=True)
+        with tf.control_dependencies([waited]):
+            return tuple(tf.identity(t) for t in element)
+
+    return throttle
 
 
 def _tfrecord_source(data: DataConfig, pipe: PipelineConfig, shard: Shard, with_ids: bool,
@@ -141,6 +180,9 @@ def _tfrecord_source(data: DataConfig, pipe: PipelineConfig, shard: Shard, with_
     else:  # fewer files than ranks: every rank reads all and keeps its records
         ds = sources.flat_map(elements).shard(shard.count, shard.index)
 
+    if pipe.read.throttle_mb_s:
+        ds = ds.map(_throttled(pipe.read.throttle_mb_s, lambda encoded, label, record: encoded), num_parallel_calls=par,
+                    deterministic=det)
     reduced = pipe.read.decode == "reduced"
 
     def decode(encoded, label, record):
@@ -264,6 +306,22 @@ def make_batch_augment(aug: AugmentConfig, size: int):
     return augment
 
 
+def user_map(cfg: MapConfig):
+    """The scenario's own transformation (``pipeline.map``), applied to (image, label) and
+    passing any further parts of an element (its id) through."""
+    fn = resolve_callable(cfg.function, "pipeline.map.function")(**cfg.kwargs)
+    if not callable(fn):
+        raise PipeprofError(f"pipeline.map.function {cfg.function} returned {type(fn).__name__}, not a map function")
+
+    def apply(image, label, *rest):
+        out = fn(image, label)
+        if not isinstance(out, tuple) or len(out) != 2:
+            raise PipeprofError(f"pipeline.map.function {cfg.function}: its map function must return (image, label)")
+        return (*out, *rest)
+
+    return apply
+
+
 def build(
     data: DataConfig,
     pipe: PipelineConfig,
@@ -315,6 +373,8 @@ def build(
         ds = cache(ds)
     if pipe.shuffle.enabled:
         ds = ds.shuffle(pipe.shuffle.buffer_size, seed=pipe.shuffle.seed + shard.index, reshuffle_each_iteration=True)
+    if pipe.map.function:
+        ds = ds.map(user_map(pipe.map), num_parallel_calls=_parallel(pipe), deterministic=pipe.deterministic or None)
     augment_fn = make_augment(pipe.augment, data.image_size)
     if augment_on and cache_on and pipe.cache.placement == "after_augment":
         ds = cache(ds.map(augment_fn, num_parallel_calls=_parallel(pipe), deterministic=pipe.deterministic or None))

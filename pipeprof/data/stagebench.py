@@ -37,7 +37,7 @@ from pipeprof.launch import signals, supervise, topology
 from pipeprof.config import build
 from pipeprof.scenario import DataConfig, PipelineConfig
 
-STAGES = ("read", "label", "shuffle", "augment")
+STAGES = ("read", "label", "shuffle", "map", "augment")
 
 # how an adaptive measurement ended (``stop`` in its answer)
 STOP_FIXED, STOP_TARGET, STOP_LOST, STOP_MAX_TIME = "fixed", "target", "lost", "max_time"
@@ -47,7 +47,7 @@ CHECK_S = 0.1  # how often an adaptive measurement looks at its interval
 
 def stage_ladder(base: PipelineConfig) -> list[tuple[str, PipelineConfig]]:
     """Cumulative pipelines for the stage benchmark: read only, then + label, + shuffle,
-    + augment (no cache, no prefetch); a stage the scenario has switched off is skipped."""
+    + map, + augment (no cache, no prefetch); a stage the scenario has switched off is skipped."""
     return ladder(base, upto=STAGES[-1], skip_off=True)
 
 

@@ -33,7 +33,7 @@ class CompareResult:
     run_dir: Path
     summary: pd.DataFrame
     failure: str | None = None  # one line, when a launch failed; what ran before it is kept
-    verdicts: list = field(default_factory=list)  # analysis.verdict.Verdict per np, with --ablation
+    verdicts: list = field(default_factory=list)  # analysis.verdict.Verdict per np, with --ablation or --verdict
     signum: int | None = None  # the stop signal (SIGINT, SIGTERM, SIGHUP) that ended it early
 
 
@@ -41,8 +41,9 @@ def compare(scenario: Scenario, nps: list[int], *, out: str | None = None, argv:
             reporter: Reporter | None = None, nvml: Nvml | None = None, only_variants: list[str] | None = None,
             synthetic: bool = True, stream_host: str | None = None, ablation: bool = False,
             cores_per_rank: float | None = None, ram_budget_bytes: int | None = None, real: bool = True,
-            report: bool = True, remedies: str | None = None) -> CompareResult:
-    """``remedies``: None, "auto" (the remedies for the stage that costs most per sample,
+            report: bool = True, remedies: str | None = None, verdict: bool = False) -> CompareResult:
+    """``verdict``: measure the stages alone after the run and give the verdict per np (as
+    ``ablation`` does, without its rungs). ``remedies``: None, "auto" (the remedies for the stage that costs most per sample,
     measured alone before the launch) or "all" (every remedy that applies)."""
     reporter = reporter or Reporter()
     nvml = nvml or Nvml()
@@ -110,7 +111,7 @@ def compare(scenario: Scenario, nps: list[int], *, out: str | None = None, argv:
     if (skipped := bad_files_warning(run_dir)) is not None:
         reporter.warning(skipped)
     verdicts = []
-    if (ablation or stage_rows is not None) and failure is None and not summary.empty:
+    if (ablation or verdict or stage_rows is not None) and failure is None and not summary.empty:
         from pipeprof.workflows.diagnose import diagnose  # TensorFlow's stage benchmark: only when asked
 
         if stage_rows is None:

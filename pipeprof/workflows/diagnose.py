@@ -21,10 +21,12 @@ from pipeprof.scenario import PipelineConfig, Scenario
 
 def cores_per_rank(scenario: Scenario, np: int, override: float | None = None) -> float:
     """The CPU cores one rank has at ``np``: given, or a host's usable cores over the ranks
-    Horovod puts on the busiest host (launch.topology)."""
+    Horovod puts on the busiest host (launch.topology), a fraction when they outnumber the
+    cores (4 ranks on 2 cores have half a core each, though each runs at least one thread)."""
     if override:
         return float(override)
-    return float(topology.assign(np, scenario.launch).cores_per_rank)
+    placed = topology.assign(np, scenario.launch)
+    return placed.cores / max(1, placed.ranks_per_host)
 
 
 def cached_stages(pipe: PipelineConfig) -> set[str]:
@@ -40,7 +42,7 @@ def measure_stages(scenario: Scenario, data_root: str, nps: list[int], run_dir: 
     one rank has at the largest np; written to ``stages.csv``."""
     run = RunDir(run_dir)
     base = scenario.variant_pipeline(scenario.variants[0])
-    bench_cores = int(cores_per_rank(scenario, max(nps), cores_override))
+    bench_cores = max(1, int(cores_per_rank(scenario, max(nps), cores_override)))
     per_worker = scenario.train.batch_size  # the pipeline's batch on one rank
     if scenario.train.batch_mode == "global":
         per_worker = scenario.train.batch_size // max(nps)

@@ -112,7 +112,7 @@ def compare_script(cmd: list[str], scenario: Scenario, nps: list[int], *, out: s
     summary = write_summary(run_dir, {"synthetic"}, list(VARIANTS))
     verdicts: list[Verdict] = []
     if ablation and failure is None and not summary.empty:
-        cores = int(cores_per_rank(scenario, max(nps), cores_override))
+        cores = max(1, int(cores_per_rank(scenario, max(nps), cores_override)))
         reporter.message(f"measuring each transformation of the script's dataset alone, on {cores} core(s)")
         with caught:
             verdicts, failure = ablate(cmd, run, base_env, cores, summary, scenario, nps, cores_override)

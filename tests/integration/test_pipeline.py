@@ -1,6 +1,7 @@
 """The real tf.data pipeline on real files: stages, shards, sources, the synthetic twin."""
 
 import dataclasses
+import time
 from pathlib import Path
 
 import numpy as np
@@ -10,7 +11,8 @@ import tensorflow as tf
 from pipeprof.data import generate as gen
 from pipeprof.data import pipeline
 from pipeprof.errors import PipeprofError
-from pipeprof.scenario import (AugmentConfig, CacheConfig, DataConfig, PipelineConfig, PrefetchConfig,
+from pipeprof.analysis.ablation import ladder
+from pipeprof.scenario import (AugmentConfig, CacheConfig, DataConfig, MapConfig, PipelineConfig, PrefetchConfig,
                                ReadConfig, ShuffleConfig, StageSwitch)
 
 
@@ -147,6 +149,41 @@ def test_factory_source(tmp_path, monkeypatch):
     ds = pipeline.build(data, PipelineConfig(augment=AugmentConfig(enabled=False)), data_root="",
                         shard=pipeline.Shard(1, 2), batch_size=4, epochs=1)
     assert sum(int(y.shape[0]) for _, y in ds) == 20
+
+
+def test_a_map_of_ones_own_transforms_every_element_and_is_a_rung_of_the_ladder(small_dataset, tmp_path,
+                                                                                 monkeypatch):
+    root, cfg = small_dataset
+    (tmp_path / "my_map.py").write_text(
+        "def blank(offset):\n"
+        "    def fn(image, label):\n"
+        "        return image * 0.0, label + offset\n"
+        "    return fn\n")
+    monkeypatch.chdir(tmp_path)
+    pipe = PipelineConfig(augment=AugmentConfig(enabled=False), map=MapConfig("my_map:blank", {"offset": 100}))
+    ids, labels = one_epoch_ids(root, cfg, pipe, pipeline.Shard(0, 1))
+    assert len(ids) == 90 and all(100 <= y < 100 + cfg.classes for y in labels)  # ids pass through the map
+    ds = pipeline.build(data_cfg(cfg), pipe, data_root=str(root), shard=pipeline.Shard(0, 1), batch_size=5, epochs=1)
+    assert all(float(tf.reduce_max(x)) == 0.0 for x, _ in ds)
+    assert [n for n, _ in ladder(pipe)] == ["read", "label", "shuffle", "map", "augment", "prefetch", "cache"]
+    assert "map" not in [n for n, _ in ladder(PipelineConfig())]  # no function: no rung
+    bad = dataclasses.replace(pipe, map=MapConfig("my_map:nothing"))
+    with pytest.raises(PipeprofError, match="pipeline.map.function: module 'my_map' has no function 'nothing'"):
+        pipeline.build(data_cfg(cfg), bad, data_root=str(root), shard=pipeline.Shard(0, 1), batch_size=5)
+
+
+def test_a_storage_limit_reads_no_faster_than_its_rate(small_dataset):
+    root, cfg = small_dataset
+    files = pipeline.list_image_folder(root)[0]
+    total = sum(Path(f).stat().st_size for f in files)
+    rate = total / 1e6 / 0.5  # the whole epoch in 0.5 s at the limit
+    pipe = PipelineConfig(augment=AugmentConfig(enabled=False), read=ReadConfig(throttle_mb_s=rate),
+                          parallel_calls=4)
+    ds = pipeline.build(data_cfg(cfg), pipe, data_root=str(root), shard=pipeline.Shard(0, 1), batch_size=10, epochs=1)
+    t0 = time.perf_counter()
+    assert sum(int(y.shape[0]) for _, y in ds) == 90
+    # the storage serves one read at a time, at the rate: however many parallel reads ask
+    assert time.perf_counter() - t0 >= 0.5 * 0.999
 
 
 def test_missing_folder_and_empty_folder_are_one_line_errors(tmp_path):

@@ -122,3 +122,33 @@ def test_a_gap_that_is_not_there_is_not_closed():
     s = remedies.add_gap_closed(summary(53.8, 61.7, [("cache-decoded", 10.0, 5.0)]), "real")
     (line,) = remedies.measured_lines(s, "real", 2)
     assert "closed 81% of the gap at np=2 (53.8% → 10.0% ±5.0)" in line
+
+
+def test_a_stage_that_waits_on_its_source_bounds_though_another_costs_more_cpu():
+    # A read throttled by storage: 400 samples/s (2.5 ms of wall time per sample at the
+    # configured parallelism) for 0.1 core-ms; augment costs the most CPU (1.5 core-ms at one
+    # thread) but adds only 0.05 ms of wall time per sample on top of the read.
+    rows = [{"stage": "read", "marginal_core_ms_1": 0.1, "marginal_core_ms_configured": 0.1,
+             "samples_per_s_configured": 400.0},
+            {"stage": "label", "marginal_core_ms_1": 0.01, "marginal_core_ms_configured": 0.01,
+             "samples_per_s_configured": 398.0},
+            {"stage": "augment", "marginal_core_ms_1": 1.5, "marginal_core_ms_configured": 1.6,
+             "samples_per_s_configured": 390.0}]
+    assert bounding_stage(rows) == "read"
+    v = decide(rows, np=1, synthetic_per_rank=1000.0, cores_per_rank=2.0, gap_pct=60.0, gap_ci95=2.0)
+    assert v.input_bound and v.bottleneck == "read"
+    assert v.text[0] == "input-bound: the read stage bounds throughput (it waits on its source)."
+    assert any("read stage waits rather than computes: 2.50 ms of wall time per sample for 0.10 core-ms" in line
+               for line in v.text)
+    # the same read served from RAM (its wall time is its CPU's): the CPU ranking stands
+    fast = [dict(rows[0], samples_per_s_configured=10_000.0), dict(rows[1], samples_per_s_configured=9_900.0),
+            dict(rows[2], samples_per_s_configured=1_300.0)]
+    assert bounding_stage(fast) == "augment"
+
+
+def test_a_waiting_stage_under_a_cache_is_paid_once_and_does_not_bound():
+    rows = [{"stage": "read", "marginal_core_ms_1": 0.1, "marginal_core_ms_configured": 0.1,
+             "samples_per_s_configured": 400.0, "cached": True},
+            {"stage": "augment", "marginal_core_ms_1": 1.5, "marginal_core_ms_configured": 1.6,
+             "samples_per_s_configured": 390.0, "cached": False}]
+    assert bounding_stage(rows) == "augment"

@@ -114,6 +114,18 @@ def test_read_cannot_be_off_in_a_real_variant(tmp_path):
     assert "read.enabled" in error_of(write(tmp_path, "[pipeline.read]\nenabled = false\n"))
 
 
+def test_a_storage_limit_and_a_map_of_ones_own_are_checked(tmp_path):
+    msg = error_of(write(tmp_path, "[pipeline.read]\nthrottle_mb_s = -1.0\n"))
+    assert msg.endswith("pipeline.read.throttle_mb_s must be >= 0 (0: no limit), got -1.0")
+    msg = error_of(write(tmp_path, "[pipeline.read]\nthrottle_mb_s = 5.0\n[pipeline.service]\nenabled = true\n"))
+    assert "pipeline.read.throttle_mb_s cannot go with the tf.data service" in msg
+    msg = error_of(write(tmp_path, '[pipeline.map]\nfunction = "spin"\n'))
+    assert msg.endswith("pipeline.map.function must be 'module:function', got 'spin'")
+    assert "pipeline.map.kwargs needs map.function" in error_of(write(tmp_path, "[pipeline.map.kwargs]\nn = 3\n"))
+    ok = scen.load(str(write(tmp_path, '[pipeline.map]\nfunction = "m:f"\nkwargs = { n = 3 }\n')))
+    assert ok.pipeline.map.kwargs == {"n": 3}
+
+
 def test_global_batch_must_divide_by_every_worker_count(tmp_path):
     p = write(tmp_path, '[train]\nbatch_size = 64\nbatch_mode = "global"\n[launch]\nnp = [1, 3]\n')
     assert "train.batch_size" in error_of(p)

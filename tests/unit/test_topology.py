@@ -51,7 +51,8 @@ def test_a_local_run_is_unchanged():
 
 def test_the_verdict_counts_the_ranks_of_one_host_not_all_of_them(tmp_path):
     eight = scen.Scenario(launch=LaunchConfig(hostfile=hostfile(tmp_path, 4, 8)))
-    assert diagnose.cores_per_rank(eight, 32) == float(topology.cores_per_rank(8))
+    # 8 ranks share a host's cores: a fraction of one each where they outnumber them
+    assert diagnose.cores_per_rank(eight, 32) == topology.usable_cores() / 8
     # one rank per host has all of a host's cores (the old code divided them by np)
     alone = scen.Scenario(launch=LaunchConfig(hosts="n0:1,n1:1,n2:1,n3:1"))
     assert diagnose.cores_per_rank(alone, 4) == float(topology.usable_cores())

@@ -1,0 +1,101 @@
+"""The README's first command, run several times in a row: does each run's table agree with
+itself, end without a warning, and does each gap's 95% interval cover what the other runs give?
+
+For each of ``--runs`` runs of ``pipeprof compare quickstart --np 2`` (the README's main job;
+set-up already done) the script keeps summary.csv and the printed output, then checks:
+
+* agreement: each real row's gap equals 1 − samples/s ÷ its printed ceiling (the twin) within
+  the gap's own interval;
+* no warning: the run printed no line with "warning" and summary.csv's warning column is empty;
+* coverage: at each np, for every ordered pair of runs (i, j), run i's gap lies inside run j's
+  95% interval; the share of such pairs must be at least ``--coverage`` (0.90).
+
+    .venv/bin/python benchmarks/readme_repeats.py [--runs 5] [--scenario quickstart] [--out DIR]
+
+Run it alone on the machine: each run takes a minute or two here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import math
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pandas as pd
+
+REPO = Path(__file__).resolve().parents[1]
+PIPEPROF = str(REPO / ".venv" / "bin" / "pipeprof")
+
+
+def one_run(scenario: str, np_spec: str, out: Path) -> tuple[pd.DataFrame, str, float]:
+    t0 = time.monotonic()
+    proc = subprocess.run([PIPEPROF, "compare", scenario, "--np", np_spec, "--out", str(out)],
+                          capture_output=True, text=True, cwd=REPO, timeout=1800)
+    if proc.returncode != 0:
+        raise RuntimeError(f"run failed (exit {proc.returncode}): {proc.stderr[-2000:]}")
+    return pd.read_csv(out / "summary.csv"), proc.stdout + proc.stderr, time.monotonic() - t0
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--runs", type=int, default=5)
+    p.add_argument("--scenario", default="quickstart")
+    p.add_argument("--np", dest="np_spec", default="2")
+    p.add_argument("--coverage", type=float, default=0.90)
+    p.add_argument("--out", default="", help="keep the run directories and results.json here")
+    args = p.parse_args(argv)
+    out = Path(args.out or tempfile.mkdtemp(prefix="pipeprof-repeats-"))
+    out.mkdir(parents=True, exist_ok=True)
+    rows, problems = [], []
+    for i in range(1, args.runs + 1):
+        summary, text, seconds = one_run(args.scenario, args.np_spec, out / f"run{i}")
+        warned = [line.strip() for line in text.splitlines() if "warning" in line.lower()]
+        for _, r in summary[~summary["synthetic"].astype(bool)].iterrows():
+            implied = 100.0 * (1.0 - r["samples_per_s"] / r["twin_samples_per_s"])
+            agrees = abs(implied - r["gap_pct"]) <= r["gap_pct_ci95"]
+            rows.append({"run": i, "np": int(r["np"]), "samples_per_s": r["samples_per_s"],
+                         "ceiling": r["twin_samples_per_s"], "gap_pct": r["gap_pct"], "half": r["gap_pct_ci95"],
+                         "implied_gap_pct": implied, "agrees": bool(agrees), "verdict": r["verdict"],
+                         "row_warning": "" if pd.isna(r["warning"]) else str(r["warning"]), "seconds": seconds})
+            if not agrees:
+                problems.append(f"run {i} np={int(r['np'])}: gap {r['gap_pct']:.1f}% but 1 − samples/s ÷ ceiling "
+                                f"is {implied:.1f}%")
+        if warned:
+            problems.append(f"run {i} printed: {' | '.join(warned)}")
+        last = [r for r in rows if r["run"] == i]
+        print(f"run {i} ({seconds:.0f} s): " + ", ".join(
+            f"np={r['np']} gap {r['gap_pct']:.1f}% ±{r['half']:.1f} ({r['verdict']})" for r in last)
+            + (f"; {len(warned)} warning line(s)" if warned else ""), flush=True)
+    frame = pd.DataFrame(rows)
+    print()
+    print(frame[["run", "np", "samples_per_s", "ceiling", "gap_pct", "half", "implied_gap_pct", "verdict"]]
+          .to_string(index=False, float_format=lambda v: f"{v:.1f}"))
+    results: dict = {"runs": args.runs, "rows": rows, "coverage": {}, "problems": problems}
+    ok = not problems
+    for n, group in frame.groupby("np"):
+        pairs = [(a, b) for a, b in itertools.permutations(group.to_dict("records"), 2)]
+        inside = [abs(a["gap_pct"] - b["gap_pct"]) <= b["half"] for a, b in pairs]
+        share = sum(inside) / len(inside) if inside else math.nan
+        results["coverage"][int(n)] = share
+        ok = ok and share >= args.coverage
+        print(f"np={n}: gaps {', '.join(f'{g:.1f}' for g in group['gap_pct'])}; one run's gap inside another's "
+              f"95% interval in {sum(inside)} of {len(inside)} ordered pairs ({100 * share:.0f}%)")
+    agree = int(frame["agrees"].sum())
+    print(f"table agrees with itself on {agree} of {len(frame)} real rows; runs without a warning: "
+          f"{args.runs - len({p.split(' ')[1] for p in problems if 'printed' in p})} of {args.runs}")
+    for line in problems:
+        print(f"problem: {line}")
+    print("PASS" if ok else "FAIL")
+    (out / "results.json").write_text(json.dumps(results, indent=2, default=str) + "\n")
+    print(f"written: {out / 'results.json'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

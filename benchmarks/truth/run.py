@@ -1,0 +1,427 @@
+"""The ground-truth suite: bottlenecks injected with a known size, and how pipeprof's figures
+compare with the answer known before the run.
+
+Each case is a scenario built here from a few numbers (``calibration.toml`` and
+``validation.toml``, side by side): the right gap follows from them and from two figures of
+this machine measured first, before any case runs (the spin loop's iterations per µs of CPU,
+and, for the decode case, what one stored image costs to decode). Kinds:
+
+* ``control``: a cheap pipeline (small images cached in RAM, no augmentation): the model
+  bounds; the true gap is 0 and no stage is to blame.
+* ``spin``: the same cheap pipeline plus a map stage (``benchmarks/truth/inject.py``) that
+  computes ``spin_us`` µs of CPU per element. On an emulated device of D ms per step (which
+  uses no CPU) a rank's pipeline needs P = batch × spin_us / c ms per step on its c cores
+  (the host's usable cores over its ranks), and the true gap is max(0, 1 − D / P); the stage
+  to blame is ``map``. On a CPU-trained model (``device = "cpu"``, np=1) the pipeline's CPU
+  adds to the model's own M CPU-ms per step on the same cores: gap = P_cpu / (P_cpu + M), M
+  measured by a synthetic-only run of the model first.
+* ``throttle``: the cheap pipeline read from storage of ``throttle_mb_s`` MB/s per rank
+  (``pipeline.read.throttle_mb_s``): P = batch × mean file bytes / rate; stage ``read``.
+* ``decode``: large stored JPEGs (``stored_px``) decoded and resized for a 32 px model: P =
+  batch × the decode cost per image measured first / c; stage ``read``. Its device time is
+  set from that cost so that P / D at np=1 is the case's ``load``.
+
+The truth class is the true gap's: not (< 5%), moderately (5–20%), highly (≥ 20%). pipeprof
+is run as a user runs it: ``pipeprof compare SCENARIO --np 1,2,4 --verdict`` (its class is
+summary.csv's verdict column, its stage verdict.json's bottleneck), then ``pipeprof predict
+RUN --np 2,4`` from the np=1 measurements. Predict's error is against the measured gap at np
+2 and 4, beside two trivial predictors on the same rows: the np=1 gap carried to every np,
+and a constant equal to the rows' mean measured gap.
+
+Calibration cases are the only ones any constant in pipeprof may be fitted on; validation
+cases are never used to fit. The targets are judged on validation cases only.
+
+    .venv/bin/python benchmarks/truth/run.py [--set calibration|validation|both] [--only NAME,...]
+                                             [--out DIR] [--keep]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import tomllib
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+PIPEPROF = str(REPO / ".venv" / "bin" / "pipeprof")
+SETS = {"calibration": HERE / "calibration.toml", "validation": HERE / "validation.toml"}
+BATCH = 32
+LINES = (5.0, 20.0)
+CLASSES = ("not", "moderately", "highly")
+TARGET_CLASS, TARGET_STAGE, TARGET_WITHIN, TARGET_MAE_RATIO = 0.95, 0.95, 0.90, 0.5
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    set: str
+    kind: str  # control | spin | throttle | decode
+    device: str  # "emulated:MS" or "cpu"
+    np: tuple[int, ...]
+    spin_us: float = 0.0
+    throttle_mb_s: float = 0.0
+    stored_px: int = 64
+    images: int = 1024
+    load: float = 0.0  # device = "emulated:auto": the device time is set so P / D = load at np=1
+
+    @property
+    def stage(self) -> str:
+        return {"control": "none", "spin": "map", "throttle": "read", "decode": "read"}[self.kind]
+
+
+def load_cases(which: str) -> list[Case]:
+    out = []
+    for name in (SETS if which == "both" else [which]):
+        with open(SETS[name], "rb") as fh:
+            doc = tomllib.load(fh)
+        for c in doc["case"]:
+            out.append(Case(set=name, **{**c, "np": tuple(c["np"])}))
+    return out
+
+
+@dataclass
+class Machine:
+    """What the truth rests on, measured before any case runs."""
+
+    cores: int
+    spin_iter_per_us: float
+    decode_us: dict[int, float] = field(default_factory=dict)  # stored px -> µs of CPU per image
+    file_bytes: dict[int, float] = field(default_factory=dict)  # stored px -> mean bytes per file
+    model_cpu_ms: float = math.nan  # the CPU-trained model's CPU-ms per step at np=1 (synthetic)
+
+
+def klass(gap: float) -> str:
+    return CLASSES[0] if gap < LINES[0] else CLASSES[1] if gap < LINES[1] else CLASSES[2]
+
+
+def device_ms(case: Case, m: Machine) -> float | None:
+    """The emulated device's ms per step (None: CPU-trained). "emulated:auto" (the decode
+    cases): the decode time of a batch at np=1 over the case's load, from the decode cost
+    measured first, so the true gaps sit where the case file says."""
+    if not case.device.startswith("emulated:"):
+        return None
+    if case.device == "emulated:auto":
+        return round(BATCH * m.decode_us[case.stored_px] / 1e3 / m.cores / case.load, 1)
+    return float(case.device.split(":")[1])
+
+
+def expected_gap(case: Case, np_: int, m: Machine) -> float:
+    """The true gap in %, from the case's numbers and the machine's (see the module's docstring)."""
+    cores = m.cores / np_
+    device = device_ms(case, m)
+    if case.kind == "control":
+        return 0.0
+    if case.kind == "throttle":
+        pipe_ms = BATCH * m.file_bytes[case.stored_px] / (case.throttle_mb_s * 1e6) * 1e3
+    else:
+        per_image_us = case.spin_us if case.kind == "spin" else m.decode_us[case.stored_px]
+        cpu_ms = BATCH * per_image_us / 1e3
+        if device is None:  # CPU-trained: the pipeline's CPU adds to the model's
+            return 100.0 * cpu_ms / (cpu_ms + m.model_cpu_ms)
+        pipe_ms = cpu_ms / cores
+    return 100.0 * max(0.0, 1.0 - device / pipe_ms) if device is not None else 0.0
+
+
+def scenario_toml(case: Case, m: Machine) -> str:
+    device = "auto" if case.device == "cpu" else f"emulated:{device_ms(case, m):g}"
+    spin = ""
+    if case.kind == "spin":
+        iterations = max(1, round(case.spin_us * m.spin_iter_per_us))
+        spin = f'\n[pipeline.map]\nfunction = "benchmarks.truth.inject:spin"\nkwargs = {{ iterations = {iterations} }}\n'
+    cached = case.kind in ("control", "spin")
+    return f"""name = "truth-{case.name}"
+description = "ground-truth case {case.name} ({case.kind})"
+
+[data]
+source = "generated"
+image_size = 32
+num_classes = 10
+
+[data.generate]
+images = {case.images}
+size = {case.stored_px}
+classes = 10
+seed = 11
+format = "jpeg"
+
+[pipeline]
+parallel_calls = "autotune"
+
+[pipeline.read]
+throttle_mb_s = {case.throttle_mb_s}
+
+[pipeline.shuffle]
+buffer_size = 256
+
+[pipeline.augment]
+enabled = false
+
+[pipeline.cache]
+enabled = {str(cached).lower()}
+{spin}
+[model]
+name = "small_cnn"
+
+[train]
+batch_size = {BATCH}
+device = "{device}"
+warmup_steps = 10
+min_measure_s = 4
+max_measure_s = 20
+
+[[variants]]
+name = "real"
+"""
+
+
+def pipeprof(args: list[str], log: Path, timeout: int = 900) -> None:
+    with log.open("a") as fh:
+        fh.write(f"$ pipeprof {' '.join(args)}\n")
+        fh.flush()
+        proc = subprocess.run([PIPEPROF, *args], stdout=fh, stderr=subprocess.STDOUT, cwd=REPO, timeout=timeout,
+                              env={**os.environ, "COLUMNS": "200"})
+    if proc.returncode != 0:
+        raise RuntimeError(f"pipeprof {args[0]} failed (exit {proc.returncode}); see {log}")
+
+
+def measure_machine(cases: list[Case], work: Path, log: Path) -> Machine:
+    """The spin rate, each stored size's decode cost and file size (on the generated files the
+    cases will read), and the CPU model's CPU per step: everything the truth needs, measured
+    before any case runs."""
+    import tensorflow as tf
+
+    sys.path.insert(0, str(REPO))
+    from benchmarks.truth.inject import calibrate
+    from pipeprof import scenario as scen
+    from pipeprof.launch import topology
+    from pipeprof.workflows.data import prepare_data
+    from pipeprof.workflows.events import Reporter
+
+    m = Machine(cores=topology.usable_cores(), spin_iter_per_us=calibrate())
+    def decode(e):
+        return tf.image.resize(tf.io.decode_image(e, channels=3, expand_animations=False), [32, 32])
+
+    for case in {c.stored_px: c for c in cases}.values():
+        path = work / f"data-{case.stored_px}.toml"
+        path.write_text(scenario_toml(dataclasses.replace(case, device="cpu"), m))
+        root = Path(prepare_data(scen.load(str(path)), Reporter()))
+        files = sorted(root.rglob("*.jpg"))
+        m.file_bytes[case.stored_px] = sum(f.stat().st_size for f in files) / len(files)
+        # decoded as the pipeline decodes them: a one-thread tf.data map, in batches (so the
+        # Python loop's cost per element is small beside the decode)
+        sample = [f.read_bytes() for f in files[::max(1, len(files) // 64)]]
+        options = tf.data.Options()
+        options.threading.private_threadpool_size = 1
+        options.threading.max_intra_op_parallelism = 1
+        ds = tf.data.Dataset.from_tensor_slices(sample).repeat(4).map(decode).batch(64).with_options(options)
+        for _ in ds:  # trace and warm
+            pass
+        runs = []
+        for _ in range(3):
+            c0 = time.process_time()
+            for _ in ds:
+                pass
+            runs.append((time.process_time() - c0) / (4 * len(sample)) * 1e6)
+        m.decode_us[case.stored_px] = sorted(runs)[1]
+    if any(c.device == "cpu" for c in cases):
+        (work / "model.toml").write_text(scenario_toml(Case("model", "", "control", "cpu", (1,)), m))
+        pipeprof(["compare", str(work / "model.toml"), "--np", "1", "--synthetic-only", "--out", str(work / "model"),
+                  "--no-report"], log)
+        steps = pd.read_csv(work / "model" / "steps.csv")
+        m.model_cpu_ms = float(steps[~steps["warmup"].astype(bool)]["cpu_ms"].mean())
+    return m
+
+
+@dataclass
+class Row:
+    case: str
+    set: str
+    kind: str
+    device: str
+    np: int
+    expected_gap: float
+    true_class: str
+    true_stage: str
+    gap: float = math.nan
+    gap_ci95: float = math.nan
+    got_class: str = ""
+    got_stage: str = ""
+    predicted_gap: float = math.nan
+    np1_gap: float = math.nan
+
+    @property
+    def class_right(self) -> bool:
+        return self.got_class == self.true_class
+
+    @property
+    def stage_right(self) -> bool:
+        return self.got_stage == self.true_stage
+
+
+def run_case(case: Case, m: Machine, work: Path, log: Path) -> list[Row]:
+    scen = work / f"{case.name}.toml"
+    scen.write_text(scenario_toml(case, m))
+    out = work / case.name
+    pipeprof(["compare", str(scen), "--np", ",".join(map(str, case.np)), "--verdict", "--out", str(out),
+              "--no-report"] + (["--oversubscribe"] if max(case.np) > m.cores else []), log)
+    summary = pd.read_csv(out / "summary.csv")
+    verdicts = {v["np"]: v for v in json.loads((out / "verdict.json").read_text())}
+    real = summary[summary["variant"] == "real"].set_index("np")
+    predicted = {}
+    targets = [n for n in case.np if n > 1]
+    if targets and 1 in case.np:
+        pipeprof(["predict", str(out), "--np", ",".join(map(str, targets)), "--gpus-per-node", str(max(case.np)),
+                  "--cores-per-node", str(m.cores), "--no-report"], log)
+        pred = pd.read_csv(out / "prediction.csv")
+        predicted = dict(zip(pred["np"].astype(int), pred["gap_pct"].astype(float)))
+    rows = []
+    for n in case.np:
+        exp = expected_gap(case, n, m)
+        true_class = klass(exp)
+        r = Row(case.name, case.set, case.kind, "cpu" if device_ms(case, m) is None else
+                f"emulated:{device_ms(case, m):g}", n, exp, true_class,
+                case.stage if true_class != "not" else "none")
+        if n in real.index:
+            r.gap, r.gap_ci95 = float(real.loc[n, "gap_pct"]), float(real.loc[n, "gap_pct_ci95"])
+            said = real.loc[n, "verdict"]  # "not input-bound", ..., or "on the 20% line"
+            r.got_class = said.removesuffix(" input-bound") if isinstance(said, str) else ""
+        r.got_stage = verdicts.get(n, {}).get("bottleneck", "")
+        r.predicted_gap = predicted.get(n, math.nan)
+        r.np1_gap = float(real.loc[1, "gap_pct"]) if 1 in real.index else math.nan
+        rows.append(r)
+    return rows
+
+
+def matrix(rows: list[Row], truth: str, got: str, labels: list[str]) -> str:
+    seen = labels + sorted({getattr(r, got) for r in rows} - set(labels))
+    corner = "truth \\ pipeprof"
+    head = f"{corner:>18} " + " ".join(f"{g or '(none)':>16}" for g in seen)
+    lines = [head]
+    for t in labels:
+        counts = [sum(1 for r in rows if getattr(r, truth) == t and getattr(r, got) == g) for g in seen]
+        if sum(counts):
+            lines.append(f"{t:>18} " + " ".join(f"{c:>16}" for c in counts))
+    return "\n".join(lines)
+
+
+def predict_scores(rows: list[Row]) -> dict | None:
+    scored = [r for r in rows if r.np > 1 and not math.isnan(r.gap) and not math.isnan(r.predicted_gap)]
+    if not scored:
+        return None
+    mean_gap = sum(r.gap for r in scored) / len(scored)
+    out = {"rows": len(scored), "constant_gap": mean_gap}
+    for name, guess in (("predict", lambda r: r.predicted_gap), ("np1_carried", lambda r: r.np1_gap),
+                        ("constant_mean", lambda r: mean_gap)):
+        errors = [abs(guess(r) - r.gap) for r in scored]
+        within = [abs(guess(r) - r.gap) <= max(5.0, 0.2 * abs(r.gap)) for r in scored]
+        out[name] = {"mae": sum(errors) / len(errors), "within": sum(within) / len(within)}
+    return out
+
+
+def report(rows: list[Row], m: Machine, minutes: float) -> tuple[str, dict]:
+    lines = [f"machine: {m.cores} cores; spin {m.spin_iter_per_us:.3f} iterations/µs of CPU; decode "
+             + ", ".join(f"{px} px {us:.0f} µs" for px, us in m.decode_us.items())
+             + (f"; CPU model {m.model_cpu_ms:.1f} CPU-ms/step" if not math.isnan(m.model_cpu_ms) else "")
+             + f"; {minutes:.1f} min", ""]
+    head = (f"{'set':<11} {'case':<22} {'device':<12} {'np':>2} {'true gap':>8} {'measured':>14} "
+            f"{'true class':<10} {'pipeprof':<18} {'true stage':<10} {'stage':<8} {'predict':>7} {'np1':>6}")
+    lines.append(head)
+    for r in rows:
+        lines.append(f"{r.set:<11} {r.case:<22} {r.device:<12} {r.np:>2} {r.expected_gap:>7.1f}% "
+                     f"{r.gap:>7.1f}% ±{r.gap_ci95:<4.1f} {r.true_class:<10} "
+                     f"{(r.got_class or '-') + ('' if r.class_right else ' ✗'):<18} {r.true_stage:<10} "
+                     f"{(r.got_stage or '-') + ('' if r.stage_right else ' ✗'):<8} "
+                     f"{r.predicted_gap:>6.1f}% {r.np1_gap:>5.1f}%")
+    results: dict = {"machine": asdict(m), "minutes": minutes, "rows": [asdict(r) for r in rows], "sets": {}}
+    for name in ("calibration", "validation"):
+        sub = [r for r in rows if r.set == name]
+        if not sub:
+            continue
+        bound = [r for r in sub if r.true_class != "not"]
+        cls = sum(r.class_right for r in sub) / len(sub)
+        stg = sum(r.stage_right for r in bound) / len(bound) if bound else math.nan
+        scores = predict_scores(sub)
+        results["sets"][name] = {"class_right": cls, "stage_right": stg, "rows": len(sub), "bound_rows": len(bound),
+                                 "predict": scores}
+        lines += ["", f"== {name} cases" + (" (constants may be fitted on these)" if name == "calibration"
+                                             else " (never fitted on: the targets are judged here)"),
+                  f"verdict class right on {sum(r.class_right for r in sub)} of {len(sub)} rows ({100 * cls:.0f}%)",
+                  matrix(sub, "true_class", "got_class", list(CLASSES)), "",
+                  f"stage right on {sum(r.stage_right for r in bound)} of {len(bound)} input-bound rows"
+                  + (f" ({100 * stg:.0f}%)" if bound else ""),
+                  matrix(bound, "true_stage", "got_stage", ["map", "read"]) if bound else ""]
+        if scores:
+            lines.append("")
+            lines.append(f"predict np=1 -> 2, 4 on {scores['rows']} rows (within max(5 pts, 20% of the measured gap); "
+                         "mean absolute error in points):")
+            for k, label in (("predict", "pipeprof predict"), ("np1_carried", "np=1 gap carried"),
+                             ("constant_mean", f"constant {scores['constant_gap']:.1f}% (the rows' mean)")):
+                lines.append(f"  {label:<34} within {100 * scores[k]['within']:5.1f}%   MAE {scores[k]['mae']:5.1f}")
+        if name == "validation":
+            best = min(scores[k]["mae"] for k in ("np1_carried", "constant_mean")) if scores else math.nan
+            checks = [("verdict class >= 95%", cls >= TARGET_CLASS),
+                      ("stage >= 95% of input-bound rows", not bound or stg >= TARGET_STAGE)]
+            if scores:
+                checks += [("predict within tolerance on >= 90%", scores["predict"]["within"] >= TARGET_WITHIN),
+                           ("predict MAE <= half the better trivial predictor's",
+                            scores["predict"]["mae"] <= TARGET_MAE_RATIO * best)]
+            results["targets"] = {k: bool(v) for k, v in checks}
+            lines += ["", "targets (validation): " + "; ".join(f"{k}: {'MET' if v else 'NOT MET'}" for k, v in checks)]
+    return "\n".join(lines), results
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--set", default="both", choices=["calibration", "validation", "both"])
+    p.add_argument("--only", default="", help="comma-separated case names")
+    p.add_argument("--out", default="", help="where to write results.json and report.txt (default: a temp dir)")
+    p.add_argument("--keep", action="store_true", help="keep the run directories")
+    args = p.parse_args(argv)
+    cases = load_cases(args.set)
+    if args.only:
+        wanted = set(args.only.split(","))
+        if unknown := wanted - {c.name for c in cases}:
+            p.error(f"--only: no such case(s): {', '.join(sorted(unknown))}")
+        cases = [c for c in cases if c.name in wanted]
+    out = Path(args.out or tempfile.mkdtemp(prefix="pipeprof-truth-"))
+    out.mkdir(parents=True, exist_ok=True)
+    work = out / "runs"
+    work.mkdir(exist_ok=True)
+    log = out / "pipeprof.log"
+    t0 = time.monotonic()
+    m = measure_machine(cases, work, log)
+    print(f"machine measured: {m}", flush=True)
+    rows: list[Row] = []
+    for case in cases:
+        started = time.monotonic()
+        case_rows = run_case(case, m, work, log)
+        rows += case_rows
+        print(f"{case.set}/{case.name}: " + ", ".join(
+            f"np={r.np} true {r.expected_gap:.0f}% got {r.gap:.1f}% {r.got_class}/{r.got_stage}" for r in case_rows)
+            + f" ({time.monotonic() - started:.0f} s)", flush=True)
+    text, results = report(rows, m, (time.monotonic() - t0) / 60)
+    print()
+    print(text)
+    (out / "report.txt").write_text(text + "\n")
+    (out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+    print(f"\nwritten: {out / 'report.txt'}, {out / 'results.json'}")
+    if not args.keep:
+        import shutil
+
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
