@@ -43,6 +43,27 @@ def _mean_in_window(frame: pd.DataFrame | None, win: pd.DataFrame, np_: int, var
     return float(inside["cpu_pct"].mean()) if not inside.empty else math.nan
 
 
+def cpu_per_step(steps: pd.DataFrame, reference: str) -> tuple[float, float]:
+    """At np=1, from the steps' own CPU (``cpu_ms``, the rank's process CPU over each step): the
+    training loop's CPU per step (the synthetic run's measured steps) and the pipeline's per
+    batch it delivers. Where the real variant alternated with its twin, its pipeline kept
+    filling its buffers through the twin's steps, so the pipeline's CPU is every step of the
+    rounds (the twin's and its own, settle steps included) less the loop's on each, over the
+    batches the real steps took. (NaN, NaN) without CPU per step (older runs)."""
+    one = steps[steps["np"] == 1]
+    if "cpu_ms" not in one.columns:
+        return math.nan, math.nan
+    own_synth = one[(one["variant"] == "synthetic") & (one["paired"] == "") & ~one["warmup"].astype(bool)]
+    loop = float(own_synth["cpu_ms"].mean())
+    rounds = one[((one["variant"] == reference) | (one["paired"] == reference)) & (one["round"] >= 0)]
+    if rounds.empty:  # measured alone: its own measured steps
+        rounds = one[(one["variant"] == reference) & ~one["warmup"].astype(bool)]
+    own = int((rounds["variant"] == reference).sum())
+    if math.isnan(loop) or rounds["cpu_ms"].isna().any() or own == 0:
+        return math.nan, math.nan
+    return loop, (float(rounds["cpu_ms"].sum()) - len(rounds) * loop) / own
+
+
 def load_ceiling(run_dir: Path, batch_per_rank: int) -> dict[int, Ceiling]:
     """Synthetic steps measured at each worker count on the target, with the node's CPU use,
     from a compare run's summary (the same throughput figures a measured gap is made of)."""
@@ -85,13 +106,16 @@ def load_source(run_dir: Path, target_step_ms: float | None = None, *,
     win = windows(steps)
     synth_cpu = _mean_in_window(tel["proc"], win, 1, "synthetic")  # % of a core, one rank
     real_cpu = _mean_in_window(tel["proc"], win, 1, reference)
-    sync_cpu_ms = synth_cpu / 100.0 * float(synth.mean())
+    sync_cpu_ms, pipeline_cpu_ms = cpu_per_step(run.steps(paired=True), reference)
+    if math.isnan(sync_cpu_ms):  # a run from before steps carried their CPU: the telemetry's
+        sync_cpu_ms = synth_cpu / 100.0 * float(synth.mean())
+        # the real steps' CPU beyond the synthetic ones, on the real step: low where the real
+        # variant alternated with its twin (its pipeline works through the twin's steps too)
+        pipeline_cpu_ms = (real_cpu - synth_cpu) / 100.0 * float(real.mean())
     notes = []
     if math.isnan(sync_cpu_ms):
         sync_cpu_ms = 0.0
         notes.append("no process telemetry over the synthetic steps: the training loop's own CPU is taken as 0")
-    # the pipeline's CPU per step as the rank spent it: real minus synthetic, on the real step
-    pipeline_cpu_ms = (real_cpu - synth_cpu) / 100.0 * float(real.mean())
     if math.isnan(pipeline_cpu_ms):
         notes.append("no process telemetry over the real steps: the pipeline's CPU comes from the stage costs")
     model_on_cpu = manifest.get("device", "real") == "real" and not manifest.get("gpus")

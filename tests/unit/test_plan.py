@@ -55,3 +55,69 @@ def test_a_paired_plan_alternates_twin_and_own_halves_with_settle_steps_unmeasur
     assert [s.index for s in steps] == list(range(len(steps)))
     assert plan.stop_reason == STOP_TARGET and plan.last_check.half_pct == pytest.approx(0.0)
     assert plan.seconds == pytest.approx(plan.last_check.seconds)
+
+
+def _pipeline(per_batch_s: float, depth: int):
+    """A stand-in for tf.data: a producer thread making a batch every ``per_batch_s`` into a
+    buffer of ``depth`` batches (shuffle and prefetch), working whenever the buffer has room."""
+    import queue
+    import threading
+    import time
+
+    buf: queue.Queue = queue.Queue(maxsize=depth)
+
+    def produce():
+        while True:
+            time.sleep(per_batch_s)
+            buf.put(("x", "y"))
+
+    threading.Thread(target=produce, daemon=True).start()
+    while True:
+        yield buf.get()
+
+
+def test_a_pipeline_twice_as_slow_as_the_model_shows_its_gap_once_its_stock_is_flushed(monkeypatch):
+    import time
+
+    from pipeprof.rank import measure
+    from pipeprof.scenario import TrainConfig
+
+    def device_step(x, y):  # an accelerator: 10 ms, no host CPU
+        time.sleep(0.010)
+        return {"loss": 0.0, "accuracy": 0.0}
+
+    def gap(flushed: bool) -> float:
+        if not flushed:
+            monkeypatch.setattr(measure, "flush", lambda batches, twin_step_s: 0)
+        train = TrainConfig(warmup_steps=4, min_measure_s=1.5, max_measure_s=1.5, target_ci_pct=0.1)
+        twin = iter(lambda: ("x", "y"), None)
+        # a batch every 20 ms into 30 batches of buffers: the true gap is 50%
+        measured = measure.run_variant(device_step, _pipeline(0.020, depth=30), np=1, variant="real", rank=0,
+                                       train=train, per_worker_batch=1, twin=twin)
+        own = [r.step_time_ms for r in measured.records if r.round >= 0 and not r.warmup and not r.paired]
+        twin_steps = [r.step_time_ms for r in measured.records if r.paired and not r.warmup]
+        return 100 * (1 - (sum(twin_steps) / len(twin_steps)) / (sum(own) / len(own)))
+
+    flushed, stocked = gap(True), gap(False)
+    # flushed, the real steps meet the pipeline as it runs; served from the stock it built
+    # through the twin's steps, they hide the gap: why flush exists
+    assert flushed > 40 and stocked < flushed - 15, f"flushed {flushed:.1f}%, served from stock {stocked:.1f}%"
+
+
+def test_a_flush_takes_the_stock_and_the_first_batch_made_and_stops():
+    import time
+
+    from pipeprof.rank.measure import FLUSH_MAX_BATCHES, flush
+
+    def stocked(n):
+        yield from range(n)  # in the buffers: at once
+        while True:
+            time.sleep(0.05)  # made now: a batch takes the pipeline 50 ms
+            yield -1
+
+    # a twin step of 20 ms: a batch that takes 5 ms or more to come was not in stock
+    assert flush(stocked(5), 0.020) == 6
+    assert flush(stocked(0), 0.020) == 1
+    assert flush(iter(range(3)), 0.020) == 3  # an iterator that ends ends the flush
+    # a pipeline far faster than anything pulls: the flush stops at its cap
+    assert flush(iter(int, 1), 0.020) == FLUSH_MAX_BATCHES
