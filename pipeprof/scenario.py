@@ -304,8 +304,8 @@ def validate(s: Scenario, base_dir: Path | None = None) -> None:
         need(g.size >= 8, "data.generate.size", f"must be at least 8, got {g.size}")
         need(1 <= g.quality <= 100, "data.generate.quality", f"must be 1..100, got {g.quality}")
     for v in s.variants:
-        _check_pipeline(s.variant_pipeline(v), where, f"variants.{v.name}.pipeline")
-    _check_pipeline(s.pipeline, where, "pipeline")
+        _check_pipeline(s.variant_pipeline(v), where, f"variants.{v.name}.pipeline", s.data.source)
+    _check_pipeline(s.pipeline, where, "pipeline", s.data.source)
     names = [v.name for v in s.variants]
     need(len(names) == len(set(names)), "variants", f"names must be unique, got {names}")
     need("synthetic" not in names, "variants", "must not be named 'synthetic' (that one is always run)")
@@ -336,7 +336,7 @@ def validate(s: Scenario, base_dir: Path | None = None) -> None:
     need(s.telemetry.host_interval_ms >= 10, "telemetry.host_interval_ms", f"must be at least 10, got {s.telemetry.host_interval_ms}")
 
 
-def _check_pipeline(p: PipelineConfig, where: str, key: str) -> None:
+def _check_pipeline(p: PipelineConfig, where: str, key: str, source: str = "") -> None:
     def need(ok: bool, sub: str, msg: str) -> None:
         if not ok:
             raise PipeprofError(f"{where}: {key}.{sub} {msg}")
@@ -359,6 +359,8 @@ def _check_pipeline(p: PipelineConfig, where: str, key: str) -> None:
     need(not (p.service.enabled and p.cache.enabled and p.cache.kind == "file"), "service.enabled",
          "cannot go with a file cache (the service's workers would each write it)")
     need(p.read.throttle_mb_s >= 0, "read.throttle_mb_s", f"must be >= 0 (0: no limit), got {p.read.throttle_mb_s}")
+    need(not (p.read.throttle_mb_s and source == "factory"), "read.throttle_mb_s",
+         "limits reading files, and data.source = \"factory\" reads none (put the limit in the factory)")
     need(not (p.read.throttle_mb_s and p.service.enabled), "read.throttle_mb_s",
          "cannot go with the tf.data service (the limit is a Python function, which the service's workers cannot run)")
     need(not p.map.function or ":" in p.map.function, "map.function",

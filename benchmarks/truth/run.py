@@ -64,7 +64,7 @@ import pandas as pd
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
-PIPEPROF = str(REPO / ".venv" / "bin" / "pipeprof")
+PIPEPROF = [sys.executable, "-m", "pipeprof"]  # this interpreter's pipeprof
 SETS = {"calibration": HERE / "calibration.toml", "validation": HERE / "validation.toml"}
 BATCH = 32
 LINES = (5.0, 20.0)
@@ -161,6 +161,8 @@ def expected_gap(case: Case, np_: int, m: Machine) -> float:
     if device is None:  # CPU-trained: the pipeline's CPU adds to the model's
         return 100.0 * cpu_ms / (cpu_ms + m.model_cpu_ms)
     step, used = m.ceilings[f"{device:g}"][str(np_)]
+    if math.isnan(step) or math.isnan(used):
+        raise RuntimeError(f"no ceiling measured for emulated:{device:g} at np={np_} (host CPU telemetry missing?)")
     pipe_ms = cpu_ms / max(MIN_CORES, m.cores / np_ - used)
     if case.kind == "throttle":  # reads wait on storage while other threads decode
         pipe_ms = max(pipe_ms, BATCH * m.file_bytes[case.stored_px] / (case.throttle_mb_s * 1e6) * 1e3)
@@ -237,7 +239,7 @@ def pipeprof(args: list[str], log: Path, timeout: int = 900) -> None:
     with log.open("a") as fh:
         fh.write(f"$ pipeprof {' '.join(args)}\n")
         fh.flush()
-        proc = subprocess.run([PIPEPROF, *args], stdout=fh, stderr=subprocess.STDOUT, cwd=REPO, timeout=timeout,
+        proc = subprocess.run([*PIPEPROF, *args], stdout=fh, stderr=subprocess.STDOUT, cwd=REPO, timeout=timeout,
                               env={**os.environ, "COLUMNS": "200"})
     if proc.returncode != 0:
         raise RuntimeError(f"pipeprof {args[0]} failed (exit {proc.returncode}); see {log}")
@@ -482,13 +484,19 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[Row] = []
     for case in cases:
         started = time.monotonic()
-        if args.rescore:
-            if not (work / case.name / "summary.csv").is_file():
-                print(f"{case.set}/{case.name}: no run directory in {work}; skipped", flush=True)
-                continue
-            case_rows = score_case(case, m, work / case.name, log)
-        else:
-            case_rows = run_case(case, m, work, log)
+        try:
+            if args.rescore:
+                if not (work / case.name / "summary.csv").is_file():
+                    print(f"{case.set}/{case.name}: no run directory in {work}; skipped", flush=True)
+                    continue
+                case_rows = score_case(case, m, work / case.name, log)
+            else:
+                case_rows = run_case(case, m, work, log)
+        except (RuntimeError, subprocess.TimeoutExpired, OSError, KeyError, ValueError) as exc:
+            print(f"{case.set}/{case.name}: FAILED: {exc}", flush=True)  # the others still run; it is scored wrong
+            case_rows = [Row(case.name, case.set, case.kind, case.device, n, expected_gap(case, n, m),
+                             klass(expected_gap(case, n, m)), case.stage, got_class="failed", got_stage="failed")
+                         for n in case.np]
         rows += case_rows
         print(f"{case.set}/{case.name}: " + ", ".join(
             f"np={r.np} true {r.expected_gap:.0f}% got {r.gap:.1f}% {r.got_class}/{r.got_stage}" for r in case_rows)

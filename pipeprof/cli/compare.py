@@ -6,6 +6,7 @@ import argparse
 from typing import Any
 
 from pipeprof import scenario as scen
+from pipeprof.analysis.ablation import ladder_pipelines
 from pipeprof.cli.common import add_common_arguments, console_for_output, finish, make_reporter, overrides_from_args
 from pipeprof.errors import PipeprofError
 from pipeprof.workflows.compare import compare
@@ -58,7 +59,7 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
     if args.synthetic_only and args.remedies:
         raise PipeprofError("compare: --synthetic-only and --remedies do not go together (a remedy changes the real "
                             "pipeline)")
-    rungs = 6 if args.ablation else 0
+    rungs = len(ladder_pipelines(scenario.variant_pipeline(scenario.variants[0]))) if args.ablation else 0
     reals = 0 if args.synthetic_only else len(scenario.variants)
     steps = scenario.train.measure_steps and (scenario.train.warmup_steps + scenario.train.measure_steps) * (
         reals + 1 + rungs) * len(nps)  # 0 when adaptive: the dashboard shows the interval narrowing instead

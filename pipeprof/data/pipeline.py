@@ -309,7 +309,10 @@ def make_batch_augment(aug: AugmentConfig, size: int):
 def user_map(cfg: MapConfig):
     """The scenario's own transformation (``pipeline.map``), applied to (image, label) and
     passing any further parts of an element (its id) through."""
-    fn = resolve_callable(cfg.function, "pipeline.map.function")(**cfg.kwargs)
+    try:
+        fn = resolve_callable(cfg.function, "pipeline.map.function")(**cfg.kwargs)
+    except TypeError as exc:
+        raise PipeprofError(f"pipeline.map.kwargs: {cfg.function} does not take them: {exc}") from None
     if not callable(fn):
         raise PipeprofError(f"pipeline.map.function {cfg.function} returned {type(fn).__name__}, not a map function")
 

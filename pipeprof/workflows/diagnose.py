@@ -30,10 +30,12 @@ def cores_per_rank(scenario: Scenario, np: int, override: float | None = None) -
 
 
 def cached_stages(pipe: PipelineConfig) -> set[str]:
-    """The stages before the pipeline's cache: read and label before augment, all of them after."""
+    """The stages before the pipeline's cache: read and label before augment, all of them after
+    (the scenario's own map included)."""
     if not pipe.cache.enabled:
         return set()
-    return {"read", "label"} if pipe.cache.placement == "before_augment" else {"read", "label", "shuffle", "augment"}
+    return {"read", "label"} if pipe.cache.placement == "before_augment" else {"read", "label", "shuffle", "map",
+                                                                                "augment"}
 
 
 def measure_stages(scenario: Scenario, data_root: str, nps: list[int], run_dir: Path, *,

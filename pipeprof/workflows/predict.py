@@ -46,22 +46,19 @@ def _mean_in_window(frame: pd.DataFrame | None, win: pd.DataFrame, np_: int, var
 def cpu_per_step(steps: pd.DataFrame, reference: str) -> tuple[float, float]:
     """At np=1, from the steps' own CPU (``cpu_ms``, the rank's process CPU over each step): the
     training loop's CPU per step (the synthetic run's measured steps) and the pipeline's per
-    batch it delivers. Where the real variant alternated with its twin, its pipeline kept
-    filling its buffers through the twin's steps, so the pipeline's CPU is every step of the
-    rounds (the twin's and its own, settle steps included) less the loop's on each, over the
-    batches the real steps took. (NaN, NaN) without CPU per step (older runs)."""
-    one = steps[steps["np"] == 1]
+    batch: the real variant's measured steps' CPU less the loop's. In steady state a pipeline
+    makes one batch per step; the stock it made through the twin's steps is flushed in the
+    settle steps (``rank.measure.flush``), which are not measured. The telemetry's process CPU
+    over the real halves, used before, gave 20 CPU-ms a batch where the spin's size says 30
+    (the ground-truth suite's cal-spin-875). (NaN, NaN) without CPU per step (older runs)."""
+    one = steps[(steps["np"] == 1) & ~steps["warmup"].astype(bool)]
     if "cpu_ms" not in one.columns:
         return math.nan, math.nan
-    own_synth = one[(one["variant"] == "synthetic") & (one["paired"] == "") & ~one["warmup"].astype(bool)]
-    loop = float(own_synth["cpu_ms"].mean())
-    rounds = one[((one["variant"] == reference) | (one["paired"] == reference)) & (one["round"] >= 0)]
-    if rounds.empty:  # measured alone: its own measured steps
-        rounds = one[(one["variant"] == reference) & ~one["warmup"].astype(bool)]
-    own = int((rounds["variant"] == reference).sum())
-    if math.isnan(loop) or rounds["cpu_ms"].isna().any() or own == 0:
+    loop = float(one[(one["variant"] == "synthetic") & (one["paired"] == "")]["cpu_ms"].mean())
+    own = one[one["variant"] == reference]["cpu_ms"]
+    if math.isnan(loop) or own.empty or own.isna().any():
         return math.nan, math.nan
-    return loop, (float(rounds["cpu_ms"].sum()) - len(rounds) * loop) / own
+    return loop, float(own.mean()) - loop
 
 
 def load_ceiling(run_dir: Path, batch_per_rank: int) -> dict[int, Ceiling]:

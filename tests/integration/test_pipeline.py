@@ -167,6 +167,9 @@ def test_a_map_of_ones_own_transforms_every_element_and_is_a_rung_of_the_ladder(
     assert all(float(tf.reduce_max(x)) == 0.0 for x, _ in ds)
     assert [n for n, _ in ladder(pipe)] == ["read", "label", "shuffle", "map", "augment", "prefetch", "cache"]
     assert "map" not in [n for n, _ in ladder(PipelineConfig())]  # no function: no rung
+    wrong = dataclasses.replace(pipe, map=MapConfig("my_map:blank", {"offset": 1, "scale": 2}))
+    with pytest.raises(PipeprofError, match="pipeline.map.kwargs: my_map:blank does not take them: .*'scale'"):
+        pipeline.build(data_cfg(cfg), wrong, data_root=str(root), shard=pipeline.Shard(0, 1), batch_size=5)
     bad = dataclasses.replace(pipe, map=MapConfig("my_map:nothing"))
     with pytest.raises(PipeprofError, match="pipeline.map.function: module 'my_map' has no function 'nothing'"):
         pipeline.build(data_cfg(cfg), bad, data_root=str(root), shard=pipeline.Shard(0, 1), batch_size=5)

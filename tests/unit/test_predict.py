@@ -215,25 +215,24 @@ def test_the_crowded_note_says_what_was_removed_and_how_much():
     assert "model's 287.5 CPU-ms per step stay on the source" in note
 
 
-def test_the_pipelines_cpu_counts_what_it_did_through_the_twins_steps():
+def test_the_pipelines_cpu_is_its_measured_steps_beyond_the_loops():
     import pandas as pd
 
     from pipeprof.workflows.predict import cpu_per_step
 
-    def step(variant, cpu, *, paired="", round_=-1, warmup=False):
+    def step(variant, cpu, *, paired="", round_=-1, warmup=False):  # noqa: PLR0913
         return {"np": 1, "variant": variant, "paired": paired, "round": round_, "warmup": warmup, "cpu_ms": cpu}
 
     # the ceiling's own run: the loop costs 2 CPU-ms a step (its warm-up is not counted)
     rows = [step("synthetic", 9.0, warmup=True)] + [step("synthetic", 2.0) for _ in range(4)]
-    # two rounds: the pipeline refills its buffers through the twin's steps (12 CPU-ms each,
-    # 10 of them the pipeline's) and works on through the real ones (22 each, 20 the pipeline's)
+    # two rounds: the twin's steps (the pipeline stocking batches: 12 CPU-ms) and the real
+    # ones, whose settle step flushed the stock (40) and whose measured steps take 32
     for r in range(2):
-        rows += [step("synthetic", 12.0, paired="real", round_=r, warmup=True)]  # a settle step
+        rows += [step("synthetic", 12.0, paired="real", round_=r, warmup=True)]
         rows += [step("synthetic", 12.0, paired="real", round_=r)]
-        rows += [step("real", 22.0, round_=r, warmup=True), step("real", 22.0, round_=r)]
+        rows += [step("real", 40.0, round_=r, warmup=True), step("real", 32.0, round_=r)]
     loop, pipeline = cpu_per_step(pd.DataFrame(rows), "real")
-    # 8 steps in the rounds: 2 × (12 + 12 + 22 + 22) = 136 CPU-ms, less 8 × 2 for the loop,
-    # over the 4 batches the real steps took: 30 CPU-ms a batch (the real steps alone say 20)
+    # a batch a measured real step: 32 − 2 = 30 CPU-ms of pipeline a batch
     assert loop == 2.0 and pipeline == 30.0
     # measured alone (no rounds): its own measured steps, less the loop's
     alone = [step("synthetic", 2.0)] * 3 + [step("real", 17.0, warmup=True)] + [step("real", 12.0)] * 3

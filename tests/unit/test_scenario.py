@@ -122,6 +122,8 @@ def test_a_storage_limit_and_a_map_of_ones_own_are_checked(tmp_path):
     msg = error_of(write(tmp_path, '[pipeline.map]\nfunction = "spin"\n'))
     assert msg.endswith("pipeline.map.function must be 'module:function', got 'spin'")
     assert "pipeline.map.kwargs needs map.function" in error_of(write(tmp_path, "[pipeline.map.kwargs]\nn = 3\n"))
+    msg = error_of(write(tmp_path, '[data]\nsource = "factory"\nfactory = "m:f"\n[pipeline.read]\nthrottle_mb_s = 5.0\n'))
+    assert "pipeline.read.throttle_mb_s limits reading files, and data.source = \"factory\" reads none" in msg
     ok = scen.load(str(write(tmp_path, '[pipeline.map]\nfunction = "m:f"\nkwargs = { n = 3 }\n')))
     assert ok.pipeline.map.kwargs == {"n": 3}
 
