@@ -7,8 +7,6 @@ How much of the gap the best remedy closes here (batch augmentation: 23-70% of t
 the story's runs at 20-40 ms steps, benchmarks/remedies_story.py) moves too much between runs on 2 cores to be pinned
 by a test; the benchmark prints it."""
 
-import dataclasses
-
 import pandas as pd
 import pytest
 
@@ -21,8 +19,9 @@ pytestmark = [pytest.mark.horovod, pytest.mark.alone]
 def test_the_story_gap_grows_augmentation_is_named_and_the_remedies_are_cited(tmp_path, data_cache_dir, monkeypatch):
     monkeypatch.setenv("PIPEPROF_DATA_DIR", str(data_cache_dir))
     story = scen.load("augmentation-story")
-    # 8 s at most a variant, not the scenario's 15: np=2's gap (about 25% ±5 at 15 s) stays clear of np=1's (near 0)
-    story = dataclasses.replace(story, train=dataclasses.replace(story.train, max_measure_s=8.0))
+    # the scenario's own 15 s at most a variant: since the real steps meet the pipeline without
+    # the stock it built through the twin's steps (rank.measure.flush), np=2's interval at 8 s
+    # was ±10 and once failed to clear np=1's; at 15 s a run gave np=1 -0.5% ±1.3, np=2 21.5% ±11.8
     result = compare(story, [1, 2], out=str(tmp_path / "run"), only_variants=["real"],
                      remedies="auto", report=False)
     assert result.failure is None, result.failure
