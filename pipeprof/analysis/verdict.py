@@ -80,24 +80,28 @@ def paid_costs(stage_rows: list[dict[str, Any]]) -> dict[str, float]:
 WAIT_FACTOR = 2.0
 
 
-def waiting_stages(stage_rows: list[dict[str, Any]]) -> dict[str, float]:
-    """The paid stages that wait rather than compute, with their marginal wall ms per sample.
-
-    A stage's marginal wall time is the time per sample of the pipeline up to it minus that of
-    the pipeline before it, both at the configured parallelism; its CPU time is its marginal
-    core-ms there (all threads): a stage computing on c cores takes about core-ms / c of wall
-    time, never much more."""
-    paid, out, prev = paid_costs(stage_rows), {}, 0.0
+def marginal_walls(stage_rows: list[dict[str, Any]]) -> dict[str, float]:
+    """Each stage's marginal wall ms per sample: the time per sample of the pipeline up to it
+    minus that of the pipeline before it, both at the configured parallelism ({} where a rate
+    is missing)."""
+    out, prev = {}, 0.0
     for row in stage_rows:
         rate = float(row.get("samples_per_s_configured", math.nan))
         if not rate > 0:
             return {}
-        wall = 1e3 / rate - prev
-        prev = 1e3 / rate
-        cpu = float(row.get("marginal_core_ms_configured", math.nan))
-        if row["stage"] in paid and wall > 0 and not math.isnan(cpu) and wall > WAIT_FACTOR * cpu:
-            out[row["stage"]] = wall
+        out[row["stage"]], prev = 1e3 / rate - prev, 1e3 / rate
     return out
+
+
+def waiting_stages(stage_rows: list[dict[str, Any]]) -> dict[str, float]:
+    """The paid stages that wait rather than compute, with their marginal wall ms per sample
+    (``marginal_walls``). A stage's CPU time is its marginal core-ms at the configured
+    parallelism (all threads): a stage computing on c cores takes about core-ms / c of wall
+    time, never much more."""
+    paid, walls = paid_costs(stage_rows), marginal_walls(stage_rows)
+    cpu = {r["stage"]: float(r.get("marginal_core_ms_configured", math.nan)) for r in stage_rows}
+    return {s: w for s, w in walls.items()
+            if s in paid and w > 0 and not math.isnan(cpu[s]) and w > WAIT_FACTOR * cpu[s]}
 
 
 def bounding_stage(stage_rows: list[dict[str, Any]]) -> str:
@@ -107,12 +111,8 @@ def bounding_stage(stage_rows: list[dict[str, Any]]) -> str:
     costs = paid_costs(stage_rows)
     if not costs:
         return "none"
-    waits = waiting_stages(stage_rows)
-    if waits:
-        walls, prev = {}, 0.0
-        for row in stage_rows:
-            walls[row["stage"]] = 1e3 / float(row["samples_per_s_configured"]) - prev
-            prev = 1e3 / float(row["samples_per_s_configured"])
+    if waits := waiting_stages(stage_rows):
+        walls = marginal_walls(stage_rows)
         slowest = max((s for s in walls if s in costs), key=lambda s: walls[s])
         if slowest in waits:
             return slowest

@@ -13,12 +13,9 @@ from __future__ import annotations
 import glob
 import math
 import os
-import threading
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy
 import tensorflow as tf
 
 from pipeprof.errors import PipeprofError
@@ -29,6 +26,7 @@ from pipeprof.data import badfiles
 from pipeprof.data.badfiles import BadFiles
 from pipeprof.data.files import scan_image_folder
 from pipeprof.data.screen import BadElements, read_files, tfrecord_elements
+from pipeprof.data.storage import throttled
 
 
 @dataclass(frozen=True)
@@ -124,41 +122,9 @@ def _folder_source(data: DataConfig, root: str, pipe: PipelineConfig, shard: Sha
     par, det = _parallel(pipe), pipe.deterministic or None
     ds = read_files(ds, bad, par, det)  # bad files are dropped here, before decoding
     if pipe.read.throttle_mb_s:
-        ds = ds.map(_throttled(pipe.read.throttle_mb_s, lambda path, encoded: encoded), num_parallel_calls=par,
+        ds = ds.map(throttled(pipe.read.throttle_mb_s, lambda path, encoded: encoded), num_parallel_calls=par,
                     deterministic=det)
     return ds.map(decode_and_label, num_parallel_calls=par, deterministic=det)
-
-
-class Storage:
-    """Storage that delivers ``mb_s`` MB/s to this process: each read waits for its turn and
-    its bytes' time, as on a disk that serves one read at a time. Waiting uses no CPU."""
-
-    def __init__(self, mb_s: float) -> None:
-        self.bytes_per_s = mb_s * 1e6
-        self.lock = threading.Lock()
-        self.free_at = 0.0
-
-    def read(self, nbytes) -> numpy.int32:
-        with self.lock:
-            now = time.perf_counter()
-            done = max(now, self.free_at) + int(nbytes) / self.bytes_per_s
-            self.free_at = done
-        time.sleep(max(0.0, done - now))
-        return numpy.int32(nbytes)
-
-
-def _throttled(mb_s: float, encoded_of):
-    """A map function passing its element through once its bytes have been 'read' from storage
-    of ``mb_s`` MB/s (``pipeline.read.throttle_mb_s``)."""
-    storage = Storage(mb_s)
-
-    def throttle(*element):
-        encoded = encoded_of(*element)
-        waited = tf.numpy_function(storage.read, [tf.strings.length(encoded)], tf.int32, stateful=True)
-        with tf.control_dependencies([waited]):
-            return tuple(tf.identity(t) for t in element)
-
-    return throttle
 
 
 def _tfrecord_source(data: DataConfig, pipe: PipelineConfig, shard: Shard, with_ids: bool,
@@ -181,7 +147,7 @@ def _tfrecord_source(data: DataConfig, pipe: PipelineConfig, shard: Shard, with_
         ds = sources.flat_map(elements).shard(shard.count, shard.index)
 
     if pipe.read.throttle_mb_s:
-        ds = ds.map(_throttled(pipe.read.throttle_mb_s, lambda encoded, label, record: encoded), num_parallel_calls=par,
+        ds = ds.map(throttled(pipe.read.throttle_mb_s, lambda encoded, label, record: encoded), num_parallel_calls=par,
                     deterministic=det)
     reduced = pipe.read.decode == "reduced"
 
