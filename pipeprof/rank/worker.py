@@ -148,7 +148,7 @@ def _train(job: Job, scenario: Scenario, telemetry) -> int:
     gradient_floats = int(sum(int(tf.size(v)) for v in model.trainable_variables))
     device_ms = emulated_ms(train.device)
     if device_ms is not None:
-        step_fn = emulated_step(tf, hvd_tf, device_ms, gradient_floats)
+        step_fn = emulated_step(tf, hvd_tf, device_ms, gradient_floats, seed=rank)
         device = f"emulated ({device_ms:g} ms/step + allreduce of {gradient_floats * 4 / 2**20:.1f} MB)"
 
     device_steps: dict[str, object] = {}
