@@ -24,6 +24,7 @@ from typing import Any, Literal
 from pipeprof import __version__
 from pipeprof.errors import PipeprofError
 from pipeprof.scenario import Scenario
+from pipeprof.launch.horovod import BUILD_PROBE
 
 Status = Literal["ok", "note", "warn", "fail"]
 PROBE_TIMEOUT_S = 180.0
@@ -53,7 +54,7 @@ class Report:
 
 # --- probes (subprocesses)
 
-_PROBE = r"""
+_TF_PROBE = r"""
 import json, os
 out = {}
 try:
@@ -63,24 +64,8 @@ try:
     out["tf_gpus"] = [d.name for d in tf.config.list_physical_devices("GPU")]
 except Exception as exc:
     out["tensorflow_error"] = f"{type(exc).__name__}: {exc}"
-try:
-    import glob
-    import horovod
-    out["horovod"] = horovod.__version__
-    import horovod.tensorflow as hvd
-    root = os.path.dirname(horovod.__file__)
-    # what `horovodrun --check-build` prints, without its six more imports of TensorFlow
-    controllers = {"MPI": bool(hvd.mpi_built()), "Gloo": bool(hvd.gloo_built())}
-    out["horovod_build"] = {
-        "frameworks": {"TensorFlow": True, "PyTorch": bool(glob.glob(os.path.join(root, "torch", "mpi_lib_v2*"))),
-                       "MXNet": bool(glob.glob(os.path.join(root, "mxnet", "mpi_lib*")))},
-        "controllers": controllers,
-        "tensor operations": {"NCCL": bool(hvd.nccl_built()), "DDL": bool(hvd.ddl_built()),
-                              "CCL": bool(hvd.ccl_built()), **controllers}}
-except Exception as exc:
-    out["horovod_error"] = f"{type(exc).__name__}: {exc}"
-print("PIPEPROF-DOCTOR " + json.dumps(out))
 """
+_PROBE = _TF_PROBE + BUILD_PROBE + 'print("PIPEPROF-DOCTOR " + json.dumps(out))\n'
 
 
 def _quiet_env() -> dict[str, str]:
@@ -229,7 +214,7 @@ def _ranges(cpus: list[int]) -> str:
 
 
 def _launch(report: Report, scenario: Scenario, gpu_count: int) -> None:
-    from pipeprof.launch import horovod
+    from pipeprof.launch.launcher import check_slots
 
     launch = scenario.launch
     if launch.controller == "mpi":
@@ -239,7 +224,7 @@ def _launch(report: Report, scenario: Scenario, gpu_count: int) -> None:
     refused = []
     for n in launch.np:
         try:
-            horovod.check_slots(n, launch, gpu_count)
+            check_slots(n, launch, gpu_count)
         except PipeprofError as exc:
             refused.append(exc.message)
     if refused:

@@ -34,6 +34,7 @@ from typing import Any
 import tensorflow as tf
 
 from pipeprof.launch.job import ENV_SCRIPT_JOB, ERROR_TAG, ScriptJob
+from pipeprof.rank.identity import identity
 from pipeprof.records import StepRecord
 from pipeprof.telemetry.agent import RankTelemetry
 from pipeprof.telemetry.stream import ENV_ADDRESS, ENV_RUN_DIR, ENV_TOKEN, StreamClient
@@ -49,24 +50,30 @@ def _job() -> ScriptJob | None:
     return ScriptJob.decode(text) if text else None
 
 
-def _horovod_ranks() -> tuple[int, int, int, int]:
-    """(rank, size, local_rank, local_size) from Horovod if it is initialised, else from the environment."""
-    try:
-        import horovod.tensorflow as hvd
+def _attached_engine():
+    """The training engine the script started (Horovod after ``hvd.init()``), else None."""
+    from pipeprof.rank import engine as engines
 
-        if hvd.is_initialized():
-            return hvd.rank(), hvd.size(), hvd.local_rank(), hvd.local_size()
+    try:
+        engine = engines.get()
     except ImportError:
-        pass  # plain Keras without Horovod: one process
-    env = os.environ
-    return (int(env.get("HOROVOD_RANK", 0)), int(env.get("HOROVOD_SIZE", 1)),
-            int(env.get("HOROVOD_LOCAL_RANK", 0)), int(env.get("HOROVOD_LOCAL_SIZE", 1)))
+        return None  # plain Keras without Horovod: one process
+    return engine if engine.attached() else None
+
+
+def _ranks() -> tuple[int, int, int, int]:
+    """(rank, size, local_rank, local_size) from the engine if the script started it, else
+    from what the launcher put in the environment (``rank.identity``)."""
+    engine = _attached_engine()
+    if engine is not None:
+        return engine.rank, engine.size, engine.local_rank, engine.local_size
+    me = identity()
+    return me.rank, me.size, me.local_rank, me.local_size
 
 
 def _fail(message: str) -> None:
     """End the script with pipeprof's one line (the launcher shows it, no traceback)."""
-    rank = _horovod_ranks()[0]
-    print(f"{ERROR_TAG} rank {rank}: {message}", file=sys.stderr, flush=True)
+    print(identity().error_line(ERROR_TAG, message), file=sys.stderr, flush=True)
     raise SystemExit(2)
 
 
@@ -150,7 +157,7 @@ class PipeprofCallback(tf.keras.callbacks.Callback):
     def on_train_begin(self, logs: dict | None = None) -> None:
         if not self.active:
             return  # outside pipeprof: nothing to measure, nothing started
-        rank, size, local_rank, local_size = _horovod_ranks()
+        rank, size, local_rank, local_size = _ranks()
         self.rank, self.size = rank, size
         job = _job()
         if job is not None and job.mode == "compare":
@@ -175,16 +182,16 @@ class PipeprofCallback(tf.keras.callbacks.Callback):
             _fail("model.compile(steps_per_execution > 1) runs several steps per call: pipeprof times each step, so "
                   "compile with steps_per_execution=1 when measuring")
 
-        def average(values: list[float]):
-            import horovod.tensorflow as hvd_tf
-
-            return hvd_tf.allreduce(tf.constant(values, tf.float64), op=hvd_tf.Average, name="pipeprof_fit").numpy()
+        engine = _attached_engine()
+        if engine is None:
+            _fail("the script did not start Horovod (hvd.init()) before model.fit: pipeprof compares its ranks "
+                  "through it")
 
         def stream(record: StepRecord) -> None:
             if self.telemetry is not None:
                 self.telemetry.put("step", record)
 
-        self.measurement = FitMeasurement(job, rank=self.rank, size=self.size, average=average, on_record=stream)
+        self.measurement = FitMeasurement(job, engine=engine, on_record=stream)
 
     def on_train_batch_begin(self, batch: int, logs: dict | None = None) -> None:
         if not self.active:

@@ -156,6 +156,8 @@ class ModelConfig:
 
 @dataclass(frozen=True)
 class TrainConfig:
+    # what makes training data-parallel (pipeprof.rank.engine.ENGINES)
+    engine: str = "horovod"
     batch_size: int = 32  # per worker when batch_mode = "per_worker", else global
     batch_mode: Literal["per_worker", "global"] = "per_worker"
     optimizer: Literal["sgd", "adam"] = "sgd"
@@ -188,7 +190,9 @@ class VariantConfig:
 @dataclass(frozen=True)
 class LaunchConfig:
     np: list[int] = field(default_factory=lambda: [1, 2])  # worker counts, in order (--np)
-    hosts: str = ""  # horovodrun -H, e.g. "node1:8,node2:8"
+    # what starts the ranks (pipeprof.launch.launcher.LAUNCHERS; --launcher)
+    launcher: str = "horovodrun"
+    hosts: str = ""  # the hosts and their slots, e.g. "node1:8,node2:8" (-H)
     hostfile: str = ""  # lines "node1 slots=8" (--hostfile)
     controller: Literal["gloo", "mpi"] = "gloo"
     oversubscribe: bool = False  # more ranks than this host's slots (--oversubscribe)
@@ -309,7 +313,13 @@ def validate(s: Scenario, base_dir: Path | None = None) -> None:
     names = [v.name for v in s.variants]
     need(len(names) == len(set(names)), "variants", f"names must be unique, got {names}")
     need("synthetic" not in names, "variants", "must not be named 'synthetic' (that one is always run)")
+    from pipeprof.launch.launcher import LAUNCHERS  # the launch package reads scenarios: import late
+    from pipeprof.rank.engine import ENGINES
+
+    need(s.launch.launcher in LAUNCHERS, "launch.launcher",
+         f"must be one of {', '.join(sorted(LAUNCHERS))}, got {s.launch.launcher!r}")
     t = s.train
+    need(t.engine in ENGINES, "train.engine", f"must be one of {', '.join(sorted(ENGINES))}, got {t.engine!r}")
     need(t.batch_size >= 1, "train.batch_size", f"must be at least 1, got {t.batch_size}")
     need(t.learning_rate > 0, "train.learning_rate", f"must be positive, got {t.learning_rate}")
     need(t.warmup_steps >= 0, "train.warmup_steps", f"must be >= 0, got {t.warmup_steps}")

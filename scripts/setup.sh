@@ -68,6 +68,6 @@ if ! .venv/bin/python -c 'import horovod.tensorflow' 2>/dev/null; then
   "${pip[@]}" install -q --no-build-isolation horovod==0.28.1
 fi
 
-"${pip[@]}" install -q --no-build-isolation -e '.[test]'
+"${pip[@]}" install -q --no-build-isolation -e '.[test,horovod]'
 echo "$stamp_want" > .venv/.pipeprof-setup
 echo "setup: ready (.venv)" >&2

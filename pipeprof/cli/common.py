@@ -11,7 +11,7 @@ from rich.console import Console
 from pipeprof import scenario as scen
 from pipeprof.errors import PipeprofError
 from pipeprof.launch import signals
-from pipeprof.launch.horovod import worker_counts
+from pipeprof.launch.launcher import worker_counts
 from pipeprof.renderers.table import print_summary
 from pipeprof.rundir import RunDir
 from pipeprof.renderers.diagnosis import print_diagnosis
@@ -119,8 +119,9 @@ def add_common_arguments(p: argparse.ArgumentParser) -> None:
                    help="RAM a rank may use for cache and shuffle buffers, e.g. 8G (default: 80%% of free RAM / ranks)")
     p.add_argument("--overlay", action="append", default=[], metavar="TOML",
                    help="a scenario fragment merged over the scenario, e.g. the one pipeprof tune writes (repeatable)")
-    p.add_argument("-H", "--hosts", metavar="HOST:SLOTS,...", help="hosts for horovodrun -H")
-    p.add_argument("--hostfile", metavar="FILE", help="hostfile for horovodrun --hostfile")
+    p.add_argument("--launcher", metavar="NAME", help="what starts the ranks (launch.launcher; default horovodrun)")
+    p.add_argument("-H", "--hosts", metavar="HOST:SLOTS,...", help="hosts and their slots, e.g. node1:8,node2:8")
+    p.add_argument("--hostfile", metavar="FILE", help="a hostfile: lines 'node1 slots=8'")
     ctl = p.add_mutually_exclusive_group()
     ctl.add_argument("--gloo", dest="controller", action="store_const", const="gloo", help="Gloo controller (default)")
     ctl.add_argument("--mpi", dest="controller", action="store_const", const="mpi", help="MPI controller")
@@ -176,6 +177,8 @@ def overrides_from_args(args: argparse.Namespace) -> list[tuple[list[str], Any]]
         out.append((["pipeline", "parallel_calls"], args.parallel_calls))
     if args.controller:
         out.append((["launch", "controller"], args.controller))
+    if getattr(args, "launcher", None):
+        out.append((["launch", "launcher"], args.launcher))
     if getattr(args, "np_spec", None):
         out.append((["launch", "np"], worker_counts(args.np_spec)))
     return out

@@ -12,7 +12,7 @@ from rich.table import Table
 from pipeprof.analysis.predict import TERMS_ADVICE, Target
 from pipeprof.cli.common import add_report_argument, console_for_output, render_report
 from pipeprof.errors import PipeprofError
-from pipeprof.launch.horovod import worker_counts
+from pipeprof.launch.launcher import worker_counts
 from pipeprof.workflows.predict import advice, run_predict
 from pipeprof.renderers.table import fmt
 

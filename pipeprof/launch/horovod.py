@@ -1,69 +1,22 @@
-"""Start Horovod ranks with horovodrun and supervise them.
+"""horovodrun, pipeprof's first launcher (``launch.launcher = "horovodrun"``).
 
-``horovodrun_argv`` and ``worker_env`` are pure (tested by the command they build); ``run``
-starts the command in its own process group, streams its output line by line, and ends it
-on a rank's death, a timeout or Ctrl-C without hanging.
+The command lines and environment are pure functions (tested by what they build); the
+launch itself is supervised by ``launch.runner``. Ranks are placed as ``topology.assign``
+says and passed to horovodrun as exactly that ``-H`` list (a hostfile is read by pipeprof's
+parser), so what pipeprof assumes is what runs.
 """
 
 from __future__ import annotations
 
 import math
-import os
-import queue
 import shutil
-import subprocess
 import sys
-import threading
-import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from pipeprof.errors import PipeprofError
-from pipeprof.launch.job import ERROR_TAG
-from pipeprof.launch import signals, supervise, topology
+from pipeprof.launch import topology
+from pipeprof.launch.launcher import base_env, check_slots
 from pipeprof.scenario import LaunchConfig
-
-
-
-def worker_counts(spec: str | int | list[int]) -> list[int]:
-    """``32`` → 1, 2, 4, 8, 16, 32 (powers of two up to it, and it); ``1,3,8`` → that list."""
-    if isinstance(spec, list):
-        counts = spec
-    else:
-        text = str(spec).strip()
-        try:
-            if "," in text:
-                counts = [int(p) for p in text.split(",") if p.strip()]
-            else:
-                top = int(text)
-                counts = [n for n in (2 ** i for i in range(0, 31)) if n < top] + [top] if top >= 1 else [top]
-        except ValueError:
-            raise PipeprofError(f"--np {spec!r}: expected a worker count (e.g. 32) or a list (e.g. 1,3,8)") from None
-    if not counts or any(n < 1 for n in counts):
-        raise PipeprofError(f"--np {spec!r}: worker counts must be positive")
-    return sorted(set(counts))
-
-
-def local_slots(gpu_count: int) -> tuple[int, str]:
-    """Slots on this host when no hosts are given: one per GPU, else one per CPU core."""
-    if gpu_count > 0:
-        return gpu_count, f"{gpu_count} GPU(s)"
-    cores = topology.usable_cores()
-    return cores, f"{cores} CPU cores, no GPU"
-
-
-def check_slots(np: int, launch: LaunchConfig, gpu_count: int) -> None:
-    if (named := topology.host_slots(launch)) is not None:
-        slots, what = sum(s for _, s in named[0]), named[1]
-        if np > slots:  # horovodrun starts one rank per slot of a host list, never more
-            raise PipeprofError(f"np={np} needs {np} slots but {what} offers {slots}; add hosts or slots")
-    else:
-        slots, what = local_slots(gpu_count)
-        what = f"localhost ({what})"
-    if np > slots and not launch.oversubscribe:
-        raise PipeprofError(f"np={np} needs {np} slots but {what} offers {slots}; "
-                            f"add hosts with -H/--hostfile, or pass --oversubscribe to run anyway")
 
 
 def find_horovodrun() -> str:
@@ -104,114 +57,51 @@ def rendezvous_timeout_s(local_ranks: int, cores: int) -> int:
 
 
 def worker_env(base: dict[str, str], cwd: str, emulated: bool = False, local_ranks: int = 1) -> dict[str, str]:
-    """The one place configuration becomes the workers' environment. ``local_ranks``: the
-    most ranks this host will start at once (sets the rendezvous timeout unless given)."""
-    env = dict(base)
+    """The ranks' environment under horovodrun. ``local_ranks``: the most ranks this host
+    will start at once (sets the rendezvous timeout unless given)."""
+    env = base_env(base, cwd)
     if emulated:
         env.setdefault("HOROVOD_CYCLE_TIME", EMULATION_CYCLE_TIME_MS)
-    env.setdefault("HOROVOD_GLOO_TIMEOUT_SECONDS",
-                   str(rendezvous_timeout_s(local_ranks, topology.usable_cores())))
-    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # keep TensorFlow's start-up chatter out of the log
-    env["PYTHONUNBUFFERED"] = "1"  # progress lines arrive as they happen
-    # user factories ("module:function") are found from the launch directory, on every rank
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (cwd, base.get("PYTHONPATH", "")) if p)
+    env.setdefault("HOROVOD_GLOO_TIMEOUT_SECONDS", str(rendezvous_timeout_s(local_ranks, topology.usable_cores())))
     return env
 
 
-@dataclass
-class LaunchResult:
-    returncode: int
-    errors: list[str] = field(default_factory=list)  # one line per failing rank
-    timed_out: bool = False
-    signum: int | None = None  # the stop signal (SIGINT, SIGTERM, SIGHUP) that ended the run
-    tail: list[str] = field(default_factory=list)  # the last lines of output
-
-    @property
-    def interrupted(self) -> bool:
-        return self.signum is not None
-
-    @property
-    def ok(self) -> bool:
-        return self.returncode == 0 and not self.timed_out and not self.interrupted
-
-    def reason(self) -> str:
-        if self.signum is not None:
-            return f"interrupted by {signals.signal_name(self.signum)}"
-        if self.timed_out:
-            return "timed out"
-        if self.errors:
-            return self.errors[0] + (f" (and {len(self.errors) - 1} more)" if len(self.errors) > 1 else "")
-        last = next((line for line in reversed(self.tail) if line.strip()), "no output")
-        return f"horovodrun exited with {self.returncode}: {last.strip()[:300]}"
+# What `horovodrun --check-build` prints, without its six more imports of TensorFlow: the
+# part of `pipeprof doctor`'s probe (a subprocess that has imported TensorFlow) that asks
+# Horovod; it fills ``out`` with "horovod", "horovod_build" or "horovod_error".
+BUILD_PROBE = r"""
+try:
+    import glob
+    import horovod
+    out["horovod"] = horovod.__version__
+    import horovod.tensorflow as hvd
+    root = os.path.dirname(horovod.__file__)
+    controllers = {"MPI": bool(hvd.mpi_built()), "Gloo": bool(hvd.gloo_built())}
+    out["horovod_build"] = {
+        "frameworks": {"TensorFlow": True, "PyTorch": bool(glob.glob(os.path.join(root, "torch", "mpi_lib_v2*"))),
+                       "MXNet": bool(glob.glob(os.path.join(root, "mxnet", "mpi_lib*")))},
+        "controllers": controllers,
+        "tensor operations": {"NCCL": bool(hvd.nccl_built()), "DDL": bool(hvd.ddl_built()),
+                              "CCL": bool(hvd.ccl_built()), **controllers}}
+except Exception as exc:
+    out["horovod_error"] = f"{type(exc).__name__}: {exc}"
+"""
 
 
-def _next_or_none(lines: queue.Queue[str | None]) -> str | None:
-    try:
-        return lines.get_nowait()
-    except queue.Empty:
-        return None
+class HorovodLauncher:
+    """``launch.launcher = "horovodrun"``: Gloo or MPI as ``launch.controller`` says."""
 
+    name = "horovodrun"
 
-def run(argv: list[str], *, env: dict[str, str], log_path: Path, timeout_s: float,
-        on_line: Callable[[str], None] | None = None, grace_s: float = supervise.GRACE_S) -> LaunchResult:
-    """Run ``argv`` to the end, teeing its output to ``log_path`` and each line to ``on_line``.
+    def check(self, np: int, launch: LaunchConfig, gpu_count: int) -> None:
+        check_slots(np, launch, gpu_count)
+        find_horovodrun()
 
-    The command and everything it starts are stopped (SIGTERM, ``grace_s``, SIGKILL) at the
-    timeout, which holds however much it prints, and on SIGINT, SIGTERM or SIGHUP, which
-    ``result.signum`` then names; it gets SIGTERM should pipeprof die without a chance to."""
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    lines: queue.Queue[str | None] = queue.Queue()
-    result = LaunchResult(returncode=-1)
-    with signals.handled(), log_path.open("w") as log:
-        log.write("$ " + " ".join(a if len(a) < 200 else a[:40] + "…" for a in argv) + "\n")
-        log.flush()
-        proc = subprocess.Popen(supervise.dies_with_parent_argv(argv, env.get("PATH")), env=env,
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1,
-                                start_new_session=True, errors="replace")
-        family = supervise.Family(proc)
+    def env(self, base: dict[str, str], cwd: str, *, emulated: bool = False, local_ranks: int = 1) -> dict[str, str]:
+        return worker_env(base, cwd, emulated=emulated, local_ranks=local_ranks)
 
-        def pump() -> None:
-            assert proc.stdout is not None
-            for line in proc.stdout:
-                lines.put(line)
-            lines.put(None)
+    def ranks_argv(self, np: int, launch: LaunchConfig, rank_cmd: list[str]) -> list[str]:
+        return own_ranks_argv(np, launch, rank_cmd)
 
-        def take(line: str) -> None:
-            log.write(line)
-            result.tail = (result.tail + [line.rstrip("\n")])[-40:]
-            if ERROR_TAG in line:
-                result.errors.append(line.split(ERROR_TAG, 1)[1].strip())
-            if on_line is not None:
-                on_line(line.rstrip("\n"))
-
-        reader = threading.Thread(target=pump, name="pipeprof-horovodrun-output", daemon=True)
-        with signals.on_force(family.kill_now):
-            try:
-                reader.start()
-                deadline = time.monotonic() + timeout_s
-                while True:
-                    left_s = deadline - time.monotonic()
-                    if left_s <= 0:  # checked on every line: a chatty hung run times out too
-                        result.timed_out = True
-                        break
-                    family.refresh()
-                    try:
-                        line = lines.get(timeout=min(0.25, left_s))
-                    except queue.Empty:
-                        continue
-                    if line is None:
-                        break
-                    take(line)
-            except KeyboardInterrupt as exc:  # signals.Interrupted, or Ctrl-C outside handled()
-                result.signum = signals.signum_of(exc)
-            finally:
-                try:
-                    result.returncode = family.stop(grace_s)
-                except KeyboardInterrupt as exc:  # the first signal landed while stopping: go on
-                    result.signum = signals.signum_of(exc)
-                    result.returncode = family.stop(grace_s)
-                reader.join(timeout=5)
-                while (rest := _next_or_none(lines)) is not None:  # what it said while stopping
-                    take(rest)
-                log.flush()
-    return result
+    def script_argv(self, np: int, launch: LaunchConfig, cmd: list[str]) -> list[str]:
+        return horovodrun_argv(np, launch, cmd, horovodrun=find_horovodrun())

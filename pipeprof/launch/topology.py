@@ -1,9 +1,9 @@
 """Where ranks run: ranks per host, local ranks and cores per rank, computed once, here.
 
 Hosts come from ``-H a:8,b:8``, a hostfile, or this host alone (``localhost:np``), read by
-one parser; ranks are placed by Horovod's own ``get_host_assignments`` (fill each host's
-slots in order), and the launcher passes horovodrun exactly that placement, so what pipeprof
-assumes is what runs. Cores are the ones this process may use (its CPU affinity: taskset,
+one parser; ranks fill each host's slots in order (as horovodrun, mpirun and srun place
+them), and the launcher is given exactly that placement, so what pipeprof assumes is what
+runs. Cores are the ones this process may use (its CPU affinity: taskset,
 cpusets, Slurm), not the machine's; other hosts are taken to have as many.
 """
 
@@ -19,7 +19,7 @@ from pathlib import Path
 from pipeprof.errors import PipeprofError
 from pipeprof.scenario import LaunchConfig
 
-_HOST_NAME = re.compile(r"[\w.-]+")  # what horovodrun accepts
+_HOST_NAME = re.compile(r"[\w.-]+")  # what horovodrun and mpirun accept
 
 
 def usable_cores() -> int:
@@ -167,15 +167,19 @@ class Topology:
 
 
 def assign(np: int, launch: LaunchConfig, cores: int | None = None) -> Topology:
-    """Where horovodrun puts ``np`` ranks for this launch config, by Horovod's own assignment."""
-    # horovod.runner.common.util.hosts imports neither TensorFlow nor Horovod's C++ core
-    from horovod.runner.common.util.hosts import HostInfo, get_host_assignments
-
+    """Where ``np`` ranks go for this launch config: each host's slots filled in the order
+    given, ranks numbered across hosts, local ranks within one (horovodrun's
+    ``get_host_assignments``, mpirun's ``--map-by slot`` and srun's block distribution alike;
+    a unit test holds it to Horovod's own where Horovod is installed)."""
     named = host_slots(launch)
     hosts, what = named if named is not None else ([("localhost", np)], "localhost")
     total = sum(s for _, s in hosts)
     if np > total:
         raise PipeprofError(f"np={np} needs {np} slots but {what} offers {total}; add hosts or slots")
-    placed = get_host_assignments([HostInfo(h, s) for h, s in hosts], np, np)
-    return Topology(np=np, slots=tuple(Slot(p.hostname, p.rank, p.local_rank, p.local_size) for p in placed),
-                    cores=cores or usable_cores())
+    slots: list[Slot] = []
+    for host, n in hosts:
+        here = min(n, np - len(slots))
+        slots += [Slot(host, len(slots) + i, i, here) for i in range(here)]
+        if len(slots) == np:
+            break
+    return Topology(np=np, slots=tuple(slots), cores=cores or usable_cores())

@@ -13,24 +13,24 @@ from pipeprof.launch import topology
 HOROVOD_DEFAULT_CYCLE_MS = "1"  # Horovod's own, where HOROVOD_CYCLE_TIME is not set
 
 
-def setup_devices(tf, hvd, intra_op_threads: int = 0) -> str:
+def setup_devices(tf, engine, intra_op_threads: int = 0) -> str:
     """Pin this rank to its GPU by local rank (memory growth on); size CPU thread pools."""
     gpus = tf.config.list_physical_devices("GPU")
     for gpu in gpus:
         tf.config.experimental.set_memory_growth(gpu, True)
     if gpus:
         # With CUDA_VISIBLE_DEVICES already narrowed to one GPU per rank, there is only one.
-        tf.config.set_visible_devices(gpus[hvd.local_rank() % len(gpus)], "GPU")
-        return f"GPU:{hvd.local_rank() % len(gpus)}"
-    threads = intra_op_threads or topology.cores_per_rank(hvd.local_size())
+        tf.config.set_visible_devices(gpus[engine.local_rank % len(gpus)], "GPU")
+        return f"GPU:{engine.local_rank % len(gpus)}"
+    threads = intra_op_threads or topology.cores_per_rank(engine.local_size)
     tf.config.threading.set_intra_op_parallelism_threads(threads)
     return f"CPU ({threads} intra-op threads)"
 
 
-def emulated_step(tf, hvd_tf, device_ms: float, gradient_floats: int, seed: int = 0):
+def emulated_step(tf, engine, device_ms: float, gradient_floats: int, seed: int = 0):
     """A model step that keeps the device busy for ``device_ms`` without using the CPU (the
     rank sleeps, as its host thread would while a GPU computes), then allreduces a gradient
-    of the model's size through Horovod for real.
+    of the model's size through the engine (Horovod) for real.
 
     The sleep varies by up to half a Horovod cycle (``HOROVOD_CYCLE_TIME``) either way, its
     mean ``device_ms``. A fixed sleep phase-locks the step to Horovod's coordination cycle:
@@ -49,7 +49,7 @@ def emulated_step(tf, hvd_tf, device_ms: float, gradient_floats: int, seed: int 
 
     def step(x, y):
         time.sleep(max(0.0, device_ms + cycle_ms * (spread.random() - 0.5)) / 1e3)
-        reduced = hvd_tf.allreduce(gradient, name="pipeprof_emulated_gradient")
+        reduced = engine.allreduce(gradient, name="pipeprof_emulated_gradient")
         return {"loss": loss + tf.reduce_sum(reduced[:1]), "accuracy": loss}
 
     return step

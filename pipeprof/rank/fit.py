@@ -29,6 +29,7 @@ from pipeprof.analysis import stopping
 from pipeprof.analysis.ablation import RUNG_TIME_SHARE
 from pipeprof.config import build
 from pipeprof.launch.job import PROGRESS_TAG, ScriptJob
+from pipeprof.rank.engine import Engine
 from pipeprof.rank.output import emit, gather_records, write_variant
 from pipeprof.rank.plan import TWIN, Plan
 from pipeprof.records import StepRecord, VariantRun
@@ -98,11 +99,9 @@ def train_config(job: ScriptJob) -> TrainConfig:
 class FitMeasurement:
     """The plans of one fit (the twin alone, then the real pipeline against it) and the records."""
 
-    def __init__(self, job: ScriptJob, *, rank: int, size: int, average: Callable[[list[float]], numpy.ndarray],
-                 on_record: Callable[[StepRecord], None] | None = None) -> None:
-        self.job, self.rank, self.size = job, rank, size
+    def __init__(self, job: ScriptJob, *, engine: Engine, on_record: Callable[[StepRecord], None] | None = None) -> None:
+        self.job, self.engine, self.rank, self.size = job, engine, engine.rank, engine.size
         self.train = train_config(job)
-        self.average = average
         self.on_record = on_record
         self.phases = [v for v in ("synthetic", "real") if v in job.variants]
         self.phase = -1
@@ -128,7 +127,7 @@ class FitMeasurement:
         max_s = max(t.min_measure_s, RUNG_TIME_SHARE * t.max_measure_s) if variant == "synthetic" else t.max_measure_s
         self.plan = Plan(variant, warmup_steps=t.warmup_steps, measure_steps=t.measure_steps,
                          rule=stopping.Rule(t.target_ci_pct, t.min_measure_s, max_s), np=self.size,
-                         per_worker_batch=max(1, self.batch), average=self.average, paired=paired)
+                         per_worker_batch=max(1, self.batch), average=self._average, paired=paired)
         self.started = time.perf_counter()
         if self.rank == 0:
             emit(PROGRESS_TAG, {"event": "variant_start", "np": self.size, "variant": variant, "index": self.phase,
@@ -174,14 +173,15 @@ class FitMeasurement:
             return self._finish_phase()
         return False
 
-    def _finish_phase(self, stop_reason: str | None = None) -> bool:
-        import horovod.tensorflow as hvd_tf
+    def _average(self, values: list[float]) -> numpy.ndarray:
+        return self.engine.average(values, name="pipeprof_fit")
 
+    def _finish_phase(self, stop_reason: str | None = None) -> bool:
         plan, variant = self.plan, self.phases[self.phase]
         own = [r for r in self.records if not r.warmup and not r.paired]
         seconds = plan.seconds if plan.seconds is not None else sum(r.step_time_ms for r in own) / 1e3
-        metrics = self.average([_mean(self.losses), _mean(self.accs)])
-        every = gather_records(hvd_tf, self.records, name=f"pipeprof_fit_records_{self.phase}")
+        metrics = self._average([_mean(self.losses), _mean(self.accs)])
+        every = gather_records(self.engine, self.records, name=f"pipeprof_fit_records_{self.phase}")
         if self.rank == 0:
             write_variant(Path(self.job.run_dir), every, VariantRun(
                 np=self.size, variant=variant, synthetic=variant == "synthetic", per_worker_batch=self.batch,

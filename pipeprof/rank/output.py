@@ -28,9 +28,9 @@ def write_steps(path: Path, records: list[StepRecord]) -> None:
     tmp.replace(path)
 
 
-def gather_records(hvd_tf, records: list[StepRecord], name: str) -> list[StepRecord]:
-    """Every rank's records on every rank (Horovod's allgather: other hosts need no shared disk)."""
-    gathered = hvd_tf.allgather_object([r.to_dict() for r in records], name=name)
+def gather_records(engine, records: list[StepRecord], name: str) -> list[StepRecord]:
+    """Every rank's records on every rank (the engine's allgather: other hosts need no shared disk)."""
+    gathered = engine.gather([r.to_dict() for r in records], name=name)
     return [StepRecord.from_dict(d) for part in gathered for d in part]
 
 

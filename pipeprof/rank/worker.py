@@ -27,7 +27,10 @@ from pipeprof.errors import PipeprofError
 from pipeprof.launch.job import ERROR_TAG, PROGRESS_TAG, Job, VariantSpec
 from pipeprof.records import StepRecord, VariantRun
 from pipeprof.config import build
+from pipeprof.rank import engine as engines
 from pipeprof.rank.devices import emulated_step, setup_devices
+from pipeprof.rank.engine import Engine
+from pipeprof.rank.identity import identity
 from pipeprof.rank.measure import run_variant
 from pipeprof.rank.output import emit, gather_records, write_variant
 from pipeprof.scenario import PipelineConfig, Scenario, TrainConfig, emulated_ms
@@ -48,17 +51,17 @@ def batch_and_lr(train: TrainConfig, np: int) -> tuple[int, float]:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     job = Job.decode(argv[0])
-    rank = int(os.environ.get("HOROVOD_RANK", os.environ.get("OMPI_COMM_WORLD_RANK", "0")))
+    me = identity()  # from the launcher's environment: known before any engine starts
     try:
         return _run(job)
     except PipeprofError as exc:
-        print(f"{ERROR_TAG} rank {rank}: {exc.message}", file=sys.stderr, flush=True)
+        print(me.error_line(ERROR_TAG, exc.message), file=sys.stderr, flush=True)
     except Exception as exc:  # report, then let horovodrun end the other ranks
         if (line := _input_failure(exc)) is not None:  # a bad file: one line, no traceback
-            print(f"{ERROR_TAG} rank {rank}: {line}", file=sys.stderr, flush=True)
+            print(me.error_line(ERROR_TAG, line), file=sys.stderr, flush=True)
             return 1
         traceback.print_exc()
-        print(f"{ERROR_TAG} rank {rank}: {type(exc).__name__}: {' '.join(str(exc).split())[:500]}",
+        print(me.error_line(ERROR_TAG, f"{type(exc).__name__}: {' '.join(str(exc).split())[:500]}"),
               file=sys.stderr, flush=True)
     return 1
 
@@ -95,42 +98,27 @@ def _start_telemetry(job: Job, scenario: Scenario, rank: int, size: int, local_r
                          host_interval_s=scenario.telemetry.host_interval_ms / 1e3).start()
 
 
-def check_controller(controller: str, built: bool) -> None:
-    """pipeprof launches its ranks without horovodrun's build probe (``launch.hvdrun``): this
-    is that check, made where Horovod is imported anyway."""
-    if not built:
-        flag = "HOROVOD_WITH_GLOO=1" if controller == "gloo" else "HOROVOD_WITH_MPI=1 (with MPI installed)"
-        raise PipeprofError(f"this Horovod was built without {controller.upper()}, which launch.controller = "
-                            f"\"{controller}\" needs: reinstall it with {flag} (scripts/setup.sh), or pick the other "
-                            "controller")
-
-
 def _run(job: Job) -> int:
-    import horovod.tensorflow.keras as hvd
-
     scenario = Scenario.from_dict({k: v for k, v in job.scenario.items() if k != "source_file"}, "job")
-    controller = scenario.launch.controller
-    check_controller(controller, bool(hvd.gloo_built() if controller == "gloo" else hvd.mpi_built()))
-    hvd.init()
-    telemetry = _start_telemetry(job, scenario, hvd.rank(), hvd.size(), hvd.local_rank(), hvd.local_size())
+    engine = engines.get(scenario.train.engine)
+    engine.start(scenario.launch.controller)
+    telemetry = _start_telemetry(job, scenario, engine.rank, engine.size, engine.local_rank, engine.local_size)
     try:
-        return _train(job, scenario, telemetry)
+        return _train(job, scenario, engine, telemetry)
     finally:
         if telemetry is not None:
             telemetry.stop()
 
 
-def _train(job: Job, scenario: Scenario, telemetry) -> int:
+def _train(job: Job, scenario: Scenario, engine: Engine, telemetry) -> int:
     import tensorflow as tf
-    import horovod.tensorflow as hvd_tf
-    import horovod.tensorflow.keras as hvd
 
     from pipeprof.data import pipeline
     from pipeprof.models import build_model
 
     train = scenario.train
-    device = setup_devices(tf, hvd, train.intra_op_threads)
-    rank, size = hvd.rank(), hvd.size()
+    device = setup_devices(tf, engine, train.intra_op_threads)
+    rank, size = engine.rank, engine.size
     if size != job.np:
         raise PipeprofError(f"launched {size} ranks but the job is for np={job.np}")
     per_worker_batch, lr = batch_and_lr(train, size)
@@ -141,14 +129,14 @@ def _train(job: Job, scenario: Scenario, telemetry) -> int:
     model = build_model(scenario.model.name, input_shape, data.num_classes)
     base_opt = (tf.keras.optimizers.SGD(learning_rate=lr, momentum=train.momentum) if train.optimizer == "sgd"
                 else tf.keras.optimizers.Adam(learning_rate=lr))
-    opt = hvd.DistributedOptimizer(base_opt)
+    opt = engine.wrap_optimizer(base_opt)
     model.compile(optimizer=opt, loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
                   metrics=["accuracy"])
     step_fn = tf.function(lambda x, y: model.train_step((x, y)))
     gradient_floats = int(sum(int(tf.size(v)) for v in model.trainable_variables))
     device_ms = emulated_ms(train.device)
     if device_ms is not None:
-        step_fn = emulated_step(tf, hvd_tf, device_ms, gradient_floats, seed=rank)
+        step_fn = emulated_step(tf, engine, device_ms, gradient_floats, seed=rank)
         device = f"emulated ({device_ms:g} ms/step + allreduce of {gradient_floats * 4 / 2**20:.1f} MB)"
 
     device_steps: dict[str, object] = {}
@@ -187,7 +175,7 @@ def _train(job: Job, scenario: Scenario, telemetry) -> int:
                         tf.TensorSpec([per_worker_batch], tf.int32))
 
     # Same starting weights everywhere (what BroadcastGlobalVariablesCallback does in fit).
-    hvd_tf.broadcast_variables(model.variables, root_rank=0)
+    engine.broadcast(model.variables, root=0)
     broadcast_opt_pending = True
     if rank == 0:
         emit(PROGRESS_TAG, {"event": "start", "np": size, "device": device, "per_worker_batch": per_worker_batch,
@@ -197,7 +185,7 @@ def _train(job: Job, scenario: Scenario, telemetry) -> int:
             "device": train.device}) + "\n")
 
     def average(values: list[float]) -> numpy.ndarray:
-        return hvd_tf.allreduce(tf.constant(values, tf.float64), op=hvd_tf.Average, name="pipeprof_check").numpy()
+        return engine.average(values, name="pipeprof_check")
 
     twin_ran = False  # once the synthetic twin ran at this np, real variants alternate with it
     warm_lr_steps, global_step = train.lr_warmup_steps, 0
@@ -208,7 +196,7 @@ def _train(job: Job, scenario: Scenario, telemetry) -> int:
             batches = itertools.repeat(noise)
         else:
             batches = iter(real_dataset(spec))
-        hvd_tf.allreduce(tf.constant(0.0), name=f"barrier_{k}")  # all ranks start the variant together
+        engine.barrier(f"barrier_{k}")  # all ranks start the variant together
         started = time.perf_counter()
         total = train.warmup_steps + train.measure_steps if train.measure_steps else 0  # 0: adaptive
         if rank == 0:
@@ -222,7 +210,7 @@ def _train(job: Job, scenario: Scenario, telemetry) -> int:
                 telemetry.put("step", record)
             global_step += 1
             if broadcast_opt_pending:  # optimizer slots exist only after the first update
-                hvd_tf.broadcast_variables(opt.variables, root_rank=0)
+                engine.broadcast(opt.variables, root=0)
                 broadcast_opt_pending = False
             if warm_lr_steps and global_step <= warm_lr_steps:
                 opt.learning_rate.assign(lr / size + (lr - lr / size) * global_step / warm_lr_steps)
@@ -254,9 +242,8 @@ def _train(job: Job, scenario: Scenario, telemetry) -> int:
         finished = [batches]
         del batches
         threading.Thread(target=finished.clear, name="pipeprof-retire", daemon=True).start()
-        avg = hvd_tf.allreduce(tf.constant([measured.loss, measured.accuracy], tf.float64),
-                               name=f"metrics_{k}").numpy()
-        all_records = gather_records(hvd_tf, measured.records, name=f"records_{k}")
+        avg = engine.average([measured.loss, measured.accuracy], name=f"metrics_{k}")
+        all_records = gather_records(engine, measured.records, name=f"records_{k}")
         twin_ran = twin_ran or spec.synthetic
         if rank == 0:
             write_variant(run_dir, all_records, VariantRun(
@@ -264,7 +251,7 @@ def _train(job: Job, scenario: Scenario, telemetry) -> int:
                 global_batch=per_worker_batch * size, learning_rate=lr, loss_mean=float(avg[0]),
                 accuracy_mean=float(avg[1]), wall_s=wall, measured_steps=measured.steps, measured_s=measured.seconds,
                 stop_reason=measured.stop_reason, half_pct=measured.half_pct), index=k, of=len(job.variants))
-    hvd_tf.allreduce(tf.constant(0.0), name="barrier_end")
+    engine.barrier("barrier_end")
     return 0
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from pipeprof.launch import horovod, signals, topology
+from pipeprof.launch import launcher as launchers, runner, signals, topology
 from pipeprof.errors import PipeprofError
 from pipeprof.launch.job import Job, VariantSpec
 from pipeprof.rundir import FAILED, FINISHED, INTERRUPTED, RUNNING, RunDir, manifest
@@ -48,12 +48,12 @@ def compare(scenario: Scenario, nps: list[int], *, out: str | None = None, argv:
     reporter = reporter or Reporter()
     nvml = nvml or Nvml()
     gpus = nvml.inventory()
+    launcher = launchers.get(scenario.launch.launcher)
     for n in nps:  # refuse before spending anything
-        horovod.check_slots(n, scenario.launch, len(gpus))
+        launcher.check(n, scenario.launch, len(gpus))
     specs = variant_specs(scenario, only_variants, synthetic, ablation, real)
     for spec_warning in {w for v in scenario.variants if (w := cache_warning(scenario.variant_pipeline(v)))}:
         reporter.warning(spec_warning)
-    horovod.find_horovodrun()  # Horovod is installed: refuse before spending anything
     data_root = prepare_data(scenario, reporter)
     check_memory(scenario, specs, data_root, nps, ram_budget_bytes)
     run = RunDir.create(out, scenario.name)
@@ -65,14 +65,14 @@ def compare(scenario: Scenario, nps: list[int], *, out: str | None = None, argv:
         specs += remedy_specs
     run.write_manifest(manifest(scenario.to_dict(), list(argv or []), gpus, {
         "worker_counts": nps, "variants": [s.name for s in specs], "data_root": data_root,
-        "launcher": "horovodrun", "controller": scenario.launch.controller,
+        "launcher": launcher.name, "controller": scenario.launch.controller,
         "device": device_label(scenario.train.device)}))
     run.write_status(RUNNING)
     reporter.progress({"event": "plan", "worker_counts": list(nps), "variants": [s.name for s in specs]})
     # every host's ranks must reach the rendezvous in time: size it for the busiest host
     local = max(topology.assign(n, scenario.launch).ranks_per_host for n in nps)
-    env = horovod.worker_env(dict(os.environ), str(Path.cwd()), emulated=emulated_ms(scenario.train.device) is not None,
-                             local_ranks=local)
+    env = launcher.env(dict(os.environ), str(Path.cwd()), emulated=emulated_ms(scenario.train.device) is not None,
+                       local_ranks=local)
     synthetic_names = {s.name for s in specs if s.synthetic}
     order = [s.name for s in specs]
     reference = scenario.variants[0].name if ablation else None
@@ -91,11 +91,11 @@ def compare(scenario: Scenario, nps: list[int], *, out: str | None = None, argv:
                     job = Job(run_dir=str(run_dir), np=n, scenario=scenario.to_dict(), data_root=data_root,
                               variants=launch_specs, stream=stream.address if scenario.telemetry.enabled else "",
                               stream_token=stream.token)
-                    argv_n = horovod.own_ranks_argv(n, scenario.launch,
-                                                    [sys.executable, "-m", "pipeprof.rank", job.encode()])
+                    argv_n = launcher.ranks_argv(n, scenario.launch,
+                                                  [sys.executable, "-m", "pipeprof.rank", job.encode()])
                     reporter.progress({"event": "launch", "np": n, "of_variants": len(specs)})
-                    result = horovod.run(argv_n, env=env, log_path=run.log_path(f"np{n}"),
-                                         timeout_s=scenario.launch.timeout_s, on_line=progress_lines(reporter))
+                    result = runner.run(argv_n, env=env, log_path=run.log_path(f"np{n}"), program=launcher.name,
+                                        timeout_s=scenario.launch.timeout_s, on_line=progress_lines(reporter))
             except PipeprofError as exc:  # the launch could not start (e.g. its tf.data service): nothing ran at this np
                 failure = f"np={n}: {exc.message}"
                 break
@@ -175,7 +175,7 @@ def stored_data(scenario: Scenario, data_root: str):
     return Data(image_size=d.image_size)
 
 
-def launch_failure(n: int, result: horovod.LaunchResult, run: RunDir) -> str | None:
+def launch_failure(n: int, result: runner.LaunchResult, run: RunDir) -> str | None:
     """One line for a launch that did not end well, naming its log; None when it did."""
     return None if result.ok else f"np={n}: {result.reason()} (log: {run.log_path(f'np{n}')})"
 

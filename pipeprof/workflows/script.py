@@ -21,7 +21,7 @@ import pandas as pd
 
 from pipeprof.analysis.verdict import Verdict, decide
 from pipeprof.errors import PipeprofError
-from pipeprof.launch import horovod, signals, topology
+from pipeprof.launch import launcher as launchers, runner, signals, topology
 from pipeprof.launch.job import ENV_SCRIPT_JOB, ScriptJob
 from pipeprof.rundir import RUNNING, RunDir, manifest
 from pipeprof.scenario import Scenario
@@ -57,20 +57,20 @@ def compare_script(cmd: list[str], scenario: Scenario, nps: list[int], *, out: s
         raise PipeprofError("compare: give the training command after --, e.g. "
                             "pipeprof compare --np 1,2 -- python train.py")
     gpus = Nvml().inventory()
+    launcher = launchers.get(scenario.launch.launcher)
     for n in nps:
-        horovod.check_slots(n, scenario.launch, len(gpus))
-    horovodrun = horovod.find_horovodrun()
+        launcher.check(n, scenario.launch, len(gpus))
     run = RunDir.create(out, scenario.name)
     run_dir = run.path
     run.write_manifest(manifest(scenario.to_dict(), list(argv or []), gpus, {
-        "script": cmd, "worker_counts": nps, "variants": list(VARIANTS), "launcher": "horovodrun",
+        "script": cmd, "worker_counts": nps, "variants": list(VARIANTS), "launcher": launcher.name,
         "controller": scenario.launch.controller, "device": "real", "command": "compare"}))
     run.write_status(RUNNING)
     reporter.progress({"event": "plan", "worker_counts": list(nps), "variants": list(VARIANTS)})
     reporter.message("one launch per worker count: the script's model.fit measures the synthetic twin, then its "
                      "own pipeline in rounds against it")
     local = max(topology.assign(n, scenario.launch).ranks_per_host for n in nps)
-    base_env = horovod.worker_env(dict(os.environ), str(Path.cwd()), local_ranks=local)
+    base_env = launcher.env(dict(os.environ), str(Path.cwd()), local_ranks=local)
     train = {k: getattr(scenario.train, k) for k in MEASUREMENT_KEYS}
     summary, failure, signum = pd.DataFrame(), None, None
     caught = signals.Catch()
@@ -83,7 +83,7 @@ def compare_script(cmd: list[str], scenario: Scenario, nps: list[int], *, out: s
                                 ENV_RUN_DIR: str(run_dir)})
         reporter.progress({"event": "launch", "np": n, "of_variants": len(variants)})
         try:
-            result = horovod.run(horovod.horovodrun_argv(n, scenario.launch, cmd, horovodrun=horovodrun), env=env,
+            result = runner.run(launcher.script_argv(n, scenario.launch, cmd), env=env, program=launcher.name,
                                  log_path=run.log_path(label), timeout_s=scenario.launch.timeout_s,
                                  on_line=progress_lines(reporter))
         except FileNotFoundError:
@@ -128,7 +128,7 @@ def ablate(cmd: list[str], run: RunDir, env: dict[str, str], cores: int, summary
     """The script once more, alone on ``cores`` cores, measuring its dataset's transformations;
     then the verdict per worker count from those costs and the compare's figures."""
     job = ScriptJob(run_dir=str(run.path), np=1, mode="ablate")
-    result = horovod.run(topology.pinned_argv(cmd, cores), env=dict(env, **{ENV_SCRIPT_JOB: job.encode()}),
+    result = runner.run(topology.pinned_argv(cmd, cores), env=dict(env, **{ENV_SCRIPT_JOB: job.encode()}),
                          log_path=run.log_path("ablation"), timeout_s=scenario.launch.timeout_s)
     stages = run.script_stages()
     if not result.ok or stages is None:

@@ -9,7 +9,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from pipeprof.errors import PipeprofError
-from pipeprof.launch import horovod, signals
+from pipeprof.launch import runner, signals
+from pipeprof.launch.launcher import base_env
 from pipeprof.rundir import RUNNING, RunDir, manifest
 from pipeprof.telemetry.nvml import Nvml
 from pipeprof.telemetry.stream import ENV_ADDRESS, ENV_RUN_DIR, ENV_TOKEN
@@ -37,11 +38,11 @@ def watch(cmd: list[str], *, out: str | None = None, argv: list[str] | None = No
     run.write_status(RUNNING)
     stream = RecordStream(run_dir, reporter, remote=any(a in HOST_FLAGS for a in cmd), stream_host=stream_host)
     with stream:
-        env = horovod.worker_env(dict(os.environ), os.getcwd())
+        env = base_env(dict(os.environ), os.getcwd())
         env.update({ENV_ADDRESS: stream.address, ENV_TOKEN: stream.token, ENV_RUN_DIR: str(run_dir)})
         reporter.progress({"event": "launch", "np": None, "of_variants": 1})
         try:
-            result = horovod.run(cmd, env=env, log_path=run.log_path("watch"),
+            result = runner.run(cmd, env=env, log_path=run.log_path("watch"),
                                  timeout_s=timeout_s or 10**9, on_line=on_line)
         except FileNotFoundError:
             raise PipeprofError(f"pipeprof watch: command not found: {cmd[0]}") from None

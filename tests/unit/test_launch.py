@@ -6,20 +6,20 @@ import time
 import pytest
 
 from pipeprof.errors import PipeprofError
-from pipeprof.launch import horovod
+from pipeprof.launch import horovod, launcher, runner
 from pipeprof.scenario import LaunchConfig
 
 
 @pytest.mark.parametrize("spec,expected", [("32", [1, 2, 4, 8, 16, 32]), ("1", [1]), ("12", [1, 2, 4, 8, 12]),
                                            ("1,3,8", [1, 3, 8]), ("8,1,8", [1, 8]), ([4, 2], [2, 4])])
 def test_worker_counts(spec, expected):
-    assert horovod.worker_counts(spec) == expected
+    assert launcher.worker_counts(spec) == expected
 
 
 @pytest.mark.parametrize("spec", ["abc", "0", "1,-2", ""])
 def test_bad_worker_counts(spec):
     with pytest.raises(PipeprofError, match="--np"):
-        horovod.worker_counts(spec)
+        launcher.worker_counts(spec)
 
 
 def test_argv_local_gloo():
@@ -40,7 +40,7 @@ def test_own_ranks_run_the_same_horovodrun_arguments_without_its_build_probe():
 
 @pytest.mark.parametrize("controller,flag", [("gloo", "HOROVOD_WITH_GLOO=1"), ("mpi", "HOROVOD_WITH_MPI=1")])
 def test_a_rank_names_the_controller_its_horovod_lacks(controller, flag):
-    from pipeprof.rank.worker import check_controller
+    from pipeprof.rank.horovod_engine import check_controller
 
     check_controller(controller, True)
     with pytest.raises(PipeprofError, match=f"built without {controller.upper()}.*{flag}"):
@@ -63,12 +63,12 @@ def test_argv_hosts_passes_only_the_slots_np_uses():
 
 def test_too_many_ranks_refused_unless_oversubscribed():
     with pytest.raises(PipeprofError, match="--oversubscribe"):
-        horovod.check_slots(10_000, LaunchConfig(), gpu_count=0)
-    horovod.check_slots(10_000, LaunchConfig(oversubscribe=True), gpu_count=0)
+        launcher.check_slots(10_000, LaunchConfig(), gpu_count=0)
+    launcher.check_slots(10_000, LaunchConfig(oversubscribe=True), gpu_count=0)
     with pytest.raises(PipeprofError, match="offers 2"):
-        horovod.check_slots(3, LaunchConfig(), gpu_count=2)  # one rank per GPU
+        launcher.check_slots(3, LaunchConfig(), gpu_count=2)  # one rank per GPU
     with pytest.raises(PipeprofError, match="offers 16"):
-        horovod.check_slots(32, LaunchConfig(hosts="a:8,b:8"), gpu_count=0)
+        launcher.check_slots(32, LaunchConfig(hosts="a:8,b:8"), gpu_count=0)
 
 
 def test_worker_env_is_built_in_one_place():
@@ -88,7 +88,7 @@ def py(code: str) -> list[str]:
 
 def test_run_streams_lines_and_logs(tmp_path):
     seen = []
-    res = horovod.run(py("print('a'); print('b')"), env={}, log_path=tmp_path / "l.log", timeout_s=30,
+    res = runner.run(py("print('a'); print('b')"), env={}, log_path=tmp_path / "l.log", timeout_s=30,
                       on_line=seen.append)
     assert res.ok and seen == ["a", "b"]
     assert "a\nb\n" in (tmp_path / "l.log").read_text()
@@ -96,19 +96,19 @@ def test_run_streams_lines_and_logs(tmp_path):
 
 def test_run_reports_a_rank_error_in_one_line(tmp_path):
     code = "import sys; print('PIPEPROF-ERROR rank 1: ValueError: bad shape', file=sys.stderr); sys.exit(1)"
-    res = horovod.run(py(code), env={}, log_path=tmp_path / "l.log", timeout_s=30)
+    res = runner.run(py(code), env={}, log_path=tmp_path / "l.log", timeout_s=30)
     assert not res.ok and res.reason() == "rank 1: ValueError: bad shape"
 
 
 def test_run_kills_a_hung_command_at_its_timeout(tmp_path):
     t0 = time.monotonic()
-    res = horovod.run(py("import time; print('up', flush=True); time.sleep(60)"), env={},
+    res = runner.run(py("import time; print('up', flush=True); time.sleep(60)"), env={},
                       log_path=tmp_path / "l.log", timeout_s=1.5)
     assert res.timed_out and not res.ok and res.reason() == "timed out"
     assert time.monotonic() - t0 < 15
 
 
 def test_run_without_error_tag_quotes_the_last_line(tmp_path):
-    res = horovod.run(py("print('something broke'); raise SystemExit(3)"), env={}, log_path=tmp_path / "l.log",
+    res = runner.run(py("print('something broke'); raise SystemExit(3)"), env={}, log_path=tmp_path / "l.log",
                       timeout_s=30)
     assert res.returncode == 3 and "something broke" in res.reason()

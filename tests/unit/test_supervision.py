@@ -16,7 +16,7 @@ import pytest
 
 from pipeprof.data.stagebench import StageBench
 from pipeprof.errors import PipeprofError
-from pipeprof.launch import horovod, signals
+from pipeprof.launch import runner, signals
 from pipeprof.records import StepRecord
 from pipeprof.scenario import DataConfig, PipelineConfig
 from pipeprof.telemetry.recorder import Recorder
@@ -39,7 +39,7 @@ def gone(pid: int, within_s: float = 5.0) -> bool:
 
 def test_a_chatty_hung_launch_is_killed_at_its_timeout(tmp_path):
     t0 = time.monotonic()
-    res = horovod.run(["bash", "-c", "while true; do echo x; sleep 0.05; done"], env=dict(os.environ),
+    res = runner.run(["bash", "-c", "while true; do echo x; sleep 0.05; done"], env=dict(os.environ),
                       log_path=tmp_path / "l.log", timeout_s=2)
     assert res.timed_out and not res.ok and res.reason() == "timed out"
     assert time.monotonic() - t0 < 30  # the command loops for ever: only the timeout ends it
@@ -59,7 +59,7 @@ def test_sigterm_stops_the_launch_gracefully_and_no_descendant_survives(tmp_path
     timer.start()
     t0 = time.monotonic()
     try:
-        res = horovod.run(["bash", "-c", script], env=dict(os.environ), log_path=tmp_path / "l.log", timeout_s=60)
+        res = runner.run(["bash", "-c", script], env=dict(os.environ), log_path=tmp_path / "l.log", timeout_s=60)
     finally:
         timer.cancel()
     assert time.monotonic() - t0 < 10
@@ -158,7 +158,7 @@ def test_a_child_dies_when_pipeprof_is_sigkilled(how):
 
 def test_a_missing_command_is_file_not_found(tmp_path):
     with pytest.raises(FileNotFoundError):
-        horovod.run(["no-such-command-pipeprof"], env=dict(os.environ), log_path=tmp_path / "l.log", timeout_s=5)
+        runner.run(["no-such-command-pipeprof"], env=dict(os.environ), log_path=tmp_path / "l.log", timeout_s=5)
 
 
 # --- the record stream ---------------------------------------------------------------------------

@@ -11,7 +11,7 @@ from pipeprof import scenario as scen
 from pipeprof.analysis.memory import default_ram_budget_bytes
 from pipeprof.workflows.plan import check_memory, variant_specs
 from pipeprof.errors import PipeprofError
-from pipeprof.launch import horovod, topology
+from pipeprof.launch import horovod, launcher, topology
 from pipeprof.scenario import LaunchConfig
 
 
@@ -111,6 +111,6 @@ def test_host_list_mistakes_are_one_line_each():
 def test_a_host_list_cannot_be_oversubscribed():
     # horovodrun starts one rank per slot of a host list; --oversubscribe is for this host only
     with pytest.raises(PipeprofError, match="offers 8"):
-        horovod.check_slots(9, LaunchConfig(hosts="a:4,b:4", oversubscribe=True), gpu_count=0)
+        launcher.check_slots(9, LaunchConfig(hosts="a:4,b:4", oversubscribe=True), gpu_count=0)
     with pytest.raises(PipeprofError, match="offers 8"):
         topology.assign(9, LaunchConfig(hosts="a:4,b:4"))

@@ -1,0 +1,65 @@
+"""A fake launcher (``launch.launcher = "fake"``), registered as any launcher is
+(``launch.launcher.register``): it starts ``np`` local processes of the rank command with
+PMI's rank variables (as MPICH's Hydra does), pipeprof's own rank module swapped for the fake
+rank (``tests.fakes.rank``), and waits for them all; one failing rank ends the others.
+
+    python -m tests.fakes.launcher NP CMD...
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+from pipeprof.launch.launcher import base_env, check_slots
+from pipeprof.scenario import LaunchConfig
+
+from tests.fakes.engine import ENV_DIR
+
+
+class FakeLauncher:
+    name = "fake"
+
+    def __init__(self, batch_ms: float = 0.0, fail_rank: int = -1) -> None:
+        self.batch_ms, self.fail_rank = batch_ms, fail_rank
+        self.launches = 0
+
+    def check(self, np: int, launch: LaunchConfig, gpu_count: int) -> None:
+        check_slots(np, launch, gpu_count)
+
+    def env(self, base: dict[str, str], cwd: str, *, emulated: bool = False, local_ranks: int = 1) -> dict[str, str]:
+        return dict(base_env(base, cwd), PIPEPROF_FAKE_BATCH_MS=str(self.batch_ms),
+                    PIPEPROF_FAKE_FAIL_RANK=str(self.fail_rank))
+
+    def ranks_argv(self, np: int, launch: LaunchConfig, rank_cmd: list[str]) -> list[str]:
+        self.launches += 1
+        cmd = ["tests.fakes.rank" if a == "pipeprof.rank" else a for a in rank_cmd]
+        return [sys.executable, "-m", "tests.fakes.launcher", str(np), *cmd]
+
+    def script_argv(self, np: int, launch: LaunchConfig, cmd: list[str]) -> list[str]:
+        return [sys.executable, "-m", "tests.fakes.launcher", str(np), *cmd]
+
+
+def main(argv: list[str]) -> int:
+    np, cmd = int(argv[0]), argv[1:]
+    job_dir = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"pipeprof-fake-engine-{os.getpid()}")
+    procs = [subprocess.Popen(cmd, env=dict(os.environ, PMI_RANK=str(r), PMI_SIZE=str(np), MPI_LOCALRANKID=str(r),
+                                            MPI_LOCALNRANKS=str(np), **{ENV_DIR: job_dir}))
+             for r in range(np)]
+    code = 0
+    while [p.poll() for p in procs].count(None):  # poll every rank, each time
+        if code == 0 and (failed := [p.returncode for p in procs if p.returncode not in (None, 0)]):
+            code = failed[0]
+            for p in procs:  # one rank died: the job is over, as under horovodrun
+                if p.poll() is None:
+                    p.terminate()
+        time.sleep(0.02)
+    shutil.rmtree(job_dir, ignore_errors=True)  # the engine's files: this launch's own
+    return code or next((p.returncode for p in procs if p.returncode), 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
