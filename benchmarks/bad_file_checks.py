@@ -32,11 +32,23 @@ import tensorflow as tf
 
 from pipeprof.data import pipeline
 from pipeprof.data.generate import generate
-from pipeprof.scenario import AugmentConfig, DataConfig, GenerateConfig, PipelineConfig, PrefetchConfig, ShuffleConfig
+from pipeprof.scenario import (
+    AugmentConfig,
+    DataConfig,
+    GenerateConfig,
+    PipelineConfig,
+    PrefetchConfig,
+    ShuffleConfig,
+)
 
-PIPE = PipelineConfig(augment=AugmentConfig(enabled=False), shuffle=ShuffleConfig(enabled=False),
-                      prefetch=PrefetchConfig(enabled=False), parallel_calls=1, private_threadpool_size=1,
-                      max_intra_op_parallelism=1)
+PIPE = PipelineConfig(
+    augment=AugmentConfig(enabled=False),
+    shuffle=ShuffleConfig(enabled=False),
+    prefetch=PrefetchConfig(enabled=False),
+    parallel_calls=1,
+    private_threadpool_size=1,
+    max_intra_op_parallelism=1,
+)
 SIZE = 64
 
 
@@ -45,23 +57,34 @@ def unchecked(data: DataConfig, root: str) -> tf.data.Dataset:
     if data.source == "folder":
         files, classes = pipeline.list_image_folder(root)
         table = tf.lookup.StaticHashTable(
-            tf.lookup.KeyValueTensorInitializer(tf.constant(classes), tf.range(len(classes), dtype=tf.int32)), -1)
+            tf.lookup.KeyValueTensorInitializer(
+                tf.constant(classes), tf.range(len(classes), dtype=tf.int32)
+            ),
+            -1,
+        )
 
         def read(path):
-            return pipeline._decode(tf.io.read_file(path), SIZE), table.lookup(tf.strings.split(path, os.sep)[-2])
+            return pipeline._decode(tf.io.read_file(path), SIZE), table.lookup(
+                tf.strings.split(path, os.sep)[-2]
+            )
 
         ds = tf.data.Dataset.from_tensor_slices(files).map(read, num_parallel_calls=1)
     else:
         files = pipeline.list_tfrecords(data.path)
-        features = {"image/encoded": tf.io.FixedLenFeature([], tf.string),
-                    "image/class/label": tf.io.FixedLenFeature([], tf.int64)}
+        features = {
+            "image/encoded": tf.io.FixedLenFeature([], tf.string),
+            "image/class/label": tf.io.FixedLenFeature([], tf.int64),
+        }
 
         def parse(record):
             ex = tf.io.parse_single_example(record, features)
-            return pipeline._decode(ex["image/encoded"], SIZE), tf.cast(ex["image/class/label"], tf.int32)
+            return pipeline._decode(ex["image/encoded"], SIZE), tf.cast(
+                ex["image/class/label"], tf.int32
+            )
 
-        ds = tf.data.Dataset.from_tensor_slices(files).interleave(tf.data.TFRecordDataset, cycle_length=min(8, len(files)),
-                                                                  num_parallel_calls=1)
+        ds = tf.data.Dataset.from_tensor_slices(files).interleave(
+            tf.data.TFRecordDataset, cycle_length=min(8, len(files)), num_parallel_calls=1
+        )
         ds = ds.map(parse, num_parallel_calls=1)
     options = tf.data.Options()
     options.deterministic = PIPE.deterministic  # as build sets it
@@ -87,10 +110,18 @@ def make_tfrecords(root: str, out: Path) -> None:
         with tf.io.TFRecordWriter(str(out / f"train-{k}.tfrecord")) as w:
             for f in files[k::4]:
                 feature = {
-                    "image/encoded": tf.train.Feature(bytes_list=tf.train.BytesList(value=[Path(f).read_bytes()])),
-                    "image/class/label": tf.train.Feature(int64_list=tf.train.Int64List(
-                        value=[classes.index(Path(f).parent.name)]))}
-                w.write(tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString())
+                    "image/encoded": tf.train.Feature(
+                        bytes_list=tf.train.BytesList(value=[Path(f).read_bytes()])
+                    ),
+                    "image/class/label": tf.train.Feature(
+                        int64_list=tf.train.Int64List(value=[classes.index(Path(f).parent.name)])
+                    ),
+                }
+                w.write(
+                    tf.train.Example(
+                        features=tf.train.Features(feature=feature)
+                    ).SerializeToString()
+                )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -100,23 +131,32 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batches", type=int, default=60)
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="pipeprof-bench-") as tmp:
-        root = str(generate(GenerateConfig(images=1000, size=96, classes=10, seed=3), Path(tmp) / "images"))
+        root = str(
+            generate(GenerateConfig(images=1000, size=96, classes=10, seed=3), Path(tmp) / "images")
+        )
         data = DataConfig(source="folder", image_size=SIZE, num_classes=10)
         if args.source == "tfrecord":
             make_tfrecords(root, Path(tmp) / "records")
-            data = DataConfig(source="tfrecord", path=str(Path(tmp) / "records"), image_size=SIZE, num_classes=10)
-        sides = {"checked": lambda: pipeline.build(data, PIPE, data_root=root, shard=pipeline.Shard(0, 1),
-                                                   batch_size=50),
-                 "unchecked": lambda: unchecked(data, root)}
+            data = DataConfig(
+                source="tfrecord", path=str(Path(tmp) / "records"), image_size=SIZE, num_classes=10
+            )
+        sides = {
+            "checked": lambda: pipeline.build(
+                data, PIPE, data_root=root, shard=pipeline.Shard(0, 1), batch_size=50
+            ),
+            "unchecked": lambda: unchecked(data, root),
+        }
         got: dict[str, list[float]] = {k: [] for k in sides}
         for r in range(args.rounds):
-            for name in (("checked", "unchecked") if r % 2 else ("unchecked", "checked")):
+            for name in ("checked", "unchecked") if r % 2 else ("unchecked", "checked"):
                 got[name].append(cpu_ms_per_sample(sides[name](), args.batches))
     ratios = sorted(c / u for c, u in zip(got["checked"], got["unchecked"]))
     c, u = statistics.median(got["checked"]), statistics.median(got["unchecked"])
-    print(f"{args.source}: checked {c:.4f}, unchecked {u:.4f} CPU-ms/sample (medians, {args.rounds} rounds); "
-          f"ratio checked/unchecked {statistics.median(ratios):.3f} (rounds {ratios[0]:.3f}..{ratios[-1]:.3f}); "
-          f"{1e3 * (c - u):+.1f} µs per sample")
+    print(
+        f"{args.source}: checked {c:.4f}, unchecked {u:.4f} CPU-ms/sample (medians, {args.rounds} rounds); "
+        f"ratio checked/unchecked {statistics.median(ratios):.3f} (rounds {ratios[0]:.3f}..{ratios[-1]:.3f}); "
+        f"{1e3 * (c - u):+.1f} µs per sample"
+    )
     return 0
 
 

@@ -76,7 +76,9 @@ SCRIPT = textwrap.dedent('''
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rounds", type=int, default=6)
-    ap.add_argument("--steps", type=int, default=1000)  # about 8 s a side here: 150 steps were 1.5 s, 2 turns
+    ap.add_argument(
+        "--steps", type=int, default=1000
+    )  # about 8 s a side here: 150 steps were 1.5 s, 2 turns
     ap.add_argument("--slice-s", type=float, default=1.0, help="each side's turn on the machine")
     args = ap.parse_args()
     from pipeprof.data.generate import generate
@@ -87,28 +89,71 @@ def main() -> None:
         data = generate(GenerateConfig(images=600, size=192, classes=2, seed=3), Path(tmp) / "data")
         script = Path(tmp) / "bench_train.py"
         script.write_text(SCRIPT.format(examples=str(REPO / "examples"), data=str(data)))
-        print(f"hook overhead · examples/chips_train.py's pipeline and model at 64px, batch 16, np=1, "
-              f"{args.steps} measured steps a side, taking turns every {args.slice_s:g} s")
+        print(
+            f"hook overhead · examples/chips_train.py's pipeline and model at 64px, batch 16, np=1, "
+            f"{args.steps} measured steps a side, taking turns every {args.slice_s:g} s"
+        )
         ratios = []
         for r in range(args.rounds):
             ends, out = Path(tmp) / f"ends{r}.json", Path(tmp) / f"run{r}"
-            plain = timeslice.Side("plain", [str(BIN / "horovodrun"), "-np", "1", "-H", "localhost:1", "--gloo",
-                                             str(BIN / "python"), str(script), "--plain", "--steps", str(args.steps),
-                                             "--ends", str(ends)], env=env)
-            hooked = timeslice.Side("hooked", [str(BIN / "pipeprof"), "compare", "--np", "1", "--steps",
-                                               str(args.steps), "--warmup", "20", "--no-dashboard", "--no-report",
-                                               "--out", str(out), "--", str(BIN / "python"), str(script), "--steps",
-                                               str(args.steps)], env=env)
-            timeslice.run_sliced(*((plain, hooked) if r % 2 == 0 else (hooked, plain)), slice_s=args.slice_s)
+            plain = timeslice.Side(
+                "plain",
+                [
+                    str(BIN / "horovodrun"),
+                    "-np",
+                    "1",
+                    "-H",
+                    "localhost:1",
+                    "--gloo",
+                    str(BIN / "python"),
+                    str(script),
+                    "--plain",
+                    "--steps",
+                    str(args.steps),
+                    "--ends",
+                    str(ends),
+                ],
+                env=env,
+            )
+            hooked = timeslice.Side(
+                "hooked",
+                [
+                    str(BIN / "pipeprof"),
+                    "compare",
+                    "--np",
+                    "1",
+                    "--steps",
+                    str(args.steps),
+                    "--warmup",
+                    "20",
+                    "--no-dashboard",
+                    "--no-report",
+                    "--out",
+                    str(out),
+                    "--",
+                    str(BIN / "python"),
+                    str(script),
+                    "--steps",
+                    str(args.steps),
+                ],
+                env=env,
+            )
+            timeslice.run_sliced(
+                *((plain, hooked) if r % 2 == 0 else (hooked, plain)), slice_s=args.slice_s
+            )
             for side in (plain, hooked):
                 timeslice.check(side)
             e = numpy.array(json.loads(ends.read_text()))
-            rate_plain, n_plain = timeslice.sliced_rate(plain.windows, e[1:], numpy.diff(e) * 1e3, 16)
+            rate_plain, n_plain = timeslice.sliced_rate(
+                plain.windows, e[1:], numpy.diff(e) * 1e3, 16
+            )
             rate_hooked, n_hooked = timeslice.run_rate(out, "real", hooked.windows)
             ratios.append(rate_hooked / rate_plain)
-            print(f"  round {r + 1} ({'plain' if r % 2 == 0 else 'hooked'} first): plain {rate_plain:7.1f} "
-                  f"({n_plain} steps)  hooked {rate_hooked:7.1f} ({n_hooked}) samples/s  ratio {ratios[-1]:.3f}",
-                  flush=True)
+            print(
+                f"  round {r + 1} ({'plain' if r % 2 == 0 else 'hooked'} first): plain {rate_plain:7.1f} "
+                f"({n_plain} steps)  hooked {rate_hooked:7.1f} ({n_hooked}) samples/s  ratio {ratios[-1]:.3f}",
+                flush=True,
+            )
     print()
     timeslice.print_medians({"real": ratios}, 0.98, "hooked/plain")
 

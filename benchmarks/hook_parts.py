@@ -15,6 +15,7 @@ about 6% of the example script's samples/s, measured by benchmarks/hook_overhead
 
     .venv/bin/python benchmarks/hook_parts.py [ROUNDS]
 """
+
 import statistics
 import sys
 import time
@@ -22,26 +23,40 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import tensorflow as tf
+
 tf.get_logger().setLevel("ERROR")
 
+
 def make():
-    m = tf.keras.Sequential([tf.keras.layers.Input((32, 32, 3)), tf.keras.layers.Conv2D(8, 3, activation="relu"),
-                             tf.keras.layers.GlobalAveragePooling2D(), tf.keras.layers.Dense(3)])
+    m = tf.keras.Sequential(
+        [
+            tf.keras.layers.Input((32, 32, 3)),
+            tf.keras.layers.Conv2D(8, 3, activation="relu"),
+            tf.keras.layers.GlobalAveragePooling2D(),
+            tf.keras.layers.Dense(3),
+        ]
+    )
     m.compile(optimizer="sgd", loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     return m
 
-x = tf.random.uniform((16, 32, 32, 3)); y = tf.zeros((16,), tf.int64)
+
+x = tf.random.uniform((16, 32, 32, 3))
+y = tf.zeros((16,), tf.int64)
 base = tf.data.Dataset.from_tensors((x, y)).repeat().prefetch(2)
+
 
 class T(tf.keras.callbacks.Callback):
     def __init__(self):
         super().__init__()
         self.ends = []
+
     def on_train_batch_end(self, batch, logs=None):
         self.ends.append(time.perf_counter())
 
+
 class TT(T):
     _supports_tf_logs = True
+
 
 def wrap_ts(model):
     orig = model.train_step
@@ -52,6 +67,7 @@ def wrap_ts(model):
             t = tf.timestamp()
         out = orig(data)
         return {**out, "_t": t}
+
     model.train_step = step
 
 
@@ -66,6 +82,7 @@ def switch(model, read_timestamp=False):
         if read_timestamp:
             model._t = logs.pop("_t")
         return logs
+
     model.train_function = train_function
 
 
@@ -92,10 +109,11 @@ VARIANTS = {
 }
 N = 400
 res = {k: [] for k in VARIANTS}
-for r in range(int(sys.argv[1]) if len(sys.argv) > 1 else 5):
+for _ in range(int(sys.argv[1]) if len(sys.argv) > 1 else 5):
     for k, (wrap, cb) in VARIANTS.items():
         m = make()
-        if wrap: wrap(m)
+        if wrap:
+            wrap(m)
         c = cb()
         m.fit(base, steps_per_epoch=N, epochs=1, verbose=0, callbacks=[c])
         e = c.ends[100:]

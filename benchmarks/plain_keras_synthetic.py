@@ -61,16 +61,32 @@ def make_timing_callback(keras: Any) -> Any:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--model", default="small_cnn", help="a pipeprof.models.build_model name (default: small_cnn)")
-    p.add_argument("--image-size", type=int, default=64, help="square input side in pixels (default: 64)")
+    p.add_argument(
+        "--model",
+        default="small_cnn",
+        help="a pipeprof.models.build_model name (default: small_cnn)",
+    )
+    p.add_argument(
+        "--image-size", type=int, default=64, help="square input side in pixels (default: 64)"
+    )
     p.add_argument("--classes", type=int, default=10, help="number of classes (default: 10)")
     p.add_argument("--batch-size", type=int, default=32, help="batch size per worker (default: 32)")
-    p.add_argument("--lr", type=float, default=0.01,
-                   help="learning rate for one worker, scaled by the number of workers (default: 0.01)")
-    p.add_argument("--warmup", type=int, default=10, help="batches dropped before measuring (default: 10)")
+    p.add_argument(
+        "--lr",
+        type=float,
+        default=0.01,
+        help="learning rate for one worker, scaled by the number of workers (default: 0.01)",
+    )
+    p.add_argument(
+        "--warmup", type=int, default=10, help="batches dropped before measuring (default: 10)"
+    )
     p.add_argument("--steps", type=int, default=120, help="measured batches (default: 120)")
-    p.add_argument("--intra-op-threads", type=int, default=0,
-                   help="CPU intra-op threads per rank; 0: usable cores // local_size, as pipeprof (default: 0)")
+    p.add_argument(
+        "--intra-op-threads",
+        type=int,
+        default=0,
+        help="CPU intra-op threads per rank; 0: usable cores // local_size, as pipeprof (default: 0)",
+    )
     p.add_argument("--seed", type=int, default=0, help="seed of the random batch (default: 0)")
     args = p.parse_args(argv)
     if args.warmup < 0 or args.steps < 1:
@@ -81,48 +97,76 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
 
-    import tensorflow as tf
     import horovod.tensorflow.keras as hvd
+    import tensorflow as tf
 
     from pipeprof.models import build_model
     from pipeprof.rank.devices import setup_devices
 
     hvd.init()
-    device = setup_devices(tf, hvd, args.intra_op_threads)  # the ranks' own set-up: the baseline cannot drift from it
+    device = setup_devices(
+        tf, hvd, args.intra_op_threads
+    )  # the ranks' own set-up: the baseline cannot drift from it
 
     model = build_model(args.model, (args.image_size, args.image_size, 3), args.classes)
-    opt = hvd.DistributedOptimizer(tf.keras.optimizers.SGD(learning_rate=args.lr * hvd.size(), momentum=0.9))
-    model.compile(optimizer=opt, loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-                  metrics=["accuracy"])
+    opt = hvd.DistributedOptimizer(
+        tf.keras.optimizers.SGD(learning_rate=args.lr * hvd.size(), momentum=0.9)
+    )
+    model.compile(
+        optimizer=opt,
+        loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        metrics=["accuracy"],
+    )
 
     gen = tf.random.Generator.from_seed(args.seed + hvd.rank())
     images = gen.uniform([args.batch_size, args.image_size, args.image_size, 3], dtype=tf.float32)
-    labels = tf.cast(gen.uniform([args.batch_size], minval=0, maxval=args.classes, dtype=tf.int64), tf.int32)
+    labels = tf.cast(
+        gen.uniform([args.batch_size], minval=0, maxval=args.classes, dtype=tf.int64), tf.int32
+    )
     dataset = tf.data.Dataset.from_tensors((images, labels)).repeat()
 
     timing = make_timing_callback(tf.keras)
     total = args.warmup + args.steps
-    model.fit(dataset, steps_per_epoch=total, epochs=1, verbose=0,
-              callbacks=[hvd.callbacks.BroadcastGlobalVariablesCallback(0), timing])
+    model.fit(
+        dataset,
+        steps_per_epoch=total,
+        epochs=1,
+        verbose=0,
+        callbacks=[hvd.callbacks.BroadcastGlobalVariablesCallback(0), timing],
+    )
 
     ends, begins = timing.batch_end, timing.batch_begin
     if len(ends) != total:
         raise RuntimeError(f"expected {total} batches, timed {len(ends)}")
     start = ends[args.warmup - 1] if args.warmup else timing.train_begin
     wall = ends[-1] - start
-    in_batch = sum(e - b for b, e in zip(begins[args.warmup:], ends[args.warmup:]))
-    marks = [start, *ends[args.warmup:]]
+    in_batch = sum(e - b for b, e in zip(begins[args.warmup :], ends[args.warmup :]))
+    marks = [start, *ends[args.warmup :]]
     p50 = statistics.median(b - a for a, b in zip(marks, marks[1:]))
     global_batch = args.batch_size * hvd.size()
     if hvd.rank() == 0:
-        print(f"{TAG} " + json.dumps({
-            "np": hvd.size(), "device": device, "model": args.model, "image_size": args.image_size,
-            "classes": args.classes, "per_worker_batch": args.batch_size, "global_batch": global_batch,
-            "warmup": args.warmup, "steps": args.steps, "measured_s": wall,
-            "samples_per_s": global_batch * args.steps / wall,
-            "samples_per_s_in_batch": global_batch * args.steps / in_batch,
-            "step_time_ms_p50": p50 * 1e3, "samples_per_s_p50": global_batch / p50,
-        }), flush=True)
+        print(
+            f"{TAG} "
+            + json.dumps(
+                {
+                    "np": hvd.size(),
+                    "device": device,
+                    "model": args.model,
+                    "image_size": args.image_size,
+                    "classes": args.classes,
+                    "per_worker_batch": args.batch_size,
+                    "global_batch": global_batch,
+                    "warmup": args.warmup,
+                    "steps": args.steps,
+                    "measured_s": wall,
+                    "samples_per_s": global_batch * args.steps / wall,
+                    "samples_per_s_in_batch": global_batch * args.steps / in_batch,
+                    "step_time_ms_p50": p50 * 1e3,
+                    "samples_per_s_p50": global_batch / p50,
+                }
+            ),
+            flush=True,
+        )
     return 0
 
 

@@ -35,8 +35,13 @@ PIPEPROF = str(REPO / ".venv" / "bin" / "pipeprof")
 
 def one_run(scenario: str, np_spec: str, out: Path) -> tuple[pd.DataFrame, str, float]:
     t0 = time.monotonic()
-    proc = subprocess.run([PIPEPROF, "compare", scenario, "--np", np_spec, "--out", str(out)],
-                          capture_output=True, text=True, cwd=REPO, timeout=1800)
+    proc = subprocess.run(
+        [PIPEPROF, "compare", scenario, "--np", np_spec, "--out", str(out)],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=1800,
+    )
     if proc.returncode != 0:
         raise RuntimeError(f"run failed (exit {proc.returncode}): {proc.stderr[-2000:]}")
     return pd.read_csv(out / "summary.csv"), proc.stdout + proc.stderr, time.monotonic() - t0
@@ -59,23 +64,54 @@ def main(argv: list[str] | None = None) -> int:
         for _, r in summary[~summary["synthetic"].astype(bool)].iterrows():
             implied = 100.0 * (1.0 - r["samples_per_s"] / r["twin_samples_per_s"])
             agrees = abs(implied - r["gap_pct"]) <= r["gap_pct_ci95"]
-            rows.append({"run": i, "np": int(r["np"]), "samples_per_s": r["samples_per_s"],
-                         "ceiling": r["twin_samples_per_s"], "gap_pct": r["gap_pct"], "half": r["gap_pct_ci95"],
-                         "implied_gap_pct": implied, "agrees": bool(agrees), "verdict": r["verdict"],
-                         "row_warning": "" if pd.isna(r["warning"]) else str(r["warning"]), "seconds": seconds})
+            rows.append(
+                {
+                    "run": i,
+                    "np": int(r["np"]),
+                    "samples_per_s": r["samples_per_s"],
+                    "ceiling": r["twin_samples_per_s"],
+                    "gap_pct": r["gap_pct"],
+                    "half": r["gap_pct_ci95"],
+                    "implied_gap_pct": implied,
+                    "agrees": bool(agrees),
+                    "verdict": r["verdict"],
+                    "row_warning": "" if pd.isna(r["warning"]) else str(r["warning"]),
+                    "seconds": seconds,
+                }
+            )
             if not agrees:
-                problems.append(f"run {i} np={int(r['np'])}: gap {r['gap_pct']:.1f}% but 1 − samples/s ÷ ceiling "
-                                f"is {implied:.1f}%")
+                problems.append(
+                    f"run {i} np={int(r['np'])}: gap {r['gap_pct']:.1f}% but 1 − samples/s ÷ ceiling "
+                    f"is {implied:.1f}%"
+                )
         if warned:
             problems.append(f"run {i} printed: {' | '.join(warned)}")
         last = [r for r in rows if r["run"] == i]
-        print(f"run {i} ({seconds:.0f} s): " + ", ".join(
-            f"np={r['np']} gap {r['gap_pct']:.1f}% ±{r['half']:.1f} ({r['verdict']})" for r in last)
-            + (f"; {len(warned)} warning line(s)" if warned else ""), flush=True)
+        print(
+            f"run {i} ({seconds:.0f} s): "
+            + ", ".join(
+                f"np={r['np']} gap {r['gap_pct']:.1f}% ±{r['half']:.1f} ({r['verdict']})"
+                for r in last
+            )
+            + (f"; {len(warned)} warning line(s)" if warned else ""),
+            flush=True,
+        )
     frame = pd.DataFrame(rows)
     print()
-    print(frame[["run", "np", "samples_per_s", "ceiling", "gap_pct", "half", "implied_gap_pct", "verdict"]]
-          .to_string(index=False, float_format=lambda v: f"{v:.1f}"))
+    print(
+        frame[
+            [
+                "run",
+                "np",
+                "samples_per_s",
+                "ceiling",
+                "gap_pct",
+                "half",
+                "implied_gap_pct",
+                "verdict",
+            ]
+        ].to_string(index=False, float_format=lambda v: f"{v:.1f}")
+    )
     results: dict = {"runs": args.runs, "rows": rows, "coverage": {}, "problems": problems}
     ok = not problems
     for n, group in frame.groupby("np"):
@@ -84,11 +120,15 @@ def main(argv: list[str] | None = None) -> int:
         share = sum(inside) / len(inside) if inside else math.nan
         results["coverage"][int(n)] = share
         ok = ok and share >= args.coverage
-        print(f"np={n}: gaps {', '.join(f'{g:.1f}' for g in group['gap_pct'])}; one run's gap inside another's "
-              f"95% interval in {sum(inside)} of {len(inside)} ordered pairs ({100 * share:.0f}%)")
+        print(
+            f"np={n}: gaps {', '.join(f'{g:.1f}' for g in group['gap_pct'])}; one run's gap inside another's "
+            f"95% interval in {sum(inside)} of {len(inside)} ordered pairs ({100 * share:.0f}%)"
+        )
     agree = int(frame["agrees"].sum())
-    print(f"table agrees with itself on {agree} of {len(frame)} real rows; runs without a warning: "
-          f"{args.runs - len({p.split(' ')[1] for p in problems if 'printed' in p})} of {args.runs}")
+    print(
+        f"table agrees with itself on {agree} of {len(frame)} real rows; runs without a warning: "
+        f"{args.runs - len({p.split(' ')[1] for p in problems if 'printed' in p})} of {args.runs}"
+    )
     for line in problems:
         print(f"problem: {line}")
     print("PASS" if ok else "FAIL")

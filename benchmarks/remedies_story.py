@@ -31,20 +31,35 @@ def service_cores(run_dir: Path, np_: int) -> float:
         return math.nan
     cpu = sum(json.loads(info.read_text())["cpu_s"])
     runs = [json.loads(line) for line in (run_dir / "variants.jsonl").read_text().splitlines()]
-    wall = sum(r["wall_s"] for r in runs if r["np"] == np_ and r["variant"] == "remedy:data-service")
+    wall = sum(
+        r["wall_s"] for r in runs if r["np"] == np_ and r["variant"] == "remedy:data-service"
+    )
     return cpu / wall if wall > 0 else math.nan
 
 
 def one_run(out: Path) -> pd.DataFrame:
     t0 = time.monotonic()
-    result = compare(scen.load("augmentation-story"), [1, 2], out=str(out), remedies="all", report=False)
+    result = compare(
+        scen.load("augmentation-story"), [1, 2], out=str(out), remedies="all", report=False
+    )
     if result.failure:
         raise SystemExit(result.failure)
     s = result.summary
-    rows = s[["np", "variant", "samples_per_s", "gap_pct", "gap_pct_ci95", "gap_closed_pct",
-              "cpu_cores_per_rank"]].copy()
-    rows["service_cores"] = [service_cores(out, n) if v == "remedy:data-service" else math.nan
-                             for n, v in zip(s["np"], s["variant"])]
+    rows = s[
+        [
+            "np",
+            "variant",
+            "samples_per_s",
+            "gap_pct",
+            "gap_pct_ci95",
+            "gap_closed_pct",
+            "cpu_cores_per_rank",
+        ]
+    ].copy()
+    rows["service_cores"] = [
+        service_cores(out, n) if v == "remedy:data-service" else math.nan
+        for n, v in zip(s["np"], s["variant"])
+    ]
     print(f"run {out.name}: {time.monotonic() - t0:.0f} s")
     return rows
 
@@ -63,10 +78,14 @@ def main() -> None:
         at2 = rows[(rows["np"] == 2) & rows["variant"].str.startswith("remedy:")]
         best = at2.sort_values("gap_closed_pct", ascending=False).iloc[0]
         closed.append(float(best["gap_closed_pct"]))
-        print(f"np=2: best remedy {best['variant']} closed {best['gap_closed_pct']:.0f}% of the real gap")
+        print(
+            f"np=2: best remedy {best['variant']} closed {best['gap_closed_pct']:.0f}% of the real gap"
+        )
     ok = sum(c >= 50 for c in closed)
-    print(f"best remedy closed at least half of the np=2 gap in {ok} of {len(closed)} runs "
-          f"(closed: {', '.join(f'{c:.0f}%' for c in closed)})")
+    print(
+        f"best remedy closed at least half of the np=2 gap in {ok} of {len(closed)} runs "
+        f"(closed: {', '.join(f'{c:.0f}%' for c in closed)})"
+    )
 
 
 if __name__ == "__main__":

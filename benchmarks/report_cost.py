@@ -73,21 +73,40 @@ class Scraper(threading.Thread):
 
 
 def part1(rounds: int, steps: int, slice_s: float) -> None:
-    base = [PIPEPROF, "run", "quickstart", "--np", "1", "--with-synthetic", "--steps", str(steps), "--warmup", "20",
-            "--no-dashboard", "--no-report"]
+    base = [
+        PIPEPROF,
+        "run",
+        "quickstart",
+        "--np",
+        "1",
+        "--with-synthetic",
+        "--steps",
+        str(steps),
+        "--warmup",
+        "20",
+        "--no-dashboard",
+        "--no-report",
+    ]
     ratios: dict[str, list[float]] = {"synthetic": [], "real": []}
     from pipeprof import scenario
     from pipeprof.workflows.data import prepare_data
     from pipeprof.workflows.events import Reporter
 
-    prepare_data(scenario.load("quickstart"), Reporter())  # once, before two runs would both want to
+    prepare_data(
+        scenario.load("quickstart"), Reporter()
+    )  # once, before two runs would both want to
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(rounds):
             port = free_port()
             scraper = Scraper(port)
             outs = {side: Path(tmp) / f"{side}{r}" for side in ("ON", "OFF")}
-            on = timeslice.Side("ON", base + ["--metrics-port", str(port), "--out", str(outs["ON"])], cwd=str(REPO),
-                                on_resume=scraper.on_resume, on_pause=scraper.on_pause)
+            on = timeslice.Side(
+                "ON",
+                base + ["--metrics-port", str(port), "--out", str(outs["ON"])],
+                cwd=str(REPO),
+                on_resume=scraper.on_resume,
+                on_pause=scraper.on_pause,
+            )
             off = timeslice.Side("OFF", base + ["--out", str(outs["OFF"])], cwd=str(REPO))
             scraper.start()
             try:
@@ -98,11 +117,19 @@ def part1(rounds: int, steps: int, slice_s: float) -> None:
             for side in (on, off):
                 timeslice.check(side)
             for v in ratios:
-                (r_on, n_on), (r_off, n_off) = (timeslice.run_rate(outs[s.name], v, s.windows) for s in (on, off))
+                (r_on, n_on), (r_off, n_off) = (
+                    timeslice.run_rate(outs[s.name], v, s.windows) for s in (on, off)
+                )
                 ratios[v].append(r_on / r_off)
-                line.append(f"{v} ON {r_on:7.1f} ({n_on} steps) OFF {r_off:7.1f} ({n_off}) ratio {r_on / r_off:.3f}")
-            print(f"  round {r + 1} ({'ON' if r % 2 == 0 else 'OFF'} first): " + " | ".join(line)
-                  + f" | {scraper.scrapes} scrapes of {scraper.bytes / 1e3:.0f} kB", flush=True)
+                line.append(
+                    f"{v} ON {r_on:7.1f} ({n_on} steps) OFF {r_off:7.1f} ({n_off}) ratio {r_on / r_off:.3f}"
+                )
+            print(
+                f"  round {r + 1} ({'ON' if r % 2 == 0 else 'OFF'} first): "
+                + " | ".join(line)
+                + f" | {scraper.scrapes} scrapes of {scraper.bytes / 1e3:.0f} kB",
+                flush=True,
+            )
     print()
     timeslice.print_medians(ratios, 0.99)
 
@@ -115,16 +142,36 @@ def part2(run_dir: Path | None) -> None:
         if run_dir is None:
             run_dir = Path(tmp) / "seed-gap-32"
             t0 = time.monotonic()
-            subprocess.run([PIPEPROF, "compare", "seed-gap", "--np", "32", "--oversubscribe", "--steps", "40",
-                            "--no-dashboard", "--no-report", "--out", str(run_dir)], check=True, capture_output=True,
-                           cwd=REPO)
-            print(f"  made {run_dir.name}: compare seed-gap --np 32 (emulated) in {time.monotonic() - t0:.0f} s")
+            subprocess.run(
+                [
+                    PIPEPROF,
+                    "compare",
+                    "seed-gap",
+                    "--np",
+                    "32",
+                    "--oversubscribe",
+                    "--steps",
+                    "40",
+                    "--no-dashboard",
+                    "--no-report",
+                    "--out",
+                    str(run_dir),
+                ],
+                check=True,
+                capture_output=True,
+                cwd=REPO,
+            )
+            print(
+                f"  made {run_dir.name}: compare seed-gap --np 32 (emulated) in {time.monotonic() - t0:.0f} s"
+            )
         t0 = time.perf_counter()
         run = load_run(run_dir)
         load_s = time.perf_counter() - t0
         steps, ranks = len(run.steps), run.steps["rank"].nunique()
-        print(f"  run: {ranks} ranks at most, {steps:,} step records, "
-              f"{sum(len(f) for f in run.telemetry.values() if f is not None):,} telemetry samples; loaded in {load_s:.2f} s")
+        print(
+            f"  run: {ranks} ranks at most, {steps:,} step records, "
+            f"{sum(len(f) for f in run.telemetry.values() if f is not None):,} telemetry samples; loaded in {load_s:.2f} s"
+        )
         total = load_s
         for name in FORMATS:
             t0 = time.perf_counter()
@@ -141,12 +188,18 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=6)
     ap.add_argument("--steps", type=int, default=300)
     ap.add_argument("--slice-s", type=float, default=1.0, help="each side's turn on the machine")
-    ap.add_argument("--run-dir", type=Path, help="a 32-rank run directory to render (default: make one)")
+    ap.add_argument(
+        "--run-dir", type=Path, help="a 32-rank run directory to render (default: make one)"
+    )
     ap.add_argument("--report-only", action="store_true", help="part 2 alone")
     args = ap.parse_args()
     if not args.report_only:
-        print(f"exporter cost · {os.cpu_count()} cores · quickstart, np=1, {args.steps} measured steps per variant")
-        print(f"part 1: training samples/s with --metrics-port (scraped every second) vs without, taking turns every {args.slice_s:g} s")
+        print(
+            f"exporter cost · {os.cpu_count()} cores · quickstart, np=1, {args.steps} measured steps per variant"
+        )
+        print(
+            f"part 1: training samples/s with --metrics-port (scraped every second) vs without, taking turns every {args.slice_s:g} s"
+        )
         part1(args.rounds, args.steps, args.slice_s)
         print()
     print("part 2: rendering a 32-rank run directory")

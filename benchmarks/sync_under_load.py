@@ -37,9 +37,9 @@ RANK_ENV = "PIPEPROF_SYNC_PROBE"
 
 
 def rank_main(mode: str, steps: int, data_root: str, scenario_name: str) -> None:
+    import horovod.tensorflow as hvd
     import numpy as np
     import tensorflow as tf
-    import horovod.tensorflow as hvd
 
     from pipeprof import scenario as sc
     from pipeprof.data import pipeline
@@ -49,8 +49,13 @@ def rank_main(mode: str, steps: int, data_root: str, scenario_name: str) -> None
     scenario = sc.load(scenario_name)
     pipe = scenario.variant_pipeline(scenario.variants[0])
     batch = scenario.train.batch_size
-    ds = pipeline.build(scenario.data, pipe, data_root=data_root, shard=pipeline.Shard(hvd.rank(), hvd.size()),
-                        batch_size=batch)
+    ds = pipeline.build(
+        scenario.data,
+        pipe,
+        data_root=data_root,
+        shard=pipeline.Shard(hvd.rank(), hvd.size()),
+        batch_size=batch,
+    )
     kind, _, arg = mode.partition(":")
     amount_s = float(arg or 0) / 1e3
     if kind == "real":
@@ -64,7 +69,9 @@ def rank_main(mode: str, steps: int, data_root: str, scenario_name: str) -> None
     device_s = device_ms / 1e3
     size = scenario.data.image_size
     model = build_model(scenario.model.name, (size, size, 3), scenario.data.num_classes)
-    gradient = tf.zeros([sum(int(tf.size(v)) for v in model.trainable_variables)], tf.float32)  # as the worker does
+    gradient = tf.zeros(
+        [sum(int(tf.size(v)) for v in model.trainable_variables)], tf.float32
+    )  # as the worker does
     block = np.random.rand(200, 200)
 
     def burn() -> None:
@@ -75,7 +82,7 @@ def rank_main(mode: str, steps: int, data_root: str, scenario_name: str) -> None
     hvd.allreduce(tf.constant(0.0), name="start")
     rows = []
     cpu0 = time.process_time()
-    for i in range(steps):
+    for _ in range(steps):
         t0 = time.perf_counter()
         next(batches)
         if kind == "burst":
@@ -86,12 +93,17 @@ def rank_main(mode: str, steps: int, data_root: str, scenario_name: str) -> None
         t2 = time.perf_counter()
         rows.append((t2 - t1, t2 - t0))
     cpu_ms = 1e3 * (time.process_time() - cpu0) / steps
-    kept = rows[steps // 5:]
+    kept = rows[steps // 5 :]
     mine = [1e3 * sum(r[k] for r in kept) / len(kept) for k in range(2)] + [cpu_ms]
     every = hvd.allgather(tf.constant([mine], tf.float64)).numpy()
     if hvd.rank() == 0:
-        print("RESULT " + json.dumps(dict(zip(["allreduce_ms", "step_ms", "cpu_ms_per_step"], every.mean(0).tolist()))),
-              flush=True)
+        print(
+            "RESULT "
+            + json.dumps(
+                dict(zip(["allreduce_ms", "step_ms", "cpu_ms_per_step"], every.mean(0).tolist()))
+            ),
+            flush=True,
+        )
 
 
 def main() -> None:
@@ -109,22 +121,46 @@ def main() -> None:
 
     data_root = prepare_data(sc.load(args.scenario), Reporter())
     horovodrun = str(REPO / ".venv" / "bin" / "horovodrun")
-    print(f"{'cycle ms':>8} {'mode':>12} {'allreduce ms':>13} {'step ms':>8} {'CPU ms/step':>12} {'step − synthetic':>17}")
+    print(
+        f"{'cycle ms':>8} {'mode':>12} {'allreduce ms':>13} {'step ms':>8} {'CPU ms/step':>12} {'step − synthetic':>17}"
+    )
     for cycle in args.cycle_ms.split(","):
         base = None
         for mode in args.modes.split(","):
             env = dict(os.environ, HOROVOD_CYCLE_TIME=cycle, OMP_NUM_THREADS="1", **{RANK_ENV: "1"})
-            proc = subprocess.run([horovodrun, "-np", str(args.np), "-H", f"localhost:{args.np}", "--gloo",
-                                   sys.executable, __file__, mode, str(args.steps), data_root, args.scenario],
-                                  env=env, capture_output=True, text=True, cwd=REPO)
+            proc = subprocess.run(
+                [
+                    horovodrun,
+                    "-np",
+                    str(args.np),
+                    "-H",
+                    f"localhost:{args.np}",
+                    "--gloo",
+                    sys.executable,
+                    __file__,
+                    mode,
+                    str(args.steps),
+                    data_root,
+                    args.scenario,
+                ],
+                env=env,
+                capture_output=True,
+                text=True,
+                cwd=REPO,
+            )
             line = next((x for x in proc.stdout.splitlines() if "RESULT " in x), None)
             if proc.returncode != 0 or line is None:
-                sys.exit(f"np={args.np} {mode}: horovodrun exited {proc.returncode}\n{proc.stderr[-1500:]}")
+                sys.exit(
+                    f"np={args.np} {mode}: horovodrun exited {proc.returncode}\n{proc.stderr[-1500:]}"
+                )
             r = json.loads(line.split("RESULT ", 1)[1])
             base = r["step_ms"] if mode == "synthetic" else base
             extra = f"{r['step_ms'] - base:+.1f}" if base is not None else ""
-            print(f"{cycle:>8} {mode:>12} {r['allreduce_ms']:13.1f} {r['step_ms']:8.1f} {r['cpu_ms_per_step']:12.1f} "
-                  f"{extra:>17}", flush=True)
+            print(
+                f"{cycle:>8} {mode:>12} {r['allreduce_ms']:13.1f} {r['step_ms']:8.1f} {r['cpu_ms_per_step']:12.1f} "
+                f"{extra:>17}",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

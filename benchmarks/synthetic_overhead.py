@@ -56,7 +56,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 PLAIN_SCRIPT = Path(__file__).resolve().parent / "plain_keras_synthetic.py"
 PLAIN_TAG = "PLAIN-SYNTHETIC"
-NOISY_SPREAD = 0.05  # per-round ratios spread wider than this and straddling the threshold: unresolved
+NOISY_SPREAD = (
+    0.05  # per-round ratios spread wider than this and straddling the threshold: unresolved
+)
 
 
 @dataclass(frozen=True)
@@ -107,8 +109,13 @@ def cpu_seconds() -> tuple[float, float] | None:
         return None
     user, nice, system, _idle, _iowait, irq, softirq, steal = fields
     machine = (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
-    ours = sum(r.ru_utime + r.ru_stime for r in (resource.getrusage(resource.RUSAGE_SELF),
-                                                 resource.getrusage(resource.RUSAGE_CHILDREN)))
+    ours = sum(
+        r.ru_utime + r.ru_stime
+        for r in (
+            resource.getrusage(resource.RUSAGE_SELF),
+            resource.getrusage(resource.RUSAGE_CHILDREN),
+        )
+    )
     return machine, ours
 
 
@@ -137,12 +144,16 @@ def worker_env() -> dict[str, str]:
     env = dict(os.environ)
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     env["PYTHONUNBUFFERED"] = "1"
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)
+    env["PYTHONPATH"] = os.pathsep.join(
+        p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p
+    )
     return env
 
 
 def _run(argv: list[str], timeout_s: int, what: str) -> str:
-    proc = subprocess.run(argv, cwd=REPO, env=worker_env(), capture_output=True, text=True, timeout=timeout_s)
+    proc = subprocess.run(
+        argv, cwd=REPO, env=worker_env(), capture_output=True, text=True, timeout=timeout_s
+    )
     if proc.returncode != 0:
         tail = "\n".join((proc.stdout + proc.stderr).splitlines()[-30:])
         raise RuntimeError(f"{what} failed (exit {proc.returncode}):\n{tail}")
@@ -150,9 +161,28 @@ def _run(argv: list[str], timeout_s: int, what: str) -> str:
 
 
 def run_plain(cfg: Config, np: int) -> Measurement:
-    argv = [tool("horovodrun"), "-np", str(np), "-H", f"localhost:{np}", "--gloo", sys.executable, str(PLAIN_SCRIPT),
-            "--model", cfg.model, "--image-size", str(cfg.image_size), "--classes", str(cfg.classes),
-            "--batch-size", str(cfg.batch_size), "--warmup", str(cfg.warmup), "--steps", str(cfg.steps)]
+    argv = [
+        tool("horovodrun"),
+        "-np",
+        str(np),
+        "-H",
+        f"localhost:{np}",
+        "--gloo",
+        sys.executable,
+        str(PLAIN_SCRIPT),
+        "--model",
+        cfg.model,
+        "--image-size",
+        str(cfg.image_size),
+        "--classes",
+        str(cfg.classes),
+        "--batch-size",
+        str(cfg.batch_size),
+        "--warmup",
+        str(cfg.warmup),
+        "--steps",
+        str(cfg.steps),
+    ]
     out = _run(argv, cfg.timeout_s, f"plain Keras at np={np}")
     for line in out.splitlines():
         if PLAIN_TAG in line:
@@ -163,18 +193,49 @@ def run_plain(cfg: Config, np: int) -> Measurement:
 
 def run_pipeprof(cfg: Config, np: int, out_dir: Path) -> Measurement:
     # launch.np rather than --np: "--np 2" means the powers of two up to 2, i.e. 1 and 2.
-    argv = [tool("pipeprof"), "compare", cfg.scenario, "--synthetic-only", "--set", f"launch.np=[{np}]",
-            "--out", str(out_dir), "--steps", str(cfg.steps), "--warmup", str(cfg.warmup), "--batch-size", str(cfg.batch_size),
-            "--model", cfg.model, "--set", f"data.image_size={cfg.image_size}",
-            "--set", f"data.num_classes={cfg.classes}", "--set", f"data.generate.classes={cfg.classes}",
-            "--set", "train.learning_rate=0.01", "--set", "train.lr_scaling=linear",
-            "--set", "train.optimizer=sgd", "--set", "train.momentum=0.9", "--set", "train.batch_mode=per_worker"]
+    argv = [
+        tool("pipeprof"),
+        "compare",
+        cfg.scenario,
+        "--synthetic-only",
+        "--set",
+        f"launch.np=[{np}]",
+        "--out",
+        str(out_dir),
+        "--steps",
+        str(cfg.steps),
+        "--warmup",
+        str(cfg.warmup),
+        "--batch-size",
+        str(cfg.batch_size),
+        "--model",
+        cfg.model,
+        "--set",
+        f"data.image_size={cfg.image_size}",
+        "--set",
+        f"data.num_classes={cfg.classes}",
+        "--set",
+        f"data.generate.classes={cfg.classes}",
+        "--set",
+        "train.learning_rate=0.01",
+        "--set",
+        "train.lr_scaling=linear",
+        "--set",
+        "train.optimizer=sgd",
+        "--set",
+        "train.momentum=0.9",
+        "--set",
+        "train.batch_mode=per_worker",
+    ]
     _run(argv, cfg.timeout_s, f"pipeprof compare at np={np}")
     with (out_dir / "summary.csv").open(newline="") as fh:
         for row in csv.DictReader(fh):
             if row["variant"] == "synthetic" and int(row["np"]) == np:
                 global_batch = cfg.batch_size * np  # batch_mode = per_worker
-                return Measurement(float(row["samples_per_s"]), global_batch / (float(row["step_time_ms_p50"]) / 1e3))
+                return Measurement(
+                    float(row["samples_per_s"]),
+                    global_batch / (float(row["step_time_ms_p50"]) / 1e3),
+                )
     raise RuntimeError(f"{out_dir / 'summary.csv'} has no synthetic row at np={np}")
 
 
@@ -185,15 +246,25 @@ def spread(values: list[float]) -> float:
 
 def report(cfg: Config, rounds: list[Round], threshold: float, max_other_load: float) -> None:
     print()
-    print(f"synthetic throughput, {cfg.model} {cfg.image_size}x{cfg.image_size}x3, {cfg.classes} classes, "
-          f"batch {cfg.batch_size}/worker, {cfg.warmup} warm-up + {cfg.steps} measured steps per run")
-    print("samples/s: samples / measured time (the acceptance figure); "
-          "p50-step: global batch / median step time (cross-check)")
-    print("ratio: pipeprof / plain; its 'median' row is the median of the per-round ratios (paired)")
-    print("others: the most CPU cores other processes used during either launch of the round "
-          f"(* above {max_other_load:g})")
-    header = (f"{'np':>3}  {'round':>6}  {'plain samples/s':>15}  {'pipeprof samples/s':>18}  {'ratio':>6}  "
-              f"{'plain p50-step':>14}  {'pipeprof p50-step':>17}  {'ratio':>6}  {'others':>7}")
+    print(
+        f"synthetic throughput, {cfg.model} {cfg.image_size}x{cfg.image_size}x3, {cfg.classes} classes, "
+        f"batch {cfg.batch_size}/worker, {cfg.warmup} warm-up + {cfg.steps} measured steps per run"
+    )
+    print(
+        "samples/s: samples / measured time (the acceptance figure); "
+        "p50-step: global batch / median step time (cross-check)"
+    )
+    print(
+        "ratio: pipeprof / plain; its 'median' row is the median of the per-round ratios (paired)"
+    )
+    print(
+        "others: the most CPU cores other processes used during either launch of the round "
+        f"(* above {max_other_load:g})"
+    )
+    header = (
+        f"{'np':>3}  {'round':>6}  {'plain samples/s':>15}  {'pipeprof samples/s':>18}  {'ratio':>6}  "
+        f"{'plain p50-step':>14}  {'pipeprof p50-step':>17}  {'ratio':>6}  {'others':>7}"
+    )
     rule = "-" * len(header)
     print(rule)
     print(header)
@@ -202,42 +273,59 @@ def report(cfg: Config, rounds: list[Round], threshold: float, max_other_load: f
         mine = [r for r in rounds if r.np == np]
         for r in mine:
             mark = "*" if r.other_load > max_other_load else " "
-            print(f"{np:>3}  {r.index:>6}  {r.plain.samples_per_s:>15.1f}  {r.pipeprof.samples_per_s:>18.1f}  "
-                  f"{r.ratio:>6.3f}  {r.plain.samples_per_s_p50:>14.1f}  {r.pipeprof.samples_per_s_p50:>17.1f}  "
-                  f"{r.ratio_p50:>6.3f}  {r.other_load:>6.2f}{mark}")
+            print(
+                f"{np:>3}  {r.index:>6}  {r.plain.samples_per_s:>15.1f}  {r.pipeprof.samples_per_s:>18.1f}  "
+                f"{r.ratio:>6.3f}  {r.plain.samples_per_s_p50:>14.1f}  {r.pipeprof.samples_per_s_p50:>17.1f}  "
+                f"{r.ratio_p50:>6.3f}  {r.other_load:>6.2f}{mark}"
+            )
 
         loaded = [r.index for r in mine if r.other_load > max_other_load]
         basis = [r for r in mine if r.index not in loaded] or mine  # rounds the verdict rests on
 
-        def med(side: str, field: str) -> float:
+        def med(side: str, field: str, basis: list = basis) -> float:
             return statistics.median(getattr(getattr(r, side), field) for r in basis)
 
         ratio = statistics.median(r.ratio for r in basis)
-        print(f"{np:>3}  {'median':>6}  {med('plain', 'samples_per_s'):>15.1f}  "
-              f"{med('pipeprof', 'samples_per_s'):>18.1f}  {ratio:>6.3f}  "
-              f"{med('plain', 'samples_per_s_p50'):>14.1f}  {med('pipeprof', 'samples_per_s_p50'):>17.1f}  "
-              f"{statistics.median(r.ratio_p50 for r in basis):>6.3f}")
+        print(
+            f"{np:>3}  {'median':>6}  {med('plain', 'samples_per_s'):>15.1f}  "
+            f"{med('pipeprof', 'samples_per_s'):>18.1f}  {ratio:>6.3f}  "
+            f"{med('plain', 'samples_per_s_p50'):>14.1f}  {med('pipeprof', 'samples_per_s_p50'):>17.1f}  "
+            f"{statistics.median(r.ratio_p50 for r in basis):>6.3f}"
+        )
         ok = ratio >= threshold
         unpaired = med("pipeprof", "samples_per_s") / med("plain", "samples_per_s")
-        print(f"np={np}: {'PASS' if ok else 'FAIL'}: pipeprof/plain samples/s = {ratio:.3f} "
-              f"({'>=' if ok else '<'} {threshold}; median of per-round ratios over rounds "
-              f"{', '.join(str(r.index) for r in basis)}; ratio of the medians: {unpaired:.3f})")
+        print(
+            f"np={np}: {'PASS' if ok else 'FAIL'}: pipeprof/plain samples/s = {ratio:.3f} "
+            f"({'>=' if ok else '<'} {threshold}; median of per-round ratios over rounds "
+            f"{', '.join(str(r.index) for r in basis)}; ratio of the medians: {unpaired:.3f})"
+        )
         if loaded and basis is not mine:
-            print(f"np={np}: round(s) {', '.join(map(str, loaded))} left out of the medians: other processes "
-                  f"used more than {max_other_load:g} cores in every attempt")
+            print(
+                f"np={np}: round(s) {', '.join(map(str, loaded))} left out of the medians: other processes "
+                f"used more than {max_other_load:g} cores in every attempt"
+            )
         elif loaded:
-            print(f"np={np}: warning: other processes used more than {max_other_load:g} cores in every round: "
-                  f"the ratios measure the neighbours as much as pipeprof; rerun when the machine is idle")
+            print(
+                f"np={np}: warning: other processes used more than {max_other_load:g} cores in every round: "
+                f"the ratios measure the neighbours as much as pipeprof; rerun when the machine is idle"
+            )
         ratios = [r.ratio for r in basis]
         passing = sum(x >= threshold for x in ratios)
-        drift = {side: spread([getattr(r, side).samples_per_s for r in basis]) for side in ("plain", "pipeprof")}
-        print(f"np={np}: per-round ratios {min(ratios):.3f} to {max(ratios):.3f}, {passing} of {len(ratios)} "
-              f">= {threshold}; run-to-run spread (max-min)/median {drift['plain']:.0%} plain, "
-              f"{drift['pipeprof']:.0%} pipeprof")
+        drift = {
+            side: spread([getattr(r, side).samples_per_s for r in basis])
+            for side in ("plain", "pipeprof")
+        }
+        print(
+            f"np={np}: per-round ratios {min(ratios):.3f} to {max(ratios):.3f}, {passing} of {len(ratios)} "
+            f">= {threshold}; run-to-run spread (max-min)/median {drift['plain']:.0%} plain, "
+            f"{drift['pipeprof']:.0%} pipeprof"
+        )
         if 0 < passing < len(ratios) and spread(ratios) > NOISY_SPREAD:
-            print(f"np={np}: warning: the per-round ratios straddle {threshold} and spread over "
-                  f"{spread(ratios):.0%}: the verdict is not resolved; rerun on a quieter machine "
-                  f"or with more --rounds")
+            print(
+                f"np={np}: warning: the per-round ratios straddle {threshold} and spread over "
+                f"{spread(ratios):.0%}: the verdict is not resolved; rerun on a quieter machine "
+                f"or with more --rounds"
+            )
         print(rule)
 
 
@@ -245,25 +333,51 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--np", default="1", help="comma-separated worker counts (default: 1)")
     p.add_argument("--rounds", type=int, default=5, help="A/B rounds per worker count (default: 5)")
-    p.add_argument("--scenario", default="quickstart", help="pipeprof scenario (default: quickstart)")
+    p.add_argument(
+        "--scenario", default="quickstart", help="pipeprof scenario (default: quickstart)"
+    )
     p.add_argument("--model", default="small_cnn")
     p.add_argument("--image-size", type=int, default=64)
     p.add_argument("--classes", type=int, default=10)
     p.add_argument("--batch-size", type=int, default=32, help="per worker (default: 32)")
-    p.add_argument("--warmup", type=int, default=20, help="warm-up steps dropped per run (default: 20)")
+    p.add_argument(
+        "--warmup", type=int, default=20, help="warm-up steps dropped per run (default: 20)"
+    )
     p.add_argument("--steps", type=int, default=300, help="measured steps per run (default: 300)")
-    p.add_argument("--threshold", type=float, default=0.98, help="minimum pipeprof/plain ratio (default: 0.98)")
-    p.add_argument("--timeout", type=int, default=900, help="seconds one launch may take (default: 900)")
-    p.add_argument("--max-other-load", type=float, default=0.25, metavar="CORES",
-                   help="repeat a round when other processes used more cores than this (default: 0.25)")
+    p.add_argument(
+        "--threshold", type=float, default=0.98, help="minimum pipeprof/plain ratio (default: 0.98)"
+    )
+    p.add_argument(
+        "--timeout", type=int, default=900, help="seconds one launch may take (default: 900)"
+    )
+    p.add_argument(
+        "--max-other-load",
+        type=float,
+        default=0.25,
+        metavar="CORES",
+        help="repeat a round when other processes used more cores than this (default: 0.25)",
+    )
     p.add_argument("--retries", type=int, default=2, help="repeats of a loaded round (default: 2)")
-    p.add_argument("--retry-wait", type=float, default=20.0, metavar="S",
-                   help="pause before repeating a loaded round (default: 20)")
+    p.add_argument(
+        "--retry-wait",
+        type=float,
+        default=20.0,
+        metavar="S",
+        help="pause before repeating a loaded round (default: 20)",
+    )
     p.add_argument("--keep", action="store_true", help="keep pipeprof's run directories")
     args = p.parse_args(argv)
     nps = [int(n) for n in args.np.split(",") if n.strip()]
-    cfg = Config(args.scenario, args.model, args.image_size, args.classes, args.batch_size, args.warmup,
-                 args.steps, args.timeout)
+    cfg = Config(
+        args.scenario,
+        args.model,
+        args.image_size,
+        args.classes,
+        args.batch_size,
+        args.warmup,
+        args.steps,
+        args.timeout,
+    )
 
     work = Path(tempfile.mkdtemp(prefix="pipeprof-overhead-"))
     rounds: list[Round] = []
@@ -275,16 +389,25 @@ def main(argv: list[str] | None = None) -> int:
                     # plain first in odd rounds, pipeprof first in even ones (A B B A ...): drift cancels
                     for side in ("plain", "pipeprof") if i % 2 else ("pipeprof", "plain"):
                         out_dir = work / f"np{np}-round{i}-try{attempt + 1}"
-                        launch = (partial(run_plain, cfg, np) if side == "plain"
-                                  else partial(run_pipeprof, cfg, np, out_dir))
+                        launch = (
+                            partial(run_plain, cfg, np)
+                            if side == "plain"
+                            else partial(run_pipeprof, cfg, np, out_dir)
+                        )
                         got[side] = with_other_load(launch)
-                        print(f"np={np} round {i}: {side:<8} {got[side].samples_per_s:9.1f} samples/s "
-                              f"(other processes: {got[side].other_load:.2f} cores)", flush=True)
+                        print(
+                            f"np={np} round {i}: {side:<8} {got[side].samples_per_s:9.1f} samples/s "
+                            f"(other processes: {got[side].other_load:.2f} cores)",
+                            flush=True,
+                        )
                     result = Round(np, i, got["plain"], got["pipeprof"])
                     if not result.other_load > args.max_other_load or attempt == args.retries:
                         break
-                    print(f"np={np} round {i}: other processes used {result.other_load:.2f} cores; "
-                          f"repeating the round in {args.retry_wait:g} s", flush=True)
+                    print(
+                        f"np={np} round {i}: other processes used {result.other_load:.2f} cores; "
+                        f"repeating the round in {args.retry_wait:g} s",
+                        flush=True,
+                    )
                     time.sleep(args.retry_wait)
                 rounds.append(result)
     except (RuntimeError, subprocess.TimeoutExpired) as exc:

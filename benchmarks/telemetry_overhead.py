@@ -70,25 +70,55 @@ class Cpu:
 
 def part1(rounds: int, steps: int, slice_s: float) -> dict[str, list[float]]:
     """Throughput ON/OFF per round; returns the launcher's and ranks' CPU per side for part 3."""
-    base = [PIPEPROF, "run", "quickstart", "--np", "1", "--with-synthetic", "--steps", str(steps), "--warmup", "20",
-            "--no-report"]
+    base = [
+        PIPEPROF,
+        "run",
+        "quickstart",
+        "--np",
+        "1",
+        "--with-synthetic",
+        "--steps",
+        str(steps),
+        "--warmup",
+        "20",
+        "--no-report",
+    ]
     env = dict(os.environ, TERM="xterm-256color", COLUMNS="150", LINES="50")
     ratios: dict[str, list[float]] = {"synthetic": [], "real": []}
-    cpu: dict[str, list[float]] = {"launcher ON": [], "launcher OFF": [], "ranks ON": [], "running ON": [],
-                                   "running OFF": [], "step ms ON": []}
+    cpu: dict[str, list[float]] = {
+        "launcher ON": [],
+        "launcher OFF": [],
+        "ranks ON": [],
+        "running ON": [],
+        "running OFF": [],
+        "step ms ON": [],
+    }
     from pipeprof import scenario
     from pipeprof.workflows.data import prepare_data
     from pipeprof.workflows.events import Reporter
 
-    prepare_data(scenario.load("quickstart"), Reporter())  # once, before two runs would both want to
+    prepare_data(
+        scenario.load("quickstart"), Reporter()
+    )  # once, before two runs would both want to
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(rounds):
             used = {"ON": Cpu(), "OFF": Cpu()}
             outs = {side: Path(tmp) / f"{side}{r}" for side in used}
-            on = timeslice.Side("ON", base + ["--out", str(outs["ON"])], env=env, terminal=True, cwd=str(REPO),
-                                on_pause=used["ON"].sample)
-            off = timeslice.Side("OFF", base + ["--no-telemetry", "--no-dashboard", "--out", str(outs["OFF"])],
-                                 env=env, cwd=str(REPO), on_pause=used["OFF"].sample)
+            on = timeslice.Side(
+                "ON",
+                base + ["--out", str(outs["ON"])],
+                env=env,
+                terminal=True,
+                cwd=str(REPO),
+                on_pause=used["ON"].sample,
+            )
+            off = timeslice.Side(
+                "OFF",
+                base + ["--no-telemetry", "--no-dashboard", "--out", str(outs["OFF"])],
+                env=env,
+                cwd=str(REPO),
+                on_pause=used["OFF"].sample,
+            )
             first, second = (on, off) if r % 2 == 0 else (off, on)  # who starts: alternate
             timeslice.run_sliced(first, second, slice_s=slice_s)
             for side in (on, off):
@@ -97,12 +127,18 @@ def part1(rounds: int, steps: int, slice_s: float) -> dict[str, list[float]]:
                 cpu[f"running {side.name}"].append(side.running_s)
             cpu["ranks ON"].append(used["ON"].ranks_s)
             summary = pd.read_csv(outs["ON"] / "summary.csv")
-            cpu["step ms ON"].append(float(summary["step_time_ms_mean"].min()))  # the fastest variant's
+            cpu["step ms ON"].append(
+                float(summary["step_time_ms_mean"].min())
+            )  # the fastest variant's
             line = []
             for v in ratios:
-                (r_on, n_on), (r_off, n_off) = (timeslice.run_rate(outs[s.name], v, s.windows) for s in (on, off))
+                (r_on, n_on), (r_off, n_off) = (
+                    timeslice.run_rate(outs[s.name], v, s.windows) for s in (on, off)
+                )
                 ratios[v].append(r_on / r_off)
-                line.append(f"{v} ON {r_on:7.1f} ({n_on} steps) OFF {r_off:7.1f} ({n_off}) ratio {r_on / r_off:.3f}")
+                line.append(
+                    f"{v} ON {r_on:7.1f} ({n_on} steps) OFF {r_off:7.1f} ({n_off}) ratio {r_on / r_off:.3f}"
+                )
             print(f"  round {r + 1} ({first.name} first): " + " | ".join(line), flush=True)
     print()
     timeslice.print_medians(ratios, 0.99)
@@ -121,12 +157,28 @@ def put_cost(n: int = 20000) -> float:
     with tempfile.TemporaryDirectory() as tmp:
         rec = Recorder(Path(tmp))
         with Collector(rec.write) as col:
-            agent = RankTelemetry(StreamClient(col.address, rank=0), rank=0, local_rank=0, local_size=1,
-                                  gpu_interval_s=0.1, host_interval_s=0.5, nvml_factory=Nvml).start()
-            record = StepRecord(np=1, variant="real", rank=0, step=0, warmup=False, input_wait_ms=0.1,
-                                step_time_ms=20.0, batch_size=32, end_unix_s=time.time())
+            agent = RankTelemetry(
+                StreamClient(col.address, rank=0),
+                rank=0,
+                local_rank=0,
+                local_size=1,
+                gpu_interval_s=0.1,
+                host_interval_s=0.5,
+                nvml_factory=Nvml,
+            ).start()
+            record = StepRecord(
+                np=1,
+                variant="real",
+                rank=0,
+                step=0,
+                warmup=False,
+                input_wait_ms=0.1,
+                step_time_ms=20.0,
+                batch_size=32,
+                end_unix_s=time.time(),
+            )
             t0 = time.thread_time()
-            for i in range(n):
+            for _ in range(n):
                 agent.put("step", record)
             spent = time.thread_time() - t0
             agent.stop()
@@ -139,25 +191,38 @@ def part3(cpu: dict[str, list[float]], sampler_pct: float) -> None:
     extra CPU over an OFF run (collector, recorder, dashboard), the rank's sampler thread and
     its per-step puts. On a host whose cores training keeps busy, that CPU is what training
     loses at most: ON/OFF >= 1 - instrument / (training + instrument)."""
-    on, off = ([a / t for a, t in zip(cpu[f"launcher {side}"], cpu[f"running {side}"])] for side in ("ON", "OFF"))
-    extra = statistics.median([a - b for a, b in zip(on, off)])  # can come out below 0: noise around a small figure
+    on, off = (
+        [a / t for a, t in zip(cpu[f"launcher {side}"], cpu[f"running {side}"])]
+        for side in ("ON", "OFF")
+    )
+    extra = statistics.median(
+        [a - b for a, b in zip(on, off)]
+    )  # can come out below 0: noise around a small figure
     launcher = max(0.0, extra)
     ranks = statistics.median([a / t for a, t in zip(cpu["ranks ON"], cpu["running ON"])])
     per_put = put_cost()
-    steps_per_s = 1000 / statistics.median(cpu["step ms ON"])  # the fastest variant's rate: puts at their most often
+    steps_per_s = 1000 / statistics.median(
+        cpu["step ms ON"]
+    )  # the fastest variant's rate: puts at their most often
     puts = per_put * steps_per_s
     sampler = sampler_pct / 100
     instrument = launcher + puts + sampler
     bound = 1 - instrument / (ranks + instrument)
-    print(f"  launcher's extra CPU (ON - OFF, median)   {1e3 * extra:7.1f} ms per s of run "
-          f"(ON {1e3 * statistics.median(on):.1f}, OFF {1e3 * statistics.median(off):.1f}: start-up and summary "
-          "included on both sides)")
-    print(f"  rank's per-step put                       {1e6 * per_put:7.1f} µs per step × {steps_per_s:.0f} steps/s "
-          f"= {1e3 * puts:5.2f} ms per s")
+    print(
+        f"  launcher's extra CPU (ON - OFF, median)   {1e3 * extra:7.1f} ms per s of run "
+        f"(ON {1e3 * statistics.median(on):.1f}, OFF {1e3 * statistics.median(off):.1f}: start-up and summary "
+        "included on both sides)"
+    )
+    print(
+        f"  rank's per-step put                       {1e6 * per_put:7.1f} µs per step × {steps_per_s:.0f} steps/s "
+        f"= {1e3 * puts:5.2f} ms per s"
+    )
     print(f"  rank's sampler thread (part 2, this host)  {1e3 * sampler:7.2f} ms per s")
     print(f"  training's own CPU (ranks, ON runs)       {1e3 * ranks:7.1f} ms per s")
-    print(f"  ON/OFF at worst: 1 - {1e3 * instrument:.1f} / ({1e3 * ranks:.1f} + {1e3 * instrument:.1f}) = {bound:.3f}"
-          f"   {'PASS' if bound >= 0.99 else 'FAIL'} (target >= 0.99)")
+    print(
+        f"  ON/OFF at worst: 1 - {1e3 * instrument:.1f} / ({1e3 * ranks:.1f} + {1e3 * instrument:.1f}) = {bound:.3f}"
+        f"   {'PASS' if bound >= 0.99 else 'FAIL'} (target >= 0.99)"
+    )
 
 
 def part2(seconds: float) -> float:
@@ -171,14 +236,23 @@ def part2(seconds: float) -> float:
 
     fake2 = FakeNvml(gpus=[FakeGpu(uuid=f"GPU-{i}") for i in range(2)])
     fake8 = FakeNvml(gpus=[FakeGpu(uuid=f"GPU-{i}") for i in range(8)])
-    for label, factory, local in (("real NVML (none on this host) + psutil", Nvml, 2),
-                                  ("fake 2-GPU NVML + psutil", lambda: Nvml(fake2), 2),
-                                  ("fake 8-GPU NVML + psutil (an 8-GPU node)", lambda: Nvml(fake8), 8)):
+    for label, factory, local in (
+        ("real NVML (none on this host) + psutil", Nvml, 2),
+        ("fake 2-GPU NVML + psutil", lambda: Nvml(fake2), 2),
+        ("fake 8-GPU NVML + psutil (an 8-GPU node)", lambda: Nvml(fake8), 8),
+    ):
         with tempfile.TemporaryDirectory() as tmp:
             rec = Recorder(Path(tmp))
             with Collector(rec.write) as col:
-                agent = RankTelemetry(StreamClient(col.address, rank=0), rank=0, local_rank=0, local_size=local,
-                                      gpu_interval_s=0.1, host_interval_s=0.5, nvml_factory=factory).start()
+                agent = RankTelemetry(
+                    StreamClient(col.address, rank=0),
+                    rank=0,
+                    local_rank=0,
+                    local_size=local,
+                    gpu_interval_s=0.1,
+                    host_interval_s=0.5,
+                    nvml_factory=factory,
+                ).start()
                 t0 = time.monotonic()
                 time.sleep(seconds)
                 agent.stop()
@@ -186,9 +260,11 @@ def part2(seconds: float) -> float:
             rec.close()
             pct = 100 * agent.cpu_time_s / wall
             first = pct if first is None else first
-            print(f"  {label:<42} {agent.cpu_time_s * 1e3:7.1f} ms CPU in {wall:4.1f} s = {pct:5.2f}% of one core "
-                  f"({rec.counts.get('gpu', 0)} GPU, {rec.counts.get('host', 0)} host samples)  "
-                  f"{'PASS' if pct < 1.0 else 'FAIL'} (< 1%)")
+            print(
+                f"  {label:<42} {agent.cpu_time_s * 1e3:7.1f} ms CPU in {wall:4.1f} s = {pct:5.2f}% of one core "
+                f"({rec.counts.get('gpu', 0)} GPU, {rec.counts.get('host', 0)} host samples)  "
+                f"{'PASS' if pct < 1.0 else 'FAIL'} (< 1%)"
+            )
     return first
 
 
@@ -202,15 +278,21 @@ def main() -> None:
     args = ap.parse_args()
     cpu = None
     if not args.sampler_only:
-        print(f"telemetry overhead · {os.cpu_count()} cores · quickstart, np=1, {args.steps} measured steps per variant")
-        print(f"part 1: training samples/s, telemetry + live dashboard ON vs OFF (taking turns every {args.slice_s:g} s)")
+        print(
+            f"telemetry overhead · {os.cpu_count()} cores · quickstart, np=1, {args.steps} measured steps per variant"
+        )
+        print(
+            f"part 1: training samples/s, telemetry + live dashboard ON vs OFF (taking turns every {args.slice_s:g} s)"
+        )
         cpu = part1(args.rounds, args.steps, args.slice_s)
         print()
     print(f"part 2: the sampler thread's own CPU at 10 Hz, over {args.sampler_seconds:.0f} s")
     sampler_pct = part2(args.sampler_seconds)
     if cpu is not None:
         print()
-        print("part 3: the instrument's CPU against the training's (CPU time: none of part 1's machine drift)")
+        print(
+            "part 3: the instrument's CPU against the training's (CPU time: none of part 1's machine drift)"
+        )
         part3(cpu, sampler_pct)
 
 

@@ -36,8 +36,12 @@ class Side:
     cwd: str | None = None
     on_resume: object = None  # called with the side each time it starts a window
     on_pause: object = None  # and each time its window is about to end
-    windows: list[tuple[float, float]] = field(default_factory=list)  # time.time() of each counted window
-    solo: list[tuple[float, float]] = field(default_factory=list)  # running alone, after the other side ended
+    windows: list[tuple[float, float]] = field(
+        default_factory=list
+    )  # time.time() of each counted window
+    solo: list[tuple[float, float]] = field(
+        default_factory=list
+    )  # running alone, after the other side ended
     pid: int = 0
     returncode: int | None = None
     output: bytes = b""
@@ -54,12 +58,25 @@ class _Running:
         self.master = None
         if side.terminal:
             self.master, slave = pty.openpty()
-            self.proc = subprocess.Popen(side.argv, stdin=slave, stdout=slave, stderr=slave, env=side.env,
-                                         cwd=side.cwd, close_fds=True)
+            self.proc = subprocess.Popen(
+                side.argv,
+                stdin=slave,
+                stdout=slave,
+                stderr=slave,
+                env=side.env,
+                cwd=side.cwd,
+                close_fds=True,
+            )
             os.close(slave)
         else:
-            self.proc = subprocess.Popen(side.argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                         stderr=subprocess.STDOUT, env=side.env, cwd=side.cwd)
+            self.proc = subprocess.Popen(
+                side.argv,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                env=side.env,
+                cwd=side.cwd,
+            )
         side.pid = self.proc.pid
         self.fd = self.master if self.master is not None else self.proc.stdout.fileno()
         self.out = bytearray()
@@ -159,7 +176,9 @@ def run_sliced(a: Side, b: Side, slice_s: float = 1.0, timeout_s: float = 1800.0
             os.close(r.master)
 
 
-def inside(windows: list[tuple[float, float]], start_s: numpy.ndarray, end_s: numpy.ndarray) -> numpy.ndarray:
+def inside(
+    windows: list[tuple[float, float]], start_s: numpy.ndarray, end_s: numpy.ndarray
+) -> numpy.ndarray:
     """Which intervals [start, end] (time.time() seconds) lie wholly inside one window."""
     mask = numpy.zeros(len(start_s), dtype=bool)
     for w0, w1 in windows:
@@ -167,8 +186,12 @@ def inside(windows: list[tuple[float, float]], start_s: numpy.ndarray, end_s: nu
     return mask
 
 
-def sliced_rate(windows: list[tuple[float, float]], end_s: numpy.ndarray, step_ms: numpy.ndarray,
-                batch: numpy.ndarray | float) -> tuple[float, int]:
+def sliced_rate(
+    windows: list[tuple[float, float]],
+    end_s: numpy.ndarray,
+    step_ms: numpy.ndarray,
+    batch: numpy.ndarray | float,
+) -> tuple[float, int]:
     """Samples per second of the steps inside the windows, and how many steps that is."""
     end_s, step_ms = numpy.asarray(end_s, float), numpy.asarray(step_ms, float)
     mask = inside(windows, end_s - step_ms / 1e3, end_s)
@@ -180,8 +203,10 @@ def sliced_rate(windows: list[tuple[float, float]], end_s: numpy.ndarray, step_m
 def check(side: Side) -> None:
     """Stop the benchmark with the side's last output if it failed."""
     if side.returncode != 0:
-        raise SystemExit(f"{side.name} failed: exit {side.returncode}\n"
-                         f"{side.output.decode(errors='replace')[-2000:]}")
+        raise SystemExit(
+            f"{side.name} failed: exit {side.returncode}\n"
+            f"{side.output.decode(errors='replace')[-2000:]}"
+        )
 
 
 def run_rate(out, variant: str, windows: list[tuple[float, float]]) -> tuple[float, int]:
@@ -201,5 +226,7 @@ def print_medians(ratios: dict[str, list[float]], target: float, what: str = "ON
     print(f"  {'variant':<10} {'median ' + what:>16}  range            target >= {target:g}")
     for v, rs in ratios.items():
         m = statistics.median(rs)
-        print(f"  {v:<10} {m:16.3f}  {min(rs):.3f}..{max(rs):.3f}   {'PASS' if m >= target else 'FAIL'} "
-              f"({len(rs)} rounds)")
+        print(
+            f"  {v:<10} {m:16.3f}  {min(rs):.3f}..{max(rs):.3f}   {'PASS' if m >= target else 'FAIL'} "
+            f"({len(rs)} rounds)"
+        )

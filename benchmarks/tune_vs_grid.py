@@ -28,12 +28,12 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from pipeprof import scenario as scen  # noqa: E402
-from pipeprof.workflows.data import prepare_data  # noqa: E402
-from pipeprof.workflows.events import Reporter  # noqa: E402
 from pipeprof.data.stagebench import StageBench  # noqa: E402
 from pipeprof.tune import space as sp  # noqa: E402
-from pipeprof.workflows.tune import bench_evaluate  # noqa: E402
 from pipeprof.tune.search import Window, coordinate_descent  # noqa: E402
+from pipeprof.workflows.data import prepare_data  # noqa: E402
+from pipeprof.workflows.events import Reporter  # noqa: E402
+from pipeprof.workflows.tune import bench_evaluate  # noqa: E402
 
 
 def main() -> None:
@@ -41,35 +41,58 @@ def main() -> None:
     ap.add_argument("--scenario", default="quickstart")
     ap.add_argument("--cores", type=int, default=1)
     ap.add_argument("--trial-seconds", type=float, default=1.0)
-    ap.add_argument("--rounds", type=int, default=12, help="head-to-head rounds (each contender once a round)")
-    ap.add_argument("--final-seconds", type=float, default=2.0, help="length of a head-to-head trial")
+    ap.add_argument(
+        "--rounds", type=int, default=12, help="head-to-head rounds (each contender once a round)"
+    )
+    ap.add_argument(
+        "--final-seconds", type=float, default=2.0, help="length of a head-to-head trial"
+    )
     args = ap.parse_args()
     s = scen.load(args.scenario)
     base = s.variant_pipeline(s.variants[0])
     data_root = prepare_data(s, Reporter())
     space = [d for d in sp.default_space(args.cores, shuffle=False)]
     points = sp.grid(space)
-    print(f"tune vs grid · {s.name} · {args.cores} core(s) · {len(points)} grid points · {args.trial_seconds}s per trial")
+    print(
+        f"tune vs grid · {s.name} · {args.cores} core(s) · {len(points)} grid points · {args.trial_seconds}s per trial"
+    )
 
-    with StageBench(s.data, data_root, s.train.batch_size, cores=args.cores, seconds=args.trial_seconds,
-                    cache_dir=f"/tmp/pipeprof-tvg-{os.getpid()}",
-                    log_path=Path(f"/tmp/pipeprof-tvg-{os.getpid()}/stagebench.log")) as bench:
+    with StageBench(
+        s.data,
+        data_root,
+        s.train.batch_size,
+        cores=args.cores,
+        seconds=args.trial_seconds,
+        cache_dir=f"/tmp/pipeprof-tvg-{os.getpid()}",
+        log_path=Path(f"/tmp/pipeprof-tvg-{os.getpid()}/stagebench.log"),
+    ) as bench:
         measure = bench_evaluate(bench, base)
 
-        def evaluate(point: sp.Point, seconds: float) -> dict:  # the grid's and the final's: fixed length
+        def evaluate(
+            point: sp.Point, seconds: float
+        ) -> dict:  # the grid's and the final's: fixed length
             return measure(point, Window(seconds, seconds))
 
         t0 = time.monotonic()
-        tuned = coordinate_descent(space, sp.point_of(base, space), measure, budget_s=1e9,
-                                   trial_s=args.trial_seconds)
+        tuned = coordinate_descent(
+            space, sp.point_of(base, space), measure, budget_s=1e9, trial_s=args.trial_seconds
+        )
         tune_wall = time.monotonic() - t0
-        stops = {s: sum(t.stop == s for t in tuned.trials) for s in dict.fromkeys(t.stop for t in tuned.trials)}
+        stops = {
+            s: sum(t.stop == s for t in tuned.trials)
+            for s in dict.fromkeys(t.stop for t in tuned.trials)
+        }
         for t in tuned.trials:
-            print(f"    {t.phase:<8} {t.samples_per_s:7,.0f} samples/s {t.stop:<8} "
-                  + " ".join(f"{k}={v}" for k, v in t.point.items()))
-        print(f"  tuner: {len(tuned.trials)} trials in {tune_wall:.0f}s, best {tuned.best.samples_per_s:,.0f} samples/s "
-              f"(trials ended: {', '.join(f'{k} {v}' for k, v in stops.items())}; same-setting spread "
-              f"{tuned.noise_pct:.1f}%, so moves needed +{tuned.margin_pct:.1f}%)", flush=True)
+            print(
+                f"    {t.phase:<8} {t.samples_per_s:7,.0f} samples/s {t.stop:<8} "
+                + " ".join(f"{k}={v}" for k, v in t.point.items())
+            )
+        print(
+            f"  tuner: {len(tuned.trials)} trials in {tune_wall:.0f}s, best {tuned.best.samples_per_s:,.0f} samples/s "
+            f"(trials ended: {', '.join(f'{k} {v}' for k, v in stops.items())}; same-setting spread "
+            f"{tuned.noise_pct:.1f}%, so moves needed +{tuned.margin_pct:.1f}%)",
+            flush=True,
+        )
 
         t0 = time.monotonic()
         grid_results = []
@@ -80,35 +103,57 @@ def main() -> None:
                 print(f"  grid: {i + 1}/{len(points)}", flush=True)
         grid_wall = time.monotonic() - t0
         grid_best_sps, grid_best = max(grid_results, key=lambda r: r[0])
-        print(f"  grid:  {len(points)} trials in {grid_wall:.0f}s, best {grid_best_sps:,.0f} samples/s", flush=True)
+        print(
+            f"  grid:  {len(points)} trials in {grid_wall:.0f}s, best {grid_best_sps:,.0f} samples/s",
+            flush=True,
+        )
 
-        contenders = {"tuner's winner": tuned.best.point, "grid's winner": grid_best,
-                      "AUTOTUNE": sp.autotune_point(base, space), "scenario default": sp.point_of(base, space)}
+        contenders = {
+            "tuner's winner": tuned.best.point,
+            "grid's winner": grid_best,
+            "AUTOTUNE": sp.autotune_point(base, space),
+            "scenario default": sp.point_of(base, space),
+        }
         # Head to head in rounds: every contender once per round, the order rotated each round,
         # so the machine's drift (±10% over tens of seconds here) lands on all alike; the ratio
         # is taken within each round, where the two were measured seconds apart.
         final: dict[str, list[float]] = {k: [] for k in contenders}
         names = list(contenders)
         for r in range(args.rounds):
-            for name in names[r % len(names):] + names[:r % len(names)]:
+            for name in names[r % len(names) :] + names[: r % len(names)]:
                 final[name].append(evaluate(contenders[name], args.final_seconds)["samples_per_s"])
 
     med = {k: statistics.median(v) for k, v in final.items()}
     same = sp.key(contenders["tuner's winner"]) == sp.key(contenders["grid's winner"])
     # the same setting is as good as itself: its rounds measure only the machine's noise
-    ratios = [1.0] * args.rounds if same else [t / g for t, g in zip(final["tuner's winner"], final["grid's winner"])]
+    ratios = (
+        [1.0] * args.rounds
+        if same
+        else [t / g for t, g in zip(final["tuner's winner"], final["grid's winner"])]
+    )
     print()
-    print(f"  {'configuration':<18} {'samples/s (median of ' + str(args.rounds) + ')':>28}  settings")
+    print(
+        f"  {'configuration':<18} {'samples/s (median of ' + str(args.rounds) + ')':>28}  settings"
+    )
     for name, p in contenders.items():
         print(f"  {name:<18} {med[name]:28,.0f}  {' '.join(f'{k}={v}' for k, v in p.items())}")
     ratio = statistics.median(ratios)
     wall = tune_wall / grid_wall
     print()
-    how = ("both found the same setting" if same else
-           f"median of {len(ratios)} rounds' ratios, {min(ratios):.3f}-{max(ratios):.3f}")
-    print(f"  tuner / grid best samples/s: {ratio:.3f}  ({how}; target >= 0.95)  {'PASS' if ratio >= 0.95 else 'FAIL'}")
-    print(f"  tuner / grid wall time:      {wall:.3f}  (target <= 0.25)  {'PASS' if wall <= 0.25 else 'FAIL'}")
-    print(f"  in the search itself: tuner {tuned.best.samples_per_s:,.0f} vs grid {grid_best_sps:,.0f} samples/s")
+    how = (
+        "both found the same setting"
+        if same
+        else f"median of {len(ratios)} rounds' ratios, {min(ratios):.3f}-{max(ratios):.3f}"
+    )
+    print(
+        f"  tuner / grid best samples/s: {ratio:.3f}  ({how}; target >= 0.95)  {'PASS' if ratio >= 0.95 else 'FAIL'}"
+    )
+    print(
+        f"  tuner / grid wall time:      {wall:.3f}  (target <= 0.25)  {'PASS' if wall <= 0.25 else 'FAIL'}"
+    )
+    print(
+        f"  in the search itself: tuner {tuned.best.samples_per_s:,.0f} vs grid {grid_best_sps:,.0f} samples/s"
+    )
 
 
 if __name__ == "__main__":

@@ -43,8 +43,8 @@ def thread_cpu() -> dict[str, float]:
                 text = f.read()
         except OSError:
             continue
-        name = text[text.index("(") + 1:text.rindex(")")]
-        fields = text[text.rindex(")") + 2:].split()
+        name = text[text.index("(") + 1 : text.rindex(")")]
+        fields = text[text.rindex(")") + 2 :].split()
         out[name] += (int(fields[11]) + int(fields[12])) / tick
     return out
 
@@ -75,8 +75,10 @@ class Timed:
 
     def line(self, label: str) -> str:
         rate = self.samples / self.seconds if self.seconds else float("nan")
-        return (f"{label:28} {rate:9.1f} samples/s   tf.data threads {self.data_cpu / self.seconds:5.2f} cores   "
-                f"other threads {self.other_cpu / self.seconds:5.2f} cores   ({self.seconds:.1f} s)")
+        return (
+            f"{label:28} {rate:9.1f} samples/s   tf.data threads {self.data_cpu / self.seconds:5.2f} cores   "
+            f"other threads {self.other_cpu / self.seconds:5.2f} cores   ({self.seconds:.1f} s)"
+        )
 
 
 def main() -> None:
@@ -89,8 +91,10 @@ def main() -> None:
     ap.add_argument("--half-s", type=float, default=1.0, help="seconds of each half of a round")
     args = ap.parse_args()
     if args.cores:
-        os.sched_setaffinity(0, set(sorted(os.sched_getaffinity(0))[:args.cores]))
+        os.sched_setaffinity(0, set(sorted(os.sched_getaffinity(0))[: args.cores]))
     cores = len(os.sched_getaffinity(0))
+
+    import tensorflow as tf
 
     from pipeprof import scenario as scen
     from pipeprof.data import pipeline
@@ -99,21 +103,23 @@ def main() -> None:
     from pipeprof.workflows.data import prepare_data
     from pipeprof.workflows.events import Reporter
 
-    import tensorflow as tf
-
     tf.config.threading.set_intra_op_parallelism_threads(cores)
     s = scen.load(args.scenario)
     root = prepare_data(s, Reporter())
     data = s.data
     batch = s.train.batch_size
     model = build_model(s.model.name, (data.image_size, data.image_size, 3), data.num_classes)
-    model.compile(optimizer=tf.keras.optimizers.SGD(s.train.learning_rate, momentum=s.train.momentum),
-                  loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    model.compile(
+        optimizer=tf.keras.optimizers.SGD(s.train.learning_rate, momentum=s.train.momentum),
+        loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+    )
     step = tf.function(lambda x, y: model.train_step((x, y)))
     pipe = s.variant_pipeline(s.variants[0])
 
     def real():
-        return pipeline.build(data, pipe, data_root=root, shard=pipeline.Shard(0, 1), batch_size=batch)
+        return pipeline.build(
+            data, pipe, data_root=root, shard=pipeline.Shard(0, 1), batch_size=batch
+        )
 
     noise = pipeline.synthetic_batch(real().element_spec, data.num_classes)
 
@@ -139,8 +145,10 @@ def main() -> None:
     run(twin, 20)  # trace and warm up
     typical = statistics.median(run(twin, 10))
     every = max(5, round(args.half_s / typical))
-    print(f"{s.name}: {cores} cores, batch {batch}, synthetic step {typical * 1e3:.1f} ms, {every} steps a half",
-          flush=True)
+    print(
+        f"{s.name}: {cores} cores, batch {batch}, synthetic step {typical * 1e3:.1f} ms, {every} steps a half",
+        flush=True,
+    )
 
     alone = Timed()
     stretch(twin, args.alone_s, alone)
@@ -186,11 +194,18 @@ def main() -> None:
     print(again.line("5 alone again"))
     ref = (alone.samples / alone.seconds + again.samples / again.seconds) / 2
     rr, tr = own.samples / own.seconds, rounds.samples / rounds.seconds
-    print(f"\ngap against the twin in rounds: {100 * (1 - rr / tr):.1f}%; against the twin alone (mean of 1 and 5): "
-          f"{100 * (1 - rr / ref):.1f}%; the twin in rounds ran at {tr / ref:.3f} of alone")
-    print("\ntwin step time by position in its half (ms, median over rounds; the first "
-          f"{SETTLE_STEPS} are dropped as settle steps):")
-    print("  " + " ".join(f"{1e3 * statistics.median(by_position[i]):6.1f}" for i in sorted(by_position)))
+    print(
+        f"\ngap against the twin in rounds: {100 * (1 - rr / tr):.1f}%; against the twin alone (mean of 1 and 5): "
+        f"{100 * (1 - rr / ref):.1f}%; the twin in rounds ran at {tr / ref:.3f} of alone"
+    )
+    print(
+        "\ntwin step time by position in its half (ms, median over rounds; the first "
+        f"{SETTLE_STEPS} are dropped as settle steps):"
+    )
+    print(
+        "  "
+        + " ".join(f"{1e3 * statistics.median(by_position[i]):6.1f}" for i in sorted(by_position))
+    )
 
 
 if __name__ == "__main__":

@@ -41,34 +41,89 @@ def main() -> None:
     ap.add_argument("--scenario", default="seed-gap")
     ap.add_argument("--nps", default="2,4,8")
     ap.add_argument("--steps", type=int, default=80)
-    ap.add_argument("--keep", type=Path, help="keep the run directories here (default: a temporary directory)")
+    ap.add_argument(
+        "--keep", type=Path, help="keep the run directories here (default: a temporary directory)"
+    )
     args = ap.parse_args()
     nps = [int(n) for n in args.nps.split(",")]
     cores = len(os.sched_getaffinity(0))
     with tempfile.TemporaryDirectory() as scratch:
         tmp = args.keep or scratch
         one, ceiling, multi = Path(tmp) / "np1", Path(tmp) / "ceiling", Path(tmp) / "multi"
-        print(f"1/4 emulated compare at np=1 with the ablation ({args.scenario}, {args.steps} steps)", flush=True)
-        sh(["compare", args.scenario, "--np", "1", "--ablation", "--steps", str(args.steps), "--out", str(one)])
-        print(f"2/4 synthetic-only compare at np = {', '.join(map(str, nps))} (the target's ceiling)", flush=True)
-        sh(["compare", args.scenario, "--np", ",".join(map(str, nps)), "--synthetic-only", "--steps", str(args.steps),
-            "--oversubscribe", "--out", str(ceiling)])
+        print(
+            f"1/4 emulated compare at np=1 with the ablation ({args.scenario}, {args.steps} steps)",
+            flush=True,
+        )
+        sh(
+            [
+                "compare",
+                args.scenario,
+                "--np",
+                "1",
+                "--ablation",
+                "--steps",
+                str(args.steps),
+                "--out",
+                str(one),
+            ]
+        )
+        print(
+            f"2/4 synthetic-only compare at np = {', '.join(map(str, nps))} (the target's ceiling)",
+            flush=True,
+        )
+        sh(
+            [
+                "compare",
+                args.scenario,
+                "--np",
+                ",".join(map(str, nps)),
+                "--synthetic-only",
+                "--steps",
+                str(args.steps),
+                "--oversubscribe",
+                "--out",
+                str(ceiling),
+            ]
+        )
         print(f"3/4 predict for one node of {cores} cores with up to {max(nps)} ranks", flush=True)
-        target = ["--np", ",".join(map(str, [1, *nps])), "--gpus-per-node", str(max(nps)), "--cores-per-node", str(cores)]
+        target = [
+            "--np",
+            ",".join(map(str, [1, *nps])),
+            "--gpus-per-node",
+            str(max(nps)),
+            "--cores-per-node",
+            str(cores),
+        ]
         sh(["predict", str(one), *target])
         network_only = pd.read_csv(one / "prediction.csv").set_index("np")
         sh(["predict", str(one), *target, "--ceiling", str(ceiling)])
         predicted = pd.read_csv(one / "prediction.csv").set_index("np")
-        print(f"4/4 emulated compares at np = {', '.join(map(str, nps))} (real Horovod ranks)", flush=True)
-        sh(["compare", args.scenario, "--np", ",".join(map(str, nps)), "--steps", str(args.steps), "--oversubscribe",
-            "--out", str(multi)])
+        print(
+            f"4/4 emulated compares at np = {', '.join(map(str, nps))} (real Horovod ranks)",
+            flush=True,
+        )
+        sh(
+            [
+                "compare",
+                args.scenario,
+                "--np",
+                ",".join(map(str, nps)),
+                "--steps",
+                str(args.steps),
+                "--oversubscribe",
+                "--out",
+                str(multi),
+            ]
+        )
         measured = pd.read_csv(multi / "summary.csv")
         measured = measured[measured["variant"] == "real"].set_index("np")
         base = pd.read_csv(one / "summary.csv").set_index(["np", "variant"])
 
     print()
-    print(f"{'np':>4} {'predicted gap':>14} {'measured gap':>16} {'difference':>11} {'gap from':>11}  within ±5?"
-          f"   {'np=1 alone':>10}")
+    print(
+        f"{'np':>4} {'predicted gap':>14} {'measured gap':>16} {'difference':>11} {'gap from':>11}  within ±5?"
+        f"   {'np=1 alone':>10}"
+    )
     rows = [(1, base.loc[(1, "real"), "gap_pct"], base.loc[(1, "real"), "gap_pct_ci95"])]
     rows += [(n, measured.loc[n, "gap_pct"], measured.loc[n, "gap_pct_ci95"]) for n in nps]
     ok = True
@@ -77,12 +132,18 @@ def main() -> None:
         diff = pred - gap
         good = abs(diff) <= TOLERANCE_POINTS
         ok &= good if n != 1 else True
-        print(f"{n:>4} {pred:13.1f}% {gap:9.1f}% ±{ci:4.1f} {diff:+10.1f} {predicted.loc[n, 'gap_cause']:>11}  "
-              f"{'yes' if good else 'NO':>10}   {network_only.loc[n, 'gap_pct']:9.1f}%"
-              f"{'   (the source run itself)' if n == 1 else ''}")
+        print(
+            f"{n:>4} {pred:13.1f}% {gap:9.1f}% ±{ci:4.1f} {diff:+10.1f} {predicted.loc[n, 'gap_cause']:>11}  "
+            f"{'yes' if good else 'NO':>10}   {network_only.loc[n, 'gap_pct']:9.1f}%"
+            f"{'   (the source run itself)' if n == 1 else ''}"
+        )
     print()
     print("'np=1 alone': predict without the ceiling, synchronisation from the network model only")
-    print("PASS: every prediction within ±5 points" if ok else "FAIL: a prediction missed by more than 5 points")
+    print(
+        "PASS: every prediction within ±5 points"
+        if ok
+        else "FAIL: a prediction missed by more than 5 points"
+    )
 
 
 if __name__ == "__main__":

@@ -23,7 +23,11 @@ import pandas as pd
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-from tests.integration.verdict_cases import CASES, TRAIN, merge  # noqa: E402  (the suite's own cases)
+from tests.integration.verdict_cases import (  # noqa: E402  (the suite's own cases)
+    CASES,
+    TRAIN,
+    merge,
+)
 
 PIPEPROF = str(REPO / ".venv" / "bin" / "pipeprof")
 
@@ -35,18 +39,48 @@ def one_run(case: str, work: Path, data_dir: Path, index: int) -> dict:
     t0 = time.monotonic()
     # CPU-trained, every case: the model and the pipeline share the cores (the suite emulates
     # the model-bound case's device to save its time)
-    proc = subprocess.run([PIPEPROF, "compare", str(scenario), "--np", "1", "--ablation", "--no-dashboard",
-                           "--no-report", "--device", "auto", "--out", str(out)], cwd=work, capture_output=True, text=True,
-                          env=dict(os.environ, PIPEPROF_DATA_DIR=str(data_dir)))
+    proc = subprocess.run(
+        [
+            PIPEPROF,
+            "compare",
+            str(scenario),
+            "--np",
+            "1",
+            "--ablation",
+            "--no-dashboard",
+            "--no-report",
+            "--device",
+            "auto",
+            "--out",
+            str(out),
+        ],
+        cwd=work,
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, PIPEPROF_DATA_DIR=str(data_dir)),
+    )
     wall = time.monotonic() - t0
     if proc.returncode != 0:
-        return {"case": case, "run": index, "verdict": f"FAILED (exit {proc.returncode})", "wall_s": wall,
-                "detail": (proc.stderr.strip().splitlines() or ["?"])[-1][:200]}
+        return {
+            "case": case,
+            "run": index,
+            "verdict": f"FAILED (exit {proc.returncode})",
+            "wall_s": wall,
+            "detail": (proc.stderr.strip().splitlines() or ["?"])[-1][:200],
+        }
     verdict = json.loads((out / "verdict.json").read_text())[0]
     row = pd.read_csv(out / "summary.csv").set_index("variant").loc["real"]
-    return {"case": case, "run": index, "verdict": verdict["bottleneck"], "gap_pct": row["gap_pct"],
-            "gap_ci95": row["gap_pct_ci95"], "stop": row["stop_reason"], "measured_s": row["measured_s"],
-            "contention_pct": verdict.get("contention_gap_pct"), "wall_s": wall}
+    return {
+        "case": case,
+        "run": index,
+        "verdict": verdict["bottleneck"],
+        "gap_pct": row["gap_pct"],
+        "gap_ci95": row["gap_pct_ci95"],
+        "stop": row["stop_reason"],
+        "measured_s": row["measured_s"],
+        "contention_pct": verdict.get("contention_gap_pct"),
+        "wall_s": wall,
+    }
 
 
 def main() -> None:
@@ -59,15 +93,23 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         work, data = Path(tmp) / "work", Path(tmp) / "data"
         work.mkdir()
-        for i in range(args.runs):  # cases interleaved, so a slow spell of the machine hits all of them
+        for i in range(
+            args.runs
+        ):  # cases interleaved, so a slow spell of the machine hits all of them
             for case in cases:
                 r = one_run(case, work, data, i)
                 rows.append(r)
-                gap = (f"gap {r['gap_pct']:5.1f}% ±{r['gap_ci95']:4.1f} ({r['stop']}, {r['measured_s']:.0f}s)"
-                       if "gap_pct" in r else r.get("detail", ""))
+                gap = (
+                    f"gap {r['gap_pct']:5.1f}% ±{r['gap_ci95']:4.1f} ({r['stop']}, {r['measured_s']:.0f}s)"
+                    if "gap_pct" in r
+                    else r.get("detail", "")
+                )
                 contention = r.get("contention_pct")
-                print(f"{case:8s} run {i + 1}: verdict {r['verdict']:8s} {gap}; expected contention "
-                      f"{'–' if contention is None else f'{contention:.1f}%'}; {r['wall_s']:.0f}s", flush=True)
+                print(
+                    f"{case:8s} run {i + 1}: verdict {r['verdict']:8s} {gap}; expected contention "
+                    f"{'–' if contention is None else f'{contention:.1f}%'}; {r['wall_s']:.0f}s",
+                    flush=True,
+                )
     right = sum(r["verdict"] == r["case"] for r in rows)
     print(f"\nverdict named the right stage in {right} of {len(rows)} runs")
     for case in cases:

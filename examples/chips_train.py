@@ -27,7 +27,9 @@ def parse_args():
     p.add_argument("--data", required=True, help="a folder with one sub-folder of JPEGs per class")
     p.add_argument("--image-size", type=int, default=128)
     p.add_argument("--batch-size", type=int, default=32, help="per GPU")
-    p.add_argument("--lr", type=float, default=0.001, help="for one GPU; scaled by the number of GPUs")
+    p.add_argument(
+        "--lr", type=float, default=0.001, help="for one GPU; scaled by the number of GPUs"
+    )
     p.add_argument("--epochs", type=int, default=2)
     return p.parse_args()
 
@@ -52,22 +54,34 @@ def load_image(path, label, size):
 def make_dataset(files, labels, size, batch_size):
     ds = tf.data.Dataset.from_tensor_slices((files, labels))
     # shuffle the whole list with one seed on every worker, then shard: each worker a disjoint share
-    ds = ds.shuffle(len(files), seed=42, reshuffle_each_iteration=True).shard(hvd.size(), hvd.rank())
+    ds = ds.shuffle(len(files), seed=42, reshuffle_each_iteration=True).shard(
+        hvd.size(), hvd.rank()
+    )
     ds = ds.map(lambda p, y: load_image(p, y, size), num_parallel_calls=tf.data.AUTOTUNE)
-    augment = tf.keras.Sequential([tf.keras.layers.RandomFlip("horizontal_and_vertical"),
-                                   tf.keras.layers.RandomRotation(0.25)])  # the write-up's flips and rotations
+    augment = tf.keras.Sequential(
+        [
+            tf.keras.layers.RandomFlip("horizontal_and_vertical"),
+            tf.keras.layers.RandomRotation(0.25),
+        ]
+    )  # the write-up's flips and rotations
     ds = ds.batch(batch_size, drop_remainder=True)
     ds = ds.map(lambda x, y: (augment(x, training=True), y), num_parallel_calls=tf.data.AUTOTUNE)
     return ds.repeat().prefetch(tf.data.AUTOTUNE)
 
 
 def make_model(size, classes):
-    return tf.keras.Sequential([
-        tf.keras.Input((size, size, 3)),
-        tf.keras.layers.Conv2D(16, 3, activation="relu"), tf.keras.layers.MaxPooling2D(),
-        tf.keras.layers.Conv2D(32, 3, activation="relu"), tf.keras.layers.MaxPooling2D(),
-        tf.keras.layers.Flatten(), tf.keras.layers.Dense(64, activation="relu"), tf.keras.layers.Dense(classes),
-    ])
+    return tf.keras.Sequential(
+        [
+            tf.keras.Input((size, size, 3)),
+            tf.keras.layers.Conv2D(16, 3, activation="relu"),
+            tf.keras.layers.MaxPooling2D(),
+            tf.keras.layers.Conv2D(32, 3, activation="relu"),
+            tf.keras.layers.MaxPooling2D(),
+            tf.keras.layers.Flatten(),
+            tf.keras.layers.Dense(64, activation="relu"),
+            tf.keras.layers.Dense(classes),
+        ]
+    )
 
 
 def main():
@@ -83,14 +97,21 @@ def main():
     dataset = make_dataset(files, labels, args.image_size, args.batch_size)
     model = make_model(args.image_size, len(classes))
     optimizer = hvd.DistributedOptimizer(tf.keras.optimizers.Adam(args.lr * hvd.size()))
-    model.compile(optimizer=optimizer, loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-                  metrics=["accuracy"])
+    model.compile(
+        optimizer=optimizer,
+        loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        metrics=["accuracy"],
+    )
     steps = max(1, len(files) // (args.batch_size * hvd.size()))
 
     dataset = pk.instrument(dataset)  # pipeprof
-    model.fit(dataset, epochs=args.epochs, steps_per_epoch=steps, verbose=2 if hvd.rank() == 0 else 0,
-              callbacks=[hvd.callbacks.BroadcastGlobalVariablesCallback(0),
-                         pk.PipeprofCallback()])  # pipeprof
+    model.fit(
+        dataset,
+        epochs=args.epochs,
+        steps_per_epoch=steps,
+        verbose=2 if hvd.rank() == 0 else 0,
+        callbacks=[hvd.callbacks.BroadcastGlobalVariablesCallback(0), pk.PipeprofCallback()],
+    )  # pipeprof
     if hvd.rank() == 0:
         print(f"trained {args.epochs} epoch(s) of {steps} steps on {hvd.size()} worker(s)")
 

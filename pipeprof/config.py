@@ -48,14 +48,18 @@ def _coerce(tp: Any, value: Any, where: str, key: str) -> Any:
     origin = typing.get_origin(tp)
 
     def bad() -> PipeprofError:
-        return PipeprofError(f"{where}: {key} must be {_type_name(tp)}, got {type(value).__name__} {value!r}")
+        return PipeprofError(
+            f"{where}: {key} must be {_type_name(tp)}, got {type(value).__name__} {value!r}"
+        )
 
     if dataclasses.is_dataclass(tp):
         if not isinstance(value, dict):
             raise bad()
         return build(tp, value, where, key)
     if origin is Literal:
-        if value not in typing.get_args(tp) or isinstance(value, bool) != any(isinstance(a, bool) for a in typing.get_args(tp)):
+        if value not in typing.get_args(tp) or isinstance(value, bool) != any(
+            isinstance(a, bool) for a in typing.get_args(tp)
+        ):
             raise bad()
         return value
     if origin in (Union, types.UnionType):
@@ -93,7 +97,9 @@ def _coerce(tp: Any, value: Any, where: str, key: str) -> Any:
     raise TypeError(f"field type {tp!r} is not supported")  # a bug in this module
 
 
-def build(cls: type, data: dict[str, Any], where: str, prefix: str, *, ignore_unknown: bool = False) -> Any:
+def build(
+    cls: type, data: dict[str, Any], where: str, prefix: str, *, ignore_unknown: bool = False
+) -> Any:
     """A dataclass from plain data, every value checked against its field's type: the one
     schema mechanism for scenarios and for the records that cross processes. An unknown key
     is an error naming it, or skipped with ``ignore_unknown`` (records written by a newer
@@ -114,7 +120,9 @@ def build(cls: type, data: dict[str, Any], where: str, prefix: str, *, ignore_un
 def parse_override(text: str) -> tuple[list[str], Any]:
     """``a.b.c=value`` → (["a","b","c"], value); the value is read as TOML, else as a string."""
     if "=" not in text:
-        raise PipeprofError(f"--set {text!r}: expected KEY=VALUE, e.g. pipeline.shuffle.buffer_size=512")
+        raise PipeprofError(
+            f"--set {text!r}: expected KEY=VALUE, e.g. pipeline.shuffle.buffer_size=512"
+        )
     key, raw = text.split("=", 1)
     try:
         value = tomllib.loads(f"v = {raw}")["v"]

@@ -23,8 +23,8 @@ from typing import Any, Literal
 
 from pipeprof import __version__
 from pipeprof.errors import PipeprofError
-from pipeprof.scenario import Scenario
 from pipeprof.launch.horovod import BUILD_PROBE
+from pipeprof.scenario import Scenario
 
 Status = Literal["ok", "note", "warn", "fail"]
 PROBE_TIMEOUT_S = 180.0
@@ -75,8 +75,13 @@ def _quiet_env() -> dict[str, str]:
 def probe_frameworks(python: str = sys.executable) -> dict[str, Any]:
     """TensorFlow's and Horovod's versions, TensorFlow's GPUs; ``*_error`` keys say what failed."""
     try:
-        proc = subprocess.run([python, "-c", _PROBE], capture_output=True, text=True, env=_quiet_env(),
-                              timeout=PROBE_TIMEOUT_S)
+        proc = subprocess.run(
+            [python, "-c", _PROBE],
+            capture_output=True,
+            text=True,
+            env=_quiet_env(),
+            timeout=PROBE_TIMEOUT_S,
+        )
     except subprocess.TimeoutExpired:
         return {"tensorflow_error": f"importing TensorFlow took over {PROBE_TIMEOUT_S:.0f} s"}
     for line in proc.stdout.splitlines():
@@ -107,11 +112,23 @@ def diagnose(scenario: Scenario | None, *, scenario_error: str = "", nvml: Any =
         nvml_reason = "" if nvml.available else nvml.reason
         probe = frameworks.result()
         parsed = probe.get("horovod_build", {})
-        build_error = missing if not horovodrun else (
-            "" if parsed else f"cannot be read: {probe.get('horovod_error', probe.get('tensorflow_error', '?'))}")
+        build_error = (
+            missing
+            if not horovodrun
+            else (
+                ""
+                if parsed
+                else f"cannot be read: {probe.get('horovod_error', probe.get('tensorflow_error', '?'))}"
+            )
+        )
         found, bad = data.result() if data else ([], [])
 
-    report.add("python", "Python", "ok", f"{platform.python_version()} ({sys.executable}); pipeprof {__version__}")
+    report.add(
+        "python",
+        "Python",
+        "ok",
+        f"{platform.python_version()} ({sys.executable}); pipeprof {__version__}",
+    )
     _frameworks(report, probe)
     _horovod(report, horovodrun, parsed, build_error, scenario)
     _gpus(report, gpus, nvml_reason, probe)
@@ -130,9 +147,19 @@ def _frameworks(report: Report, probe: dict[str, Any]) -> None:
         build = "CUDA build" if probe.get("cuda_built") else "CPU-only build"
         report.add("tensorflow", "TensorFlow", "ok", f"{probe['tensorflow']} ({build})")
     else:
-        report.add("tensorflow", "TensorFlow", "fail", f"cannot be imported: {probe.get('tensorflow_error', '?')}")
+        report.add(
+            "tensorflow",
+            "TensorFlow",
+            "fail",
+            f"cannot be imported: {probe.get('tensorflow_error', '?')}",
+        )
     if "horovod_error" in probe:
-        report.add("horovod", "Horovod", "fail", f"cannot be imported with TensorFlow: {probe['horovod_error']}")
+        report.add(
+            "horovod",
+            "Horovod",
+            "fail",
+            f"cannot be imported with TensorFlow: {probe['horovod_error']}",
+        )
     elif "horovod" in probe:
         report.add("horovod", "Horovod", "ok", f"{probe['horovod']} (horovod.tensorflow imports)")
 
@@ -141,8 +168,13 @@ def _built(section: dict[str, bool]) -> str:
     return ", ".join(k for k, v in section.items() if v) or "none"
 
 
-def _horovod(report: Report, horovodrun: str, parsed: dict[str, dict[str, bool]], error: str,
-             scenario: Scenario | None) -> None:
+def _horovod(
+    report: Report,
+    horovodrun: str,
+    parsed: dict[str, dict[str, bool]],
+    error: str,
+    scenario: Scenario | None,
+) -> None:
     if not horovodrun:
         report.add("horovod", "horovodrun", "fail", error)
         return
@@ -152,9 +184,17 @@ def _horovod(report: Report, horovodrun: str, parsed: dict[str, dict[str, bool]]
     frameworks, controllers = parsed.get("frameworks", {}), parsed.get("controllers", {})
     ops = parsed.get("tensor operations", {})
     report.add("horovod", "horovodrun", "ok", horovodrun)
-    report.add("horovod", "frameworks", "ok" if frameworks.get("TensorFlow") else "fail",
-               f"built for {_built(frameworks)}" + ("" if frameworks.get("TensorFlow") else
-                                                     "; pipeprof needs TensorFlow (HOROVOD_WITH_TENSORFLOW=1)"))
+    report.add(
+        "horovod",
+        "frameworks",
+        "ok" if frameworks.get("TensorFlow") else "fail",
+        f"built for {_built(frameworks)}"
+        + (
+            ""
+            if frameworks.get("TensorFlow")
+            else "; pipeprof needs TensorFlow (HOROVOD_WITH_TENSORFLOW=1)"
+        ),
+    )
     wanted = scenario.launch.controller if scenario is not None else ""
     for name, built in controllers.items():
         needed = name.lower() == wanted
@@ -166,7 +206,9 @@ def _horovod(report: Report, horovodrun: str, parsed: dict[str, dict[str, bool]]
     report.add("horovod", "tensor operations", "ok", f"built: {_built(ops)}")
 
 
-def _gpus(report: Report, gpus: list[dict[str, Any]], nvml_reason: str, probe: dict[str, Any]) -> None:
+def _gpus(
+    report: Report, gpus: list[dict[str, Any]], nvml_reason: str, probe: dict[str, Any]
+) -> None:
     if nvml_reason:
         report.add("gpu", "NVML", "note", nvml_reason)
     else:
@@ -182,11 +224,25 @@ def _gpus(report: Report, gpus: list[dict[str, Any]], nvml_reason: str, probe: d
     elif len(tf_gpus) == len(gpus) or (visible is not None and 0 < len(tf_gpus) <= len(gpus)):
         report.add("gpu", "TensorFlow", "ok", f"sees {len(tf_gpus)} GPU(s){narrowed}, as NVML does")
     elif not tf_gpus:
-        why = "a CPU-only TensorFlow" if not probe.get("cuda_built") else "CUDA/cuDNN libraries missing or mismatched"
-        report.add("gpu", "TensorFlow", "warn", f"sees no GPU while NVML sees {len(gpus)}{narrowed}: {why}; "
-                                                f"ranks would train on the CPU")
+        why = (
+            "a CPU-only TensorFlow"
+            if not probe.get("cuda_built")
+            else "CUDA/cuDNN libraries missing or mismatched"
+        )
+        report.add(
+            "gpu",
+            "TensorFlow",
+            "warn",
+            f"sees no GPU while NVML sees {len(gpus)}{narrowed}: {why}; "
+            f"ranks would train on the CPU",
+        )
     else:
-        report.add("gpu", "TensorFlow", "warn", f"sees {len(tf_gpus)} GPU(s) while NVML sees {len(gpus)}{narrowed}")
+        report.add(
+            "gpu",
+            "TensorFlow",
+            "warn",
+            f"sees {len(tf_gpus)} GPU(s) while NVML sees {len(gpus)}{narrowed}",
+        )
 
 
 def _cpu(report: Report) -> None:
@@ -200,7 +256,9 @@ def _cpu(report: Report) -> None:
     except (AttributeError, OSError):
         affinity = "no affinity on this OS"
     status: Status = "ok" if usable == total else "note"
-    report.add("cpu", "CPU cores", status, f"{total} on the host, {usable} usable by pipeprof ({affinity})")
+    report.add(
+        "cpu", "CPU cores", status, f"{total} on the host, {usable} usable by pipeprof ({affinity})"
+    )
 
 
 def _ranges(cpus: list[int]) -> str:
@@ -219,8 +277,12 @@ def _launch(report: Report, scenario: Scenario, gpu_count: int) -> None:
     launch = scenario.launch
     if launch.controller == "mpi":
         mpirun = shutil.which("mpirun")
-        report.add("launch", "mpirun", "ok" if mpirun else "fail",
-                   mpirun or "not on PATH; launch.controller = mpi needs an MPI (e.g. Open MPI)")
+        report.add(
+            "launch",
+            "mpirun",
+            "ok" if mpirun else "fail",
+            mpirun or "not on PATH; launch.controller = mpi needs an MPI (e.g. Open MPI)",
+        )
     refused = []
     for n in launch.np:
         try:
@@ -242,23 +304,32 @@ def data_findings(scenario: Scenario) -> tuple[list[Finding], list[tuple[str, st
     data = scenario.data
     where = scenario.source_file or "scenario"
     if data.source == "factory":
-        report.add("data", "source", "note", f"data.factory {data.factory}: your own dataset, not checked")
+        report.add(
+            "data", "source", "note", f"data.factory {data.factory}: your own dataset, not checked"
+        )
         return report.findings, []
     if data.source == "generated":
-        from pipeprof.workflows.data import resolve_data_path
         from pipeprof.data import generate
+        from pipeprof.workflows.data import resolve_data_path
 
         g = data.generate
-        root = generate.dataset_dir(g, str(resolve_data_path(scenario, data.path)) if data.path else "")
+        root = generate.dataset_dir(
+            g, str(resolve_data_path(scenario, data.path)) if data.path else ""
+        )
         if not generate.is_complete(root, g):
             try:
                 generate.check_target(root, g, f"{where}: data.path" if data.path else "")
             except PipeprofError as exc:
                 report.add("data", "generated", "fail", exc.message)
                 return report.findings, []
-            report.add("data", "generated", "note", f"not generated yet: {g.images:,} {g.format.upper()} images "
-                                                    f"({g.size}px, {g.classes} classes) will be written to {root} "
-                                                    f"on the first run")
+            report.add(
+                "data",
+                "generated",
+                "note",
+                f"not generated yet: {g.images:,} {g.format.upper()} images "
+                f"({g.size}px, {g.classes} classes) will be written to {root} "
+                f"on the first run",
+            )
             return report.findings, []
         return _folder(report, scenario, root)
     if data.source == "folder":
@@ -268,18 +339,32 @@ def data_findings(scenario: Scenario) -> tuple[list[Finding], list[tuple[str, st
     return _tfrecords(report, scenario)
 
 
-def _bad_verdict(report: Report, scenario: Scenario, bad: list[tuple[str, str]], total: int) -> None:
+def _bad_verdict(
+    report: Report, scenario: Scenario, bad: list[tuple[str, str]], total: int
+) -> None:
     if not bad:
         report.add("data", "bad files", "ok", f"none among {total:,}")
     elif scenario.data.on_bad_file == "fail":
-        report.add("data", "bad files", "fail", f"{len(bad):,} of {total:,}, and data.on_bad_file = \"fail\" "
-                                                f"ends the run on the first (first: {bad[0][0]}: {bad[0][1]})")
+        report.add(
+            "data",
+            "bad files",
+            "fail",
+            f'{len(bad):,} of {total:,}, and data.on_bad_file = "fail" '
+            f"ends the run on the first (first: {bad[0][0]}: {bad[0][1]})",
+        )
     else:
-        report.add("data", "bad files", "warn", f"{len(bad):,} of {total:,}: skipped and counted during the run "
-                                                f"(data.on_bad_file = \"skip\")")
+        report.add(
+            "data",
+            "bad files",
+            "warn",
+            f"{len(bad):,} of {total:,}: skipped and counted during the run "
+            f'(data.on_bad_file = "skip")',
+        )
 
 
-def _folder(report: Report, scenario: Scenario, root: Path) -> tuple[list[Finding], list[tuple[str, str]]]:
+def _folder(
+    report: Report, scenario: Scenario, root: Path
+) -> tuple[list[Finding], list[tuple[str, str]]]:
     from pipeprof.data.check import check_file
     from pipeprof.data.files import scan_image_folder
 
@@ -291,24 +376,33 @@ def _folder(report: Report, scenario: Scenario, root: Path) -> tuple[list[Findin
     except PipeprofError as exc:
         report.add("data", "data.path", "fail", exc.message)
         return report.findings, []
-    with ThreadPoolExecutor(max_workers=SCAN_THREADS, thread_name_prefix="pipeprof-doctor-scan") as pool:
+    with ThreadPoolExecutor(
+        max_workers=SCAN_THREADS, thread_name_prefix="pipeprof-doctor-scan"
+    ) as pool:
         verdicts = list(pool.map(check_file, listing.files))
-    bad = list(listing.unreadable) + [(f, v.reason) for f, v in zip(listing.files, verdicts) if not v.ok]
+    bad = list(listing.unreadable) + [
+        (f, v.reason) for f, v in zip(listing.files, verdicts) if not v.ok
+    ]
     total = len(listing.files) + len(listing.unreadable)
     size = sum(v.size for v in verdicts)
     report.add("data", "data.path", "ok", str(root))
     classes = len(listing.classes)
     matches = classes == scenario.data.num_classes
-    report.add("data", "classes", "ok" if matches else "fail",
-               f"{classes}" + ("" if matches else f", but data.num_classes is {scenario.data.num_classes}"))
+    report.add(
+        "data",
+        "classes",
+        "ok" if matches else "fail",
+        f"{classes}"
+        + ("" if matches else f", but data.num_classes is {scenario.data.num_classes}"),
+    )
     report.add("data", "files", "ok", f"{total:,} image files, {_bytes(size)}")
     _bad_verdict(report, scenario, bad, total)
     return report.findings, bad
 
 
 def _tfrecords(report: Report, scenario: Scenario) -> tuple[list[Finding], list[tuple[str, str]]]:
-    from pipeprof.workflows.data import resolve_data_path
     from pipeprof.data.check import scan_tfrecord
+    from pipeprof.workflows.data import resolve_data_path
 
     path = str(resolve_data_path(scenario, scenario.data.path))
     pattern = os.path.join(path, "*") if os.path.isdir(path) else path
@@ -317,16 +411,27 @@ def _tfrecords(report: Report, scenario: Scenario) -> tuple[list[Finding], list[
     if not files:
         report.add("data", "data.path", "fail", f"no TFRecord files match '{path}'")
         return report.findings, []
-    with ThreadPoolExecutor(max_workers=SCAN_THREADS, thread_name_prefix="pipeprof-doctor-scan") as pool:
+    with ThreadPoolExecutor(
+        max_workers=SCAN_THREADS, thread_name_prefix="pipeprof-doctor-scan"
+    ) as pool:
         scans = list(pool.map(scan_tfrecord, files))
     bad = [(f, problem) for f, (_, problem) in zip(files, scans) if problem]
     size = sum(os.path.getsize(f) for f in files if os.path.isfile(f))
     report.add("data", "data.path", "ok", path)
-    report.add("data", "files", "ok", f"{len(files):,} TFRecord files, {sum(n for n, _ in scans):,} records "
-                                      f"(framing read), {_bytes(size)}")
+    report.add(
+        "data",
+        "files",
+        "ok",
+        f"{len(files):,} TFRecord files, {sum(n for n, _ in scans):,} records "
+        f"(framing read), {_bytes(size)}",
+    )
     _bad_verdict(report, scenario, bad, len(files))
-    report.add("data", "records", "note", "images inside records, and record checksums, are checked while the run "
-                                          "reads them")
+    report.add(
+        "data",
+        "records",
+        "note",
+        "images inside records, and record checksums, are checked while the run " "reads them",
+    )
     return report.findings, bad
 
 

@@ -94,9 +94,17 @@ def instrument(dataset: tf.data.Dataset) -> tf.data.Dataset:
 
 
 class PipeprofCallback(tf.keras.callbacks.Callback):
-    def __init__(self, *, variant: str = "fit", warmup_steps: int = 5, measure_input_wait: bool = True,
-                 run_dir: str | None = None, address: str | None = None, gpu_interval_s: float = 0.1,
-                 host_interval_s: float = 0.5) -> None:
+    def __init__(
+        self,
+        *,
+        variant: str = "fit",
+        warmup_steps: int = 5,
+        measure_input_wait: bool = True,
+        run_dir: str | None = None,
+        address: str | None = None,
+        gpu_interval_s: float = 0.1,
+        host_interval_s: float = 0.5,
+    ) -> None:
         super().__init__()
         self.variant = variant
         self.warmup_steps = warmup_steps
@@ -131,7 +139,11 @@ class PipeprofCallback(tf.keras.callbacks.Callback):
             with tf.control_dependencies(flat):  # the batch has left the iterator
                 entered = tf.timestamp()
             logs = original(data)
-            return {**logs, ENTERED: entered, BATCH: tf.shape(flat[0])[0]} if isinstance(logs, dict) else logs
+            return (
+                {**logs, ENTERED: entered, BATCH: tf.shape(flat[0])[0]}
+                if isinstance(logs, dict)
+                else logs
+            )
 
         model.train_step = timed_train_step
         model._pipeprof_wrapped = True
@@ -162,11 +174,22 @@ class PipeprofCallback(tf.keras.callbacks.Callback):
         job = _job()
         if job is not None and job.mode == "compare":
             self._start_compare(job)
-        client = StreamClient(self.address, token=os.environ.get(ENV_TOKEN, ""), rank=rank, fallback_dir=self.run_dir)
-        self.telemetry = RankTelemetry(client, rank=rank, local_rank=local_rank, local_size=local_size, size=size,
-                                       gpu_interval_s=self.gpu_interval_s, host_interval_s=self.host_interval_s).start()
+        client = StreamClient(
+            self.address, token=os.environ.get(ENV_TOKEN, ""), rank=rank, fallback_dir=self.run_dir
+        )
+        self.telemetry = RankTelemetry(
+            client,
+            rank=rank,
+            local_rank=local_rank,
+            local_size=local_size,
+            size=size,
+            gpu_interval_s=self.gpu_interval_s,
+            host_interval_s=self.host_interval_s,
+        ).start()
         if rank == 0 and self.measurement is None:
-            self.telemetry.put("variant_start", {"np": size, "variant": self.variant, "index": 0, "of_variants": 1})
+            self.telemetry.put(
+                "variant_start", {"np": size, "variant": self.variant, "index": 0, "of_variants": 1}
+            )
         if self.measure_input_wait:
             self._wrap_train_step()
         if self.measure_input_wait or self.measurement is not None:
@@ -178,14 +201,21 @@ class PipeprofCallback(tf.keras.callbacks.Callback):
 
         if not CHOICE.instrumented:
             _fail(f"the script calls model.fit without pipeprof.keras.instrument: {ADD_INSTRUMENT}")
-        if getattr(self.model, "_steps_per_execution", None) is not None and int(self.model._steps_per_execution) != 1:
-            _fail("model.compile(steps_per_execution > 1) runs several steps per call: pipeprof times each step, so "
-                  "compile with steps_per_execution=1 when measuring")
+        if (
+            getattr(self.model, "_steps_per_execution", None) is not None
+            and int(self.model._steps_per_execution) != 1
+        ):
+            _fail(
+                "model.compile(steps_per_execution > 1) runs several steps per call: pipeprof times each step, so "
+                "compile with steps_per_execution=1 when measuring"
+            )
 
         engine = _attached_engine()
         if engine is None:
-            _fail("the script did not start Horovod (hvd.init()) before model.fit: pipeprof compares its ranks "
-                  "through it")
+            _fail(
+                "the script did not start Horovod (hvd.init()) before model.fit: pipeprof compares its ranks "
+                "through it"
+            )
 
         def stream(record: StepRecord) -> None:
             if self.telemetry is not None:
@@ -205,7 +235,11 @@ class PipeprofCallback(tf.keras.callbacks.Callback):
         if not self.active:
             return
         t2 = time.perf_counter()
-        wait_ms = (float(self._entered) - self._t0_unix) * 1e3 if self._entered is not None else float("nan")
+        wait_ms = (
+            (float(self._entered) - self._t0_unix) * 1e3
+            if self._entered is not None
+            else float("nan")
+        )
         if self._batch_size is not None:
             self._batch = int(self._batch_size)
         if self.measurement is not None:
@@ -214,13 +248,27 @@ class PipeprofCallback(tf.keras.callbacks.Callback):
             cpu = time.process_time()
             cpu_ms, self._prev_cpu = (cpu - self._prev_cpu) * 1e3, cpu
             logs = logs or {}
-            if self.measurement.after_step(step_ms, wait_ms, self._batch, float(logs.get("loss", float("nan"))),
-                                           float(logs.get("accuracy", float("nan"))), cpu_ms):
+            if self.measurement.after_step(
+                step_ms,
+                wait_ms,
+                self._batch,
+                float(logs.get("loss", float("nan"))),
+                float(logs.get("accuracy", float("nan"))),
+                cpu_ms,
+            ):
                 self.model.stop_training = True
             return
-        record = StepRecord(np=self.size, variant=self.variant, rank=self.rank, step=self.step,
-                            warmup=self.step < self.warmup_steps, input_wait_ms=wait_ms,
-                            step_time_ms=(t2 - self._t0) * 1e3, batch_size=self._batch, end_unix_s=time.time())
+        record = StepRecord(
+            np=self.size,
+            variant=self.variant,
+            rank=self.rank,
+            step=self.step,
+            warmup=self.step < self.warmup_steps,
+            input_wait_ms=wait_ms,
+            step_time_ms=(t2 - self._t0) * 1e3,
+            batch_size=self._batch,
+            end_unix_s=time.time(),
+        )
         self.step += 1
         if self.telemetry is not None:
             self.telemetry.put("step", record)

@@ -42,27 +42,36 @@ def build_model(name: str, input_shape: tuple[int, int, int], num_classes: int):
     keras = tf.keras
     if name == "small_cnn":
         # The tiny CNN of the Horovod chips write-up: two conv blocks and a dense head.
-        model = keras.Sequential([
-            keras.layers.InputLayer(input_shape=input_shape),
-            keras.layers.Conv2D(32, 3, activation="relu"),
-            keras.layers.MaxPooling2D(),
-            keras.layers.Conv2D(64, 3, activation="relu"),
-            keras.layers.MaxPooling2D(),
-            keras.layers.Conv2D(64, 3, activation="relu"),
-            keras.layers.GlobalAveragePooling2D(),
-            keras.layers.Dense(128, activation="relu"),
-            keras.layers.Dense(num_classes),
-        ], name="small_cnn")
+        model = keras.Sequential(
+            [
+                keras.layers.InputLayer(input_shape=input_shape),
+                keras.layers.Conv2D(32, 3, activation="relu"),
+                keras.layers.MaxPooling2D(),
+                keras.layers.Conv2D(64, 3, activation="relu"),
+                keras.layers.MaxPooling2D(),
+                keras.layers.Conv2D(64, 3, activation="relu"),
+                keras.layers.GlobalAveragePooling2D(),
+                keras.layers.Dense(128, activation="relu"),
+                keras.layers.Dense(num_classes),
+            ],
+            name="small_cnn",
+        )
     elif name == "resnet50v2":
-        model = keras.applications.ResNet50V2(weights=None, input_shape=input_shape, classes=num_classes,
-                                              classifier_activation=None)
+        model = keras.applications.ResNet50V2(
+            weights=None, input_shape=input_shape, classes=num_classes, classifier_activation=None
+        )
     elif name == "mobilenetv2":
-        model = keras.applications.MobileNetV2(weights=None, input_shape=input_shape, classes=num_classes,
-                                               classifier_activation=None)
+        model = keras.applications.MobileNetV2(
+            weights=None, input_shape=input_shape, classes=num_classes, classifier_activation=None
+        )
     elif ":" in name:
         model = resolve_callable(name, "model.name")(input_shape, num_classes)
         if not isinstance(model, keras.Model):
-            raise PipeprofError(f"model.name {name} returned {type(model).__name__}, not a tf.keras.Model")
+            raise PipeprofError(
+                f"model.name {name} returned {type(model).__name__}, not a tf.keras.Model"
+            )
     else:
-        raise PipeprofError(f"model.name: unknown model '{name}' (built-in: {', '.join(BUILTIN_MODELS)}; or 'module:function')")
+        raise PipeprofError(
+            f"model.name: unknown model '{name}' (built-in: {', '.join(BUILTIN_MODELS)}; or 'module:function')"
+        )
     return model

@@ -37,7 +37,7 @@ class StepRecord:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "StepRecord":
+    def from_dict(cls, d: dict[str, Any]) -> StepRecord:
         return build(cls, d, "step record", "", ignore_unknown=True)
 
 
@@ -66,5 +66,5 @@ class VariantRun:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "VariantRun":
+    def from_dict(cls, d: dict[str, Any]) -> VariantRun:
         return build(cls, d, "variant run", "", ignore_unknown=True)

@@ -26,9 +26,9 @@ import platform
 import socket
 import sys
 import time
+from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
-from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
@@ -50,7 +50,11 @@ def _new_run_dir(out: str | None, scenario_name: str) -> Path:
             n += 1
             path = Path("runs") / f"{stamp}-{scenario_name}-{n}"
     if path.exists() and (not path.is_dir() or any(path.iterdir())):
-        what = "directory exists and is not empty" if path.is_dir() else "exists and is not a directory"
+        what = (
+            "directory exists and is not empty"
+            if path.is_dir()
+            else "exists and is not a directory"
+        )
         raise PipeprofError(f"--out {path}: {what} (pipeprof never overwrites a run)")
     path.mkdir(parents=True, exist_ok=True)
     return path
@@ -65,7 +69,9 @@ def _version(*dists: str) -> str | None:
     return None
 
 
-def manifest(scenario: dict[str, Any], argv: list[str], gpus: list[dict[str, Any]], extra: dict[str, Any]) -> dict[str, Any]:
+def manifest(
+    scenario: dict[str, Any], argv: list[str], gpus: list[dict[str, Any]], extra: dict[str, Any]
+) -> dict[str, Any]:
     return {
         "pipeprof": __version__,
         "python": platform.python_version(),
@@ -134,7 +140,7 @@ class RunDir:
         self.path = Path(path)
 
     @classmethod
-    def create(cls, out: str | None, name: str) -> "RunDir":
+    def create(cls, out: str | None, name: str) -> RunDir:
         return cls(_new_run_dir(out, name).resolve())
 
     def log_path(self, name: str) -> Path:
@@ -145,7 +151,9 @@ class RunDir:
     def _require(self, name: str, what: str) -> Path:
         path = self.path / name
         if not path.exists():
-            raise PipeprofError(f"{self.path}: no {name} ({what}); is this a pipeprof run directory?")
+            raise PipeprofError(
+                f"{self.path}: no {name} ({what}); is this a pipeprof run directory?"
+            )
         return path
 
     def manifest(self, what: str = "the run's manifest") -> dict[str, Any]:
@@ -160,17 +168,30 @@ class RunDir:
 
         Synthetic steps measured in alternation with a real variant (``paired``) are left out
         unless asked for: only the gap computation needs them."""
-        frames = [_with_defaults(f) for f in (_read_csv(p) for p in sorted((self.path / "steps").glob("np*.csv")))
-                  if f is not None]
-        done = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=STEP_COLUMNS)
+        frames = [
+            _with_defaults(f)
+            for f in (_read_csv(p) for p in sorted((self.path / "steps").glob("np*.csv")))
+            if f is not None
+        ]
+        done = (
+            pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=STEP_COLUMNS)
+        )
         live = _read_csv(self.path / "live" / "steps.csv")
         if live is not None and not live.empty:
             live = _with_defaults(live)
             have = set(zip(done["np"], done["variant"], done["paired"]))
-            partial = live[[(n, v, p) not in have for n, v, p in zip(live["np"], live["variant"], live["paired"])]]
+            partial = live[
+                [
+                    (n, v, p) not in have
+                    for n, v, p in zip(live["np"], live["variant"], live["paired"])
+                ]
+            ]
             if not partial.empty:
-                done = (pd.concat([done, partial[STEP_COLUMNS]], ignore_index=True) if not done.empty
-                        else partial[STEP_COLUMNS])
+                done = (
+                    pd.concat([done, partial[STEP_COLUMNS]], ignore_index=True)
+                    if not done.empty
+                    else partial[STEP_COLUMNS]
+                )
         done = _with_defaults(done)
         return done if paired else done[done["paired"] == ""].reset_index(drop=True)
 
@@ -198,8 +219,11 @@ class RunDir:
         if not path.exists():
             return {"state": "unknown", "detail": ""}
         status = json.loads(path.read_text())
-        if (status.get("state") == RUNNING and status.get("host") == socket.gethostname()
-                and not _alive(int(status.get("pid", 0)))):
+        if (
+            status.get("state") == RUNNING
+            and status.get("host") == socket.gethostname()
+            and not _alive(int(status.get("pid", 0)))
+        ):
             status = {**status, "state": STOPPED, "detail": "its process ended without saying how"}
         return status
 
@@ -239,15 +263,28 @@ class RunDir:
                 continue  # a line cut by a run that was killed while writing it
         return out
 
-    def load(self) -> "Run":
+    def load(self) -> Run:
         """Everything a renderer reads, in one object (one read of each file)."""
         manifest = self.manifest("the run's manifest")
         summary = _read_csv(self.path / "summary.csv")
-        return Run(path=self.path, manifest=manifest, status=self.status(), summary=summary,
-                   steps=self.steps(paired=True), telemetry=self.telemetry(), variant_runs=self.variant_runs(),
-                   stages=self.stages(), script_stages=self.script_stages(), verdicts=self.verdicts(), prediction=self.prediction(),
-                   prediction_info=self.prediction_info(), trials=self.trials(), tune_info=self.tune_info(),
-                   model=self.model(), events=self.events())
+        return Run(
+            path=self.path,
+            manifest=manifest,
+            status=self.status(),
+            summary=summary,
+            steps=self.steps(paired=True),
+            telemetry=self.telemetry(),
+            variant_runs=self.variant_runs(),
+            stages=self.stages(),
+            script_stages=self.script_stages(),
+            verdicts=self.verdicts(),
+            prediction=self.prediction(),
+            prediction_info=self.prediction_info(),
+            trials=self.trials(),
+            tune_info=self.tune_info(),
+            model=self.model(),
+            events=self.events(),
+        )
 
     def model(self) -> dict[str, Any]:
         path = self.path / "model.json"
@@ -259,8 +296,16 @@ class RunDir:
         write_json(self.path / "manifest.json", data)
 
     def write_status(self, state: str, detail: str = "") -> None:
-        write_json(self.path / "status.json", {"state": state, "detail": detail, "pid": os.getpid(),
-                                               "host": socket.gethostname(), "updated_unix_s": time.time()})
+        write_json(
+            self.path / "status.json",
+            {
+                "state": state,
+                "detail": detail,
+                "pid": os.getpid(),
+                "host": socket.gethostname(),
+                "updated_unix_s": time.time(),
+            },
+        )
 
     def write_summary(self, frame: pd.DataFrame) -> None:
         write_csv(self.path / "summary.csv", frame)
@@ -279,8 +324,13 @@ class RunDir:
         write_csv(self.path / "prediction.csv", frame)
         write_json(self.path / "prediction.json", data)
 
-    def write_tune(self, trials: pd.DataFrame, result: dict[str, Any] | None = None, winner_toml: str = "",
-                   tfdata_code: str = "") -> None:
+    def write_tune(
+        self,
+        trials: pd.DataFrame,
+        result: dict[str, Any] | None = None,
+        winner_toml: str = "",
+        tfdata_code: str = "",
+    ) -> None:
         write_csv(self.path / "trials.csv", trials)
         if result is not None:
             write_json(self.path / "tune.json", result)
@@ -319,5 +369,10 @@ class Run:
     def hellos(self, np: int | None = None) -> list[dict[str, Any]]:
         """The ranks' hellos (rank, local rank, host) of the launch at ``np`` (every launch's
         when None, or when the run predates hellos naming their np)."""
-        return [e for e in self.events if e.get("kind") == "hello" and isinstance(e.get("rank"), int)
-                and (np is None or e.get("np") in (None, 0, np))]
+        return [
+            e
+            for e in self.events
+            if e.get("kind") == "hello"
+            and isinstance(e.get("rank"), int)
+            and (np is None or e.get("np") in (None, 0, np))
+        ]

@@ -12,9 +12,15 @@ import dataclasses
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Union
+from typing import Any, Literal
 
-from pipeprof.config import apply_overrides, build, deep_merge, overlay_overrides, parse_override  # noqa: F401  (the CLI loads scenarios through here)
+from pipeprof.config import (  # noqa: F401  (the CLI loads scenarios through here)
+    apply_overrides,
+    build,
+    deep_merge,
+    overlay_overrides,
+    parse_override,
+)
 from pipeprof.errors import PipeprofError
 from pipeprof.models import MIN_INPUT_SIDE
 
@@ -119,7 +125,7 @@ class CacheConfig:
 @dataclass(frozen=True)
 class PrefetchConfig:
     enabled: bool = True
-    depth: Union[int, Autotune] = "autotune"  # batches prefetched
+    depth: int | Autotune = "autotune"  # batches prefetched
 
 
 @dataclass(frozen=True)
@@ -141,7 +147,7 @@ class PipelineConfig:
     augment: AugmentConfig = field(default_factory=AugmentConfig)
     cache: CacheConfig = field(default_factory=CacheConfig)
     prefetch: PrefetchConfig = field(default_factory=PrefetchConfig)
-    parallel_calls: Union[int, Autotune] = "autotune"
+    parallel_calls: int | Autotune = "autotune"
     private_threadpool_size: int = 0  # 0: tf.data's shared pool
     max_intra_op_parallelism: int = 0  # 0: tf.data's default
     deterministic: bool = False  # keep element order under parallel maps (slower)
@@ -213,7 +219,8 @@ class ServiceConfig:
     ``workers`` worker processes, stopped when the launch ends."""
 
     workers: int = 2  # worker processes (each runs every rank's pipeline; --service-workers)
-    hosts: list[str] = field(default_factory=list)  # CPU hosts for the workers, over ssh; empty: this host
+    # CPU hosts for the workers, over ssh; empty: this host
+    hosts: list[str] = field(default_factory=list)
     port: int = 0  # the dispatcher's port; 0: any free port
 
 
@@ -235,13 +242,18 @@ class Scenario:
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any], where: str = "scenario") -> "Scenario":
+    def from_dict(cls, data: dict[str, Any], where: str = "scenario") -> Scenario:
         return build(cls, data, where, "")
 
     def variant_pipeline(self, variant: VariantConfig) -> PipelineConfig:
         """The pipeline of a real variant: the scenario's pipeline with its overrides."""
         merged = deep_merge(dataclasses.asdict(self.pipeline), variant.pipeline)
-        return build(PipelineConfig, merged, self.source_file or "scenario", f"variants.{variant.name}.pipeline")
+        return build(
+            PipelineConfig,
+            merged,
+            self.source_file or "scenario",
+            f"variants.{variant.name}.pipeline",
+        )
 
 
 def resolve_path(name_or_path: str | None) -> Path:
@@ -257,10 +269,14 @@ def resolve_path(name_or_path: str | None) -> Path:
     if builtin.is_file():
         return builtin
     known = sorted(p.stem for p in BUILTIN_SCENARIOS.glob("*.toml"))
-    raise PipeprofError(f"unknown scenario '{name_or_path}': not a file, nor a built-in ({', '.join(known)})")
+    raise PipeprofError(
+        f"unknown scenario '{name_or_path}': not a file, nor a built-in ({', '.join(known)})"
+    )
 
 
-def load(name_or_path: str | None = None, overrides: list[tuple[list[str], Any]] | None = None) -> Scenario:
+def load(
+    name_or_path: str | None = None, overrides: list[tuple[list[str], Any]] | None = None
+) -> Scenario:
     """Load, override and validate a scenario. Every problem is a one-line PipeprofError."""
     path = resolve_path(name_or_path)
     where = str(path)
@@ -288,9 +304,12 @@ def validate(s: Scenario, base_dir: Path | None = None) -> None:
     need(d.image_size >= 8, "data.image_size", f"must be at least 8, got {d.image_size}")
     if s.model.name in MIN_INPUT_SIDE:  # a user's model factory knows its own limit
         smallest = MIN_INPUT_SIDE[s.model.name]
-        need(d.image_size >= smallest, "data.image_size",
-             f"must be at least {smallest} for model.name = '{s.model.name}' (its convolutions leave nothing "
-             f"of a smaller input), got {d.image_size}")
+        need(
+            d.image_size >= smallest,
+            "data.image_size",
+            f"must be at least {smallest} for model.name = '{s.model.name}' (its convolutions leave nothing "
+            f"of a smaller input), got {d.image_size}",
+        )
     need(d.num_classes >= 2, "data.num_classes", f"must be at least 2, got {d.num_classes}")
     if d.source in ("folder", "tfrecord"):
         need(bool(d.path), "data.path", f"is required when data.source = '{d.source}'")
@@ -303,8 +322,16 @@ def validate(s: Scenario, base_dir: Path | None = None) -> None:
         need(":" in d.factory, "data.factory", f"must be 'module:function', got {d.factory!r}")
     if d.source == "generated":
         g = d.generate
-        need(g.images >= g.classes, "data.generate.images", f"must be at least data.generate.classes ({g.classes})")
-        need(g.classes == d.num_classes, "data.generate.classes", f"({g.classes}) must equal data.num_classes ({d.num_classes})")
+        need(
+            g.images >= g.classes,
+            "data.generate.images",
+            f"must be at least data.generate.classes ({g.classes})",
+        )
+        need(
+            g.classes == d.num_classes,
+            "data.generate.classes",
+            f"({g.classes}) must equal data.num_classes ({d.num_classes})",
+        )
         need(g.size >= 8, "data.generate.size", f"must be at least 8, got {g.size}")
         need(1 <= g.quality <= 100, "data.generate.quality", f"must be 1..100, got {g.quality}")
     for v in s.variants:
@@ -312,38 +339,83 @@ def validate(s: Scenario, base_dir: Path | None = None) -> None:
     _check_pipeline(s.pipeline, where, "pipeline", s.data.source)
     names = [v.name for v in s.variants]
     need(len(names) == len(set(names)), "variants", f"names must be unique, got {names}")
-    need("synthetic" not in names, "variants", "must not be named 'synthetic' (that one is always run)")
-    from pipeprof.launch.launcher import LAUNCHERS  # the launch package reads scenarios: import late
+    need(
+        "synthetic" not in names,
+        "variants",
+        "must not be named 'synthetic' (that one is always run)",
+    )
+    from pipeprof.launch.launcher import (
+        LAUNCHERS,  # the launch package reads scenarios: import late
+    )
     from pipeprof.rank.engine import ENGINES
 
-    need(s.launch.launcher in LAUNCHERS, "launch.launcher",
-         f"must be one of {', '.join(sorted(LAUNCHERS))}, got {s.launch.launcher!r}")
+    need(
+        s.launch.launcher in LAUNCHERS,
+        "launch.launcher",
+        f"must be one of {', '.join(sorted(LAUNCHERS))}, got {s.launch.launcher!r}",
+    )
     t = s.train
-    need(t.engine in ENGINES, "train.engine", f"must be one of {', '.join(sorted(ENGINES))}, got {t.engine!r}")
+    need(
+        t.engine in ENGINES,
+        "train.engine",
+        f"must be one of {', '.join(sorted(ENGINES))}, got {t.engine!r}",
+    )
     need(t.batch_size >= 1, "train.batch_size", f"must be at least 1, got {t.batch_size}")
     need(t.learning_rate > 0, "train.learning_rate", f"must be positive, got {t.learning_rate}")
     need(t.warmup_steps >= 0, "train.warmup_steps", f"must be >= 0, got {t.warmup_steps}")
-    need(t.measure_steps == 0 or t.measure_steps >= 4, "train.measure_steps",
-         f"must be 0 (adaptive) or at least 4 (for an interval), got {t.measure_steps}")
+    need(
+        t.measure_steps == 0 or t.measure_steps >= 4,
+        "train.measure_steps",
+        f"must be 0 (adaptive) or at least 4 (for an interval), got {t.measure_steps}",
+    )
     need(t.target_ci_pct > 0, "train.target_ci_pct", f"must be positive, got {t.target_ci_pct}")
     need(t.min_measure_s >= 0, "train.min_measure_s", f"must be >= 0, got {t.min_measure_s}")
-    need(t.max_measure_s > 0 and t.max_measure_s >= t.min_measure_s, "train.max_measure_s",
-         f"must be positive and at least train.min_measure_s ({t.min_measure_s:g}), got {t.max_measure_s:g}")
-    need(t.intra_op_threads >= 0, "train.intra_op_threads", f"must be >= 0, got {t.intra_op_threads}")
+    need(
+        t.max_measure_s > 0 and t.max_measure_s >= t.min_measure_s,
+        "train.max_measure_s",
+        f"must be positive and at least train.min_measure_s ({t.min_measure_s:g}), got {t.max_measure_s:g}",
+    )
+    need(
+        t.intra_op_threads >= 0, "train.intra_op_threads", f"must be >= 0, got {t.intra_op_threads}"
+    )
     try:
         emulated_ms(t.device)
     except ValueError as exc:
         need(False, "train.device", str(exc))
     if t.batch_mode == "global":
         for n in s.launch.np:
-            need(t.batch_size % n == 0, "train.batch_size", f"({t.batch_size}, global) must divide evenly by every worker count; {n} does not")
-    need(bool(s.launch.np) and all(n >= 1 for n in s.launch.np), "launch.np", f"must be positive worker counts, got {s.launch.np}")
+            need(
+                t.batch_size % n == 0,
+                "train.batch_size",
+                f"({t.batch_size}, global) must divide evenly by every worker count; {n} does not",
+            )
+    need(
+        bool(s.launch.np) and all(n >= 1 for n in s.launch.np),
+        "launch.np",
+        f"must be positive worker counts, got {s.launch.np}",
+    )
     need(s.launch.timeout_s > 0, "launch.timeout_s", f"must be positive, got {s.launch.timeout_s}")
-    need(not (s.launch.hosts and s.launch.hostfile), "launch.hosts", "and launch.hostfile are exclusive: give one")
-    need(s.telemetry.gpu_interval_ms >= 10, "telemetry.gpu_interval_ms", f"must be at least 10, got {s.telemetry.gpu_interval_ms}")
+    need(
+        not (s.launch.hosts and s.launch.hostfile),
+        "launch.hosts",
+        "and launch.hostfile are exclusive: give one",
+    )
+    need(
+        s.telemetry.gpu_interval_ms >= 10,
+        "telemetry.gpu_interval_ms",
+        f"must be at least 10, got {s.telemetry.gpu_interval_ms}",
+    )
     need(s.service.workers >= 1, "service.workers", f"must be at least 1, got {s.service.workers}")
-    need(0 <= s.service.port <= 65535, "service.port", f"must be 0 (any free port) or a port number, got {s.service.port}")
-    need(s.telemetry.host_interval_ms >= 10, "telemetry.host_interval_ms", f"must be at least 10, got {s.telemetry.host_interval_ms}")
+    need(
+        0 <= s.service.port <= 65535,
+        "service.port",
+        f"must be 0 (any free port) or a port number, got {s.service.port}",
+    )
+    need(
+        s.telemetry.host_interval_ms >= 10,
+        "telemetry.host_interval_ms",
+        f"must be at least 10, got {s.telemetry.host_interval_ms}",
+    )
 
 
 def _check_pipeline(p: PipelineConfig, where: str, key: str, source: str = "") -> None:
@@ -351,33 +423,95 @@ def _check_pipeline(p: PipelineConfig, where: str, key: str, source: str = "") -
         if not ok:
             raise PipeprofError(f"{where}: {key}.{sub} {msg}")
 
-    need(p.read.enabled, "read.enabled", "cannot be false for a real variant (the synthetic variant is the run without reading)")
-    need(p.shuffle.buffer_size >= 1, "shuffle.buffer_size", f"must be at least 1, got {p.shuffle.buffer_size}")
-    need(0.0 <= p.augment.strength <= 4.0, "augment.strength", f"must be within 0..4, got {p.augment.strength}")
-    need(0.05 <= p.augment.crop_scale_min <= 1.0, "augment.crop_scale_min", f"must be within 0.05..1, got {p.augment.crop_scale_min}")
-    need(p.augment.rotation_deg >= 0, "augment.rotation_deg", f"must be >= 0, got {p.augment.rotation_deg}")
-    need(not (p.augment.enabled and p.augment.placement != "element" and p.cache.enabled
-              and p.cache.placement == "after_augment"), "augment.placement",
-         f"= \"{p.augment.placement}\" augments after batching, so it cannot go before a cache placed after_augment")
+    need(
+        p.read.enabled,
+        "read.enabled",
+        "cannot be false for a real variant (the synthetic variant is the run without reading)",
+    )
+    need(
+        p.shuffle.buffer_size >= 1,
+        "shuffle.buffer_size",
+        f"must be at least 1, got {p.shuffle.buffer_size}",
+    )
+    need(
+        0.0 <= p.augment.strength <= 4.0,
+        "augment.strength",
+        f"must be within 0..4, got {p.augment.strength}",
+    )
+    need(
+        0.05 <= p.augment.crop_scale_min <= 1.0,
+        "augment.crop_scale_min",
+        f"must be within 0.05..1, got {p.augment.crop_scale_min}",
+    )
+    need(
+        p.augment.rotation_deg >= 0,
+        "augment.rotation_deg",
+        f"must be >= 0, got {p.augment.rotation_deg}",
+    )
+    need(
+        not (
+            p.augment.enabled
+            and p.augment.placement != "element"
+            and p.cache.enabled
+            and p.cache.placement == "after_augment"
+        ),
+        "augment.placement",
+        f'= "{p.augment.placement}" augments after batching, so it cannot go before a cache placed after_augment',
+    )
     if isinstance(p.parallel_calls, int):
-        need(p.parallel_calls >= 1, "parallel_calls", f"must be >= 1 or 'autotune', got {p.parallel_calls}")
+        need(
+            p.parallel_calls >= 1,
+            "parallel_calls",
+            f"must be >= 1 or 'autotune', got {p.parallel_calls}",
+        )
     if isinstance(p.prefetch.depth, int):
-        need(p.prefetch.depth >= 1, "prefetch.depth", f"must be >= 1 or 'autotune', got {p.prefetch.depth}")
+        need(
+            p.prefetch.depth >= 1,
+            "prefetch.depth",
+            f"must be >= 1 or 'autotune', got {p.prefetch.depth}",
+        )
     address = p.service.address
-    need(not address or (":" in address and address.rsplit(":", 1)[1].isdigit()), "service.address",
-         f"must be 'host:port' of a tf.data service dispatcher, got {address!r}")
-    need(not (p.service.enabled and p.cache.enabled and p.cache.kind == "file"), "service.enabled",
-         "cannot go with a file cache (the service's workers would each write it)")
-    need(p.read.throttle_mb_s >= 0, "read.throttle_mb_s", f"must be >= 0 (0: no limit), got {p.read.throttle_mb_s}")
-    need(not (p.read.throttle_mb_s and source == "factory"), "read.throttle_mb_s",
-         "limits reading files, and data.source = \"factory\" reads none (put the limit in the factory)")
-    need(not (p.read.throttle_mb_s and p.service.enabled), "read.throttle_mb_s",
-         "cannot go with the tf.data service (the limit is a Python function, which the service's workers cannot run)")
-    need(not p.map.function or ":" in p.map.function, "map.function",
-         f"must be 'module:function', got {p.map.function!r}")
+    need(
+        not address or (":" in address and address.rsplit(":", 1)[1].isdigit()),
+        "service.address",
+        f"must be 'host:port' of a tf.data service dispatcher, got {address!r}",
+    )
+    need(
+        not (p.service.enabled and p.cache.enabled and p.cache.kind == "file"),
+        "service.enabled",
+        "cannot go with a file cache (the service's workers would each write it)",
+    )
+    need(
+        p.read.throttle_mb_s >= 0,
+        "read.throttle_mb_s",
+        f"must be >= 0 (0: no limit), got {p.read.throttle_mb_s}",
+    )
+    need(
+        not (p.read.throttle_mb_s and source == "factory"),
+        "read.throttle_mb_s",
+        'limits reading files, and data.source = "factory" reads none (put the limit in the factory)',
+    )
+    need(
+        not (p.read.throttle_mb_s and p.service.enabled),
+        "read.throttle_mb_s",
+        "cannot go with the tf.data service (the limit is a Python function, which the service's workers cannot run)",
+    )
+    need(
+        not p.map.function or ":" in p.map.function,
+        "map.function",
+        f"must be 'module:function', got {p.map.function!r}",
+    )
     need(not p.map.kwargs or bool(p.map.function), "map.kwargs", "needs map.function")
-    need(p.private_threadpool_size >= 0, "private_threadpool_size", f"must be >= 0, got {p.private_threadpool_size}")
-    need(p.max_intra_op_parallelism >= 0, "max_intra_op_parallelism", f"must be >= 0, got {p.max_intra_op_parallelism}")
+    need(
+        p.private_threadpool_size >= 0,
+        "private_threadpool_size",
+        f"must be >= 0, got {p.private_threadpool_size}",
+    )
+    need(
+        p.max_intra_op_parallelism >= 0,
+        "max_intra_op_parallelism",
+        f"must be >= 0, got {p.max_intra_op_parallelism}",
+    )
 
 
 def emulated_ms(device: str) -> float | None:
@@ -392,11 +526,15 @@ def emulated_ms(device: str) -> float | None:
             ms = -1.0
         if ms > 0:
             return ms
-    raise ValueError(f"must be 'auto' or 'emulated:MS' (device milliseconds per step, e.g. emulated:40), got {device!r}")
+    raise ValueError(
+        f"must be 'auto' or 'emulated:MS' (device milliseconds per step, e.g. emulated:40), got {device!r}"
+    )
 
 
 def cache_warning(p: PipelineConfig) -> str | None:
     if p.cache.enabled and p.augment.enabled and p.cache.placement == "after_augment":
-        return ("cache placed after augment: every epoch replays the first epoch's augmented images, "
-                "so augmentation is frozen (and its cost disappears from the measurement)")
+        return (
+            "cache placed after augment: every epoch replays the first epoch's augmented images, "
+            "so augmentation is frozen (and its cost disappears from the measurement)"
+        )
     return None

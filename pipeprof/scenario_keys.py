@@ -55,7 +55,9 @@ def _choices(annotation: Any) -> list[str]:
     if get_origin(annotation) is Literal:
         return [str(a) for a in get_args(annotation)]
     if get_origin(annotation) is typing.Union:
-        return [c for a in get_args(annotation) for c in (["an integer"] if a is int else _choices(a))]
+        return [
+            c for a in get_args(annotation) for c in (["an integer"] if a is int else _choices(a))
+        ]
     return []
 
 
@@ -102,7 +104,12 @@ def _section(cls: type, instance: Any, path: str, out: list[str]) -> None:
             out.append(f"[{path}]")
         out += body
     for f in nested:
-        _section(type(getattr(instance, f.name)), getattr(instance, f.name), f"{path}.{f.name}".lstrip("."), out)
+        _section(
+            type(getattr(instance, f.name)),
+            getattr(instance, f.name),
+            f"{path}.{f.name}".lstrip("."),
+            out,
+        )
 
 
 def reference() -> str:
@@ -111,9 +118,12 @@ def reference() -> str:
     _section(schema.Scenario, schema.Scenario(), "", out)
     variant = schema.VariantConfig()
     comments = _comments(schema.VariantConfig)
-    out += ["", "# real variants, each run after the synthetic twin (\"synthetic\" is always run first);",
-            "# a variant's [variants.pipeline] overrides any subset of [pipeline]",
-            "[[variants]]"] + _line("name", variant.name, comments.get("name", ""))
+    out += [
+        "",
+        '# real variants, each run after the synthetic twin ("synthetic" is always run first);',
+        "# a variant's [variants.pipeline] overrides any subset of [pipeline]",
+        "[[variants]]",
+    ] + _line("name", variant.name, comments.get("name", ""))
     out += ["[[variants]]", 'name = "no-augment"', "[variants.pipeline.augment]", "enabled = false"]
     return "\n".join(out) + "\n"
 

@@ -10,8 +10,11 @@ def no_thread_outlives_its_test():
     """pipeprof's background threads (samplers, output pumps) must stop with their owner."""
     before = {t.ident for t in threading.enumerate()}
     yield
-    leaked = [t.name for t in threading.enumerate()
-              if t.ident not in before and t.is_alive() and t.name.startswith("pipeprof")]
+    leaked = [
+        t.name
+        for t in threading.enumerate()
+        if t.ident not in before and t.is_alive() and t.name.startswith("pipeprof")
+    ]
     assert not leaked, f"threads outlived the test: {leaked}"
 
 
@@ -30,7 +33,10 @@ def the_cores(request, tmp_path_factory):
         return
     shared = tmp_path_factory.getbasetemp().parent  # the session's folder, above each worker's own
     alone = request.node.get_closest_marker("alone") is not None
-    with open(shared / "cores.turnstile", "a") as turnstile, open(shared / "cores.lock", "a") as cores:
+    with (
+        open(shared / "cores.turnstile", "a") as turnstile,
+        open(shared / "cores.lock", "a") as cores,
+    ):
         fcntl.flock(turnstile, fcntl.LOCK_EX)
         fcntl.flock(cores, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
         fcntl.flock(turnstile, fcntl.LOCK_UN)
@@ -44,9 +50,15 @@ def the_cores(request, tmp_path_factory):
 # which the two workers take them, longest first, so that neither is left with a long file
 # while the other has finished. A file not listed counts as short.
 LAUNCH_FILE_SECONDS = {
-    "test_user_script.py": 185, "test_predict_emulated.py": 104, "test_diagnose_and_tune.py": 90,
-    "test_compare_np2.py": 68, "test_service_np2.py": 56, "test_signals_np2.py": 45, "test_live_np2.py": 28,
-    "test_bad_files.py": 23, "test_horovod_np2.py": 13,
+    "test_user_script.py": 185,
+    "test_predict_emulated.py": 104,
+    "test_diagnose_and_tune.py": 90,
+    "test_compare_np2.py": 68,
+    "test_service_np2.py": 56,
+    "test_signals_np2.py": 45,
+    "test_live_np2.py": 28,
+    "test_bad_files.py": 23,
+    "test_horovod_np2.py": 13,
 }
 
 
@@ -58,6 +70,7 @@ def pytest_collection_modifyitems(config, items):
     order only with --no-loadscope-reorder (pyproject.toml); by default it hands out the files
     with the most tests first, which put the alone files in the middle and left one worker
     waiting for the other's long file before each."""
+
     def rank(item) -> tuple[int, float]:
         if item.get_closest_marker("alone") is not None:
             return 0, 0.0

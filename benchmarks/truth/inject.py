@@ -18,8 +18,12 @@ def _loop(n: tf.Tensor) -> tf.Tensor:
     def body(i, x):
         return i + 1, x * 0.999999 + 1e-6
 
-    _, x = tf.while_loop(lambda i, x: i < n, body, [tf.constant(0, tf.int32), tf.constant(1.0)],
-                         parallel_iterations=1)
+    _, x = tf.while_loop(
+        lambda i, x: i < n,
+        body,
+        [tf.constant(0, tf.int32), tf.constant(1.0)],
+        parallel_iterations=1,
+    )
     return x
 
 

@@ -95,7 +95,7 @@ class Case:
 
 def load_cases(which: str) -> list[Case]:
     out = []
-    for name in (SETS if which == "both" else [which]):
+    for name in SETS if which == "both" else [which]:
         with open(SETS[name], "rb") as fh:
             doc = tomllib.load(fh)
         for c in doc["case"]:
@@ -155,17 +155,24 @@ def expected_gap(case: Case, np_: int, m: Machine) -> float:
     device = device_ms(case, m)
     if case.kind == "control":
         return 0.0
-    per_image_us = {"spin": spin_us(case, m), "decode": m.decode_us[case.stored_px],
-                    "throttle": m.decode_us[case.stored_px]}[case.kind]
+    per_image_us = {
+        "spin": spin_us(case, m),
+        "decode": m.decode_us[case.stored_px],
+        "throttle": m.decode_us[case.stored_px],
+    }[case.kind]
     cpu_ms = BATCH * per_image_us / 1e3
     if device is None:  # CPU-trained: the pipeline's CPU adds to the model's
         return 100.0 * cpu_ms / (cpu_ms + m.model_cpu_ms)
     step, used = m.ceilings[f"{device:g}"][str(np_)]
     if math.isnan(step) or math.isnan(used):
-        raise RuntimeError(f"no ceiling measured for emulated:{device:g} at np={np_} (host CPU telemetry missing?)")
+        raise RuntimeError(
+            f"no ceiling measured for emulated:{device:g} at np={np_} (host CPU telemetry missing?)"
+        )
     pipe_ms = cpu_ms / max(MIN_CORES, m.cores / np_ - used)
     if case.kind == "throttle":  # reads wait on storage while other threads decode
-        pipe_ms = max(pipe_ms, BATCH * m.file_bytes[case.stored_px] / (case.throttle_mb_s * 1e6) * 1e3)
+        pipe_ms = max(
+            pipe_ms, BATCH * m.file_bytes[case.stored_px] / (case.throttle_mb_s * 1e6) * 1e3
+        )
     return 100.0 * max(0.0, 1.0 - step / pipe_ms)
 
 
@@ -239,8 +246,14 @@ def pipeprof(args: list[str], log: Path, timeout: int = 900) -> None:
     with log.open("a") as fh:
         fh.write(f"$ pipeprof {' '.join(args)}\n")
         fh.flush()
-        proc = subprocess.run([*PIPEPROF, *args], stdout=fh, stderr=subprocess.STDOUT, cwd=REPO, timeout=timeout,
-                              env={**os.environ, "COLUMNS": "200"})
+        proc = subprocess.run(
+            [*PIPEPROF, *args],
+            stdout=fh,
+            stderr=subprocess.STDOUT,
+            cwd=REPO,
+            timeout=timeout,
+            env={**os.environ, "COLUMNS": "200"},
+        )
     if proc.returncode != 0:
         raise RuntimeError(f"pipeprof {args[0]} failed (exit {proc.returncode}); see {log}")
 
@@ -259,6 +272,7 @@ def measure_machine(cases: list[Case], work: Path, log: Path) -> Machine:
     from pipeprof.workflows.events import Reporter
 
     m = Machine(cores=topology.usable_cores(), spin_iter_per_us=calibrate())
+
     def decode(e):
         return tf.image.resize(tf.io.decode_image(e, channels=3, expand_animations=False), [32, 32])
 
@@ -270,11 +284,17 @@ def measure_machine(cases: list[Case], work: Path, log: Path) -> Machine:
         m.file_bytes[case.stored_px] = sum(f.stat().st_size for f in files) / len(files)
         # decoded as the pipeline decodes them: a one-thread tf.data map, in batches (so the
         # Python loop's cost per element is small beside the decode)
-        sample = [f.read_bytes() for f in files[::max(1, len(files) // 64)]]
+        sample = [f.read_bytes() for f in files[:: max(1, len(files) // 64)]]
         options = tf.data.Options()
         options.threading.private_threadpool_size = 1
         options.threading.max_intra_op_parallelism = 1
-        ds = tf.data.Dataset.from_tensor_slices(sample).repeat(4).map(decode).batch(64).with_options(options)
+        ds = (
+            tf.data.Dataset.from_tensor_slices(sample)
+            .repeat(4)
+            .map(decode)
+            .batch(64)
+            .with_options(options)
+        )
         for _ in ds:  # trace and warm
             pass
         runs = []
@@ -291,17 +311,46 @@ def measure_machine(cases: list[Case], work: Path, log: Path) -> Machine:
     for device, nps in sorted(emulated.items()):
         control = Case(f"ceiling-{device}", "", "control", f"emulated:{device}", tuple(sorted(nps)))
         (work / f"{control.name}.toml").write_text(scenario_toml(control, m))
-        pipeprof(["compare", str(work / f"{control.name}.toml"), "--np", ",".join(map(str, control.np)),
-                  "--synthetic-only", "--out", str(work / control.name), "--no-report"]
-                 + (["--oversubscribe"] if max(nps) > m.cores else []), log)
+        pipeprof(
+            [
+                "compare",
+                str(work / f"{control.name}.toml"),
+                "--np",
+                ",".join(map(str, control.np)),
+                "--synthetic-only",
+                "--out",
+                str(work / control.name),
+                "--no-report",
+            ]
+            + (["--oversubscribe"] if max(nps) > m.cores else []),
+            log,
+        )
         rows = pd.read_csv(work / control.name / "summary.csv")
-        m.ceilings[device] = {str(int(r["np"])): (1e3 * BATCH / float(r["samples_per_s_per_worker"]),
-                                                  float(r["cpu_cores_per_rank"])) for _, r in rows.iterrows()}
+        m.ceilings[device] = {
+            str(int(r["np"])): (
+                1e3 * BATCH / float(r["samples_per_s_per_worker"]),
+                float(r["cpu_cores_per_rank"]),
+            )
+            for _, r in rows.iterrows()
+        }
     if any(c.device == "cpu" for c in cases):
         size = next(c.image_size for c in cases if c.device == "cpu")  # one size for the CPU cases
-        (work / "model.toml").write_text(scenario_toml(Case("model", "", "control", "cpu", (1,), image_size=size), m))
-        pipeprof(["compare", str(work / "model.toml"), "--np", "1", "--synthetic-only", "--out", str(work / "model"),
-                  "--no-report"], log)
+        (work / "model.toml").write_text(
+            scenario_toml(Case("model", "", "control", "cpu", (1,), image_size=size), m)
+        )
+        pipeprof(
+            [
+                "compare",
+                str(work / "model.toml"),
+                "--np",
+                "1",
+                "--synthetic-only",
+                "--out",
+                str(work / "model"),
+                "--no-report",
+            ],
+            log,
+        )
         from pipeprof.rundir import RunDir
 
         steps = RunDir(work / "model").steps()
@@ -340,8 +389,20 @@ def run_case(case: Case, m: Machine, work: Path, log: Path) -> list[Row]:
     scen = work / f"{case.name}.toml"
     scen.write_text(scenario_toml(case, m))
     out = work / case.name
-    pipeprof(["compare", str(scen), "--np", ",".join(map(str, case.np)), "--verdict", "--out", str(out),
-              "--no-report"] + (["--oversubscribe"] if max(case.np) > m.cores else []), log)
+    pipeprof(
+        [
+            "compare",
+            str(scen),
+            "--np",
+            ",".join(map(str, case.np)),
+            "--verdict",
+            "--out",
+            str(out),
+            "--no-report",
+        ]
+        + (["--oversubscribe"] if max(case.np) > m.cores else []),
+        log,
+    )
     return score_case(case, m, out, log)
 
 
@@ -354,17 +415,37 @@ def score_case(case: Case, m: Machine, out: Path, log: Path) -> list[Row]:
     predicted = {}
     targets = [n for n in case.np if n > 1]
     if targets and 1 in case.np:
-        pipeprof(["predict", str(out), "--np", ",".join(map(str, targets)), "--gpus-per-node", str(max(case.np)),
-                  "--cores-per-node", str(m.cores), "--no-report"], log)
+        pipeprof(
+            [
+                "predict",
+                str(out),
+                "--np",
+                ",".join(map(str, targets)),
+                "--gpus-per-node",
+                str(max(case.np)),
+                "--cores-per-node",
+                str(m.cores),
+                "--no-report",
+            ],
+            log,
+        )
         pred = pd.read_csv(out / "prediction.csv")
         predicted = dict(zip(pred["np"].astype(int), pred["gap_pct"].astype(float)))
     rows = []
     for n in case.np:
         exp = expected_gap(case, n, m)
         true_class = klass(exp)
-        r = Row(case.name, case.set, case.kind, "cpu" if device_ms(case, m) is None else
-                f"emulated:{device_ms(case, m):g}", n, exp, true_class,
-                case.stage if true_class != "not" else "none", nominal_gap=nominal_gap(case, n, m))
+        r = Row(
+            case.name,
+            case.set,
+            case.kind,
+            "cpu" if device_ms(case, m) is None else f"emulated:{device_ms(case, m):g}",
+            n,
+            exp,
+            true_class,
+            case.stage if true_class != "not" else "none",
+            nominal_gap=nominal_gap(case, n, m),
+        )
         if n in real.index:
             r.gap, r.gap_ci95 = float(real.loc[n, "gap_pct"]), float(real.loc[n, "gap_pct_ci95"])
             said = real.loc[n, "verdict"]  # "not input-bound", ..., or "on the 20% line"
@@ -382,20 +463,27 @@ def matrix(rows: list[Row], truth: str, got: str, labels: list[str]) -> str:
     head = f"{corner:>18} " + " ".join(f"{g or '(none)':>16}" for g in seen)
     lines = [head]
     for t in labels:
-        counts = [sum(1 for r in rows if getattr(r, truth) == t and getattr(r, got) == g) for g in seen]
+        counts = [
+            sum(1 for r in rows if getattr(r, truth) == t and getattr(r, got) == g) for g in seen
+        ]
         if sum(counts):
             lines.append(f"{t:>18} " + " ".join(f"{c:>16}" for c in counts))
     return "\n".join(lines)
 
 
 def predict_scores(rows: list[Row]) -> dict | None:
-    scored = [r for r in rows if r.np > 1 and not math.isnan(r.gap) and not math.isnan(r.predicted_gap)]
+    scored = [
+        r for r in rows if r.np > 1 and not math.isnan(r.gap) and not math.isnan(r.predicted_gap)
+    ]
     if not scored:
         return None
     mean_gap = sum(r.gap for r in scored) / len(scored)
     out = {"rows": len(scored), "constant_gap": mean_gap}
-    for name, guess in (("predict", lambda r: r.predicted_gap), ("np1_carried", lambda r: r.np1_gap),
-                        ("constant_mean", lambda r: mean_gap)):
+    for name, guess in (
+        ("predict", lambda r: r.predicted_gap),
+        ("np1_carried", lambda r: r.np1_gap),
+        ("constant_mean", lambda r: mean_gap),
+    ):
         errors = [abs(guess(r) - r.gap) for r in scored]
         within = [abs(guess(r) - r.gap) <= max(5.0, 0.2 * abs(r.gap)) for r in scored]
         out[name] = {"mae": sum(errors) / len(errors), "within": sum(within) / len(within)}
@@ -403,20 +491,36 @@ def predict_scores(rows: list[Row]) -> dict | None:
 
 
 def report(rows: list[Row], m: Machine, minutes: float) -> tuple[str, dict]:
-    lines = [f"machine: {m.cores} cores; spin {m.spin_iter_per_us:.3f} iterations/µs of CPU; decode "
-             + ", ".join(f"{px} px {us:.0f} µs" for px, us in m.decode_us.items())
-             + (f"; CPU model {m.model_cpu_ms:.1f} CPU-ms/step" if not math.isnan(m.model_cpu_ms) else "")
-             + f"; {minutes:.1f} min", ""]
-    head = (f"{'set':<11} {'case':<22} {'device':<12} {'np':>2} {'true gap':>8} {'measured':>14} "
-            f"{'true class':<10} {'pipeprof':<18} {'true stage':<10} {'stage':<8} {'predict':>7} {'np1':>6}")
+    lines = [
+        f"machine: {m.cores} cores; spin {m.spin_iter_per_us:.3f} iterations/µs of CPU; decode "
+        + ", ".join(f"{px} px {us:.0f} µs" for px, us in m.decode_us.items())
+        + (
+            f"; CPU model {m.model_cpu_ms:.1f} CPU-ms/step"
+            if not math.isnan(m.model_cpu_ms)
+            else ""
+        )
+        + f"; {minutes:.1f} min",
+        "",
+    ]
+    head = (
+        f"{'set':<11} {'case':<22} {'device':<12} {'np':>2} {'true gap':>8} {'measured':>14} "
+        f"{'true class':<10} {'pipeprof':<18} {'true stage':<10} {'stage':<8} {'predict':>7} {'np1':>6}"
+    )
     lines.append(head)
     for r in rows:
-        lines.append(f"{r.set:<11} {r.case:<22} {r.device:<12} {r.np:>2} {r.expected_gap:>7.1f}% "
-                     f"{r.gap:>7.1f}% ±{r.gap_ci95:<4.1f} {r.true_class:<10} "
-                     f"{(r.got_class or '-') + ('' if r.class_right else ' ✗'):<18} {r.true_stage:<10} "
-                     f"{(r.got_stage or '-') + ('' if r.stage_right else ' ✗'):<8} "
-                     f"{r.predicted_gap:>6.1f}% {r.np1_gap:>5.1f}%")
-    results: dict = {"machine": asdict(m), "minutes": minutes, "rows": [asdict(r) for r in rows], "sets": {}}
+        lines.append(
+            f"{r.set:<11} {r.case:<22} {r.device:<12} {r.np:>2} {r.expected_gap:>7.1f}% "
+            f"{r.gap:>7.1f}% ±{r.gap_ci95:<4.1f} {r.true_class:<10} "
+            f"{(r.got_class or '-') + ('' if r.class_right else ' ✗'):<18} {r.true_stage:<10} "
+            f"{(r.got_stage or '-') + ('' if r.stage_right else ' ✗'):<8} "
+            f"{r.predicted_gap:>6.1f}% {r.np1_gap:>5.1f}%"
+        )
+    results: dict = {
+        "machine": asdict(m),
+        "minutes": minutes,
+        "rows": [asdict(r) for r in rows],
+        "sets": {},
+    }
     for name in ("calibration", "validation"):
         sub = [r for r in rows if r.set == name]
         if not sub:
@@ -425,35 +529,72 @@ def report(rows: list[Row], m: Machine, minutes: float) -> tuple[str, dict]:
         cls = sum(r.class_right for r in sub) / len(sub)
         stg = sum(r.stage_right for r in bound) / len(bound) if bound else math.nan
         scores = predict_scores(sub)
-        results["sets"][name] = {"class_right": cls, "stage_right": stg, "rows": len(sub), "bound_rows": len(bound),
-                                 "predict": scores}
+        results["sets"][name] = {
+            "class_right": cls,
+            "stage_right": stg,
+            "rows": len(sub),
+            "bound_rows": len(bound),
+            "predict": scores,
+        }
         nominal = sum(r.got_class == klass(r.nominal_gap) for r in sub)
         results["sets"][name]["class_right_nominal_truth"] = nominal / len(sub)
-        lines += ["", f"== {name} cases" + (" (constants may be fitted on these)" if name == "calibration"
-                                             else " (never fitted on: the targets are judged here)"),
-                  f"verdict class right on {sum(r.class_right for r in sub)} of {len(sub)} rows ({100 * cls:.0f}%); "
-                  f"against the truth's first version (nominal cores and device time): {nominal} of {len(sub)}",
-                  matrix(sub, "true_class", "got_class", list(CLASSES)), "",
-                  f"stage right on {sum(r.stage_right for r in bound)} of {len(bound)} input-bound rows"
-                  + (f" ({100 * stg:.0f}%)" if bound else ""),
-                  matrix(bound, "true_stage", "got_stage", ["map", "read"]) if bound else ""]
+        lines += [
+            "",
+            f"== {name} cases"
+            + (
+                " (constants may be fitted on these)"
+                if name == "calibration"
+                else " (never fitted on: the targets are judged here)"
+            ),
+            f"verdict class right on {sum(r.class_right for r in sub)} of {len(sub)} rows ({100 * cls:.0f}%); "
+            f"against the truth's first version (nominal cores and device time): {nominal} of {len(sub)}",
+            matrix(sub, "true_class", "got_class", list(CLASSES)),
+            "",
+            f"stage right on {sum(r.stage_right for r in bound)} of {len(bound)} input-bound rows"
+            + (f" ({100 * stg:.0f}%)" if bound else ""),
+            matrix(bound, "true_stage", "got_stage", ["map", "read"]) if bound else "",
+        ]
         if scores:
             lines.append("")
-            lines.append(f"predict np=1 -> 2, 4 on {scores['rows']} rows (within max(5 pts, 20% of the measured gap); "
-                         "mean absolute error in points):")
-            for k, label in (("predict", "pipeprof predict"), ("np1_carried", "np=1 gap carried"),
-                             ("constant_mean", f"constant {scores['constant_gap']:.1f}% (the rows' mean)")):
-                lines.append(f"  {label:<34} within {100 * scores[k]['within']:5.1f}%   MAE {scores[k]['mae']:5.1f}")
+            lines.append(
+                f"predict np=1 -> 2, 4 on {scores['rows']} rows (within max(5 pts, 20% of the measured gap); "
+                "mean absolute error in points):"
+            )
+            for k, label in (
+                ("predict", "pipeprof predict"),
+                ("np1_carried", "np=1 gap carried"),
+                ("constant_mean", f"constant {scores['constant_gap']:.1f}% (the rows' mean)"),
+            ):
+                lines.append(
+                    f"  {label:<34} within {100 * scores[k]['within']:5.1f}%   MAE {scores[k]['mae']:5.1f}"
+                )
         if name == "validation":
-            best = min(scores[k]["mae"] for k in ("np1_carried", "constant_mean")) if scores else math.nan
-            checks = [("verdict class >= 95%", cls >= TARGET_CLASS),
-                      ("stage >= 95% of input-bound rows", not bound or stg >= TARGET_STAGE)]
+            best = (
+                min(scores[k]["mae"] for k in ("np1_carried", "constant_mean"))
+                if scores
+                else math.nan
+            )
+            checks = [
+                ("verdict class >= 95%", cls >= TARGET_CLASS),
+                ("stage >= 95% of input-bound rows", not bound or stg >= TARGET_STAGE),
+            ]
             if scores:
-                checks += [("predict within tolerance on >= 90%", scores["predict"]["within"] >= TARGET_WITHIN),
-                           ("predict MAE <= half the better trivial predictor's",
-                            scores["predict"]["mae"] <= TARGET_MAE_RATIO * best)]
+                checks += [
+                    (
+                        "predict within tolerance on >= 90%",
+                        scores["predict"]["within"] >= TARGET_WITHIN,
+                    ),
+                    (
+                        "predict MAE <= half the better trivial predictor's",
+                        scores["predict"]["mae"] <= TARGET_MAE_RATIO * best,
+                    ),
+                ]
             results["targets"] = {k: bool(v) for k, v in checks}
-            lines += ["", "targets (validation): " + "; ".join(f"{k}: {'MET' if v else 'NOT MET'}" for k, v in checks)]
+            lines += [
+                "",
+                "targets (validation): "
+                + "; ".join(f"{k}: {'MET' if v else 'NOT MET'}" for k, v in checks),
+            ]
     return "\n".join(lines), results
 
 
@@ -461,11 +602,16 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--set", default="both", choices=["calibration", "validation", "both"])
     p.add_argument("--only", default="", help="comma-separated case names")
-    p.add_argument("--out", default="", help="where to write results.json and report.txt (default: a temp dir)")
+    p.add_argument(
+        "--out", default="", help="where to write results.json and report.txt (default: a temp dir)"
+    )
     p.add_argument("--keep", action="store_true", help="keep the run directories")
-    p.add_argument("--rescore", metavar="DIR",
-                   help="score the run directories a --keep run left in DIR/runs again (the machine measured "
-                        "anew, predict run anew) without running the cases")
+    p.add_argument(
+        "--rescore",
+        metavar="DIR",
+        help="score the run directories a --keep run left in DIR/runs again (the machine measured "
+        "anew, predict run anew) without running the cases",
+    )
     args = p.parse_args(argv)
     cases = load_cases(args.set)
     if args.only:
@@ -487,20 +633,42 @@ def main(argv: list[str] | None = None) -> int:
         try:
             if args.rescore:
                 if not (work / case.name / "summary.csv").is_file():
-                    print(f"{case.set}/{case.name}: no run directory in {work}; skipped", flush=True)
+                    print(
+                        f"{case.set}/{case.name}: no run directory in {work}; skipped", flush=True
+                    )
                     continue
                 case_rows = score_case(case, m, work / case.name, log)
             else:
                 case_rows = run_case(case, m, work, log)
         except (RuntimeError, subprocess.TimeoutExpired, OSError, KeyError, ValueError) as exc:
-            print(f"{case.set}/{case.name}: FAILED: {exc}", flush=True)  # the others still run; it is scored wrong
-            case_rows = [Row(case.name, case.set, case.kind, case.device, n, expected_gap(case, n, m),
-                             klass(expected_gap(case, n, m)), case.stage, got_class="failed", got_stage="failed")
-                         for n in case.np]
+            print(
+                f"{case.set}/{case.name}: FAILED: {exc}", flush=True
+            )  # the others still run; it is scored wrong
+            case_rows = [
+                Row(
+                    case.name,
+                    case.set,
+                    case.kind,
+                    case.device,
+                    n,
+                    expected_gap(case, n, m),
+                    klass(expected_gap(case, n, m)),
+                    case.stage,
+                    got_class="failed",
+                    got_stage="failed",
+                )
+                for n in case.np
+            ]
         rows += case_rows
-        print(f"{case.set}/{case.name}: " + ", ".join(
-            f"np={r.np} true {r.expected_gap:.0f}% got {r.gap:.1f}% {r.got_class}/{r.got_stage}" for r in case_rows)
-            + f" ({time.monotonic() - started:.0f} s)", flush=True)
+        print(
+            f"{case.set}/{case.name}: "
+            + ", ".join(
+                f"np={r.np} true {r.expected_gap:.0f}% got {r.gap:.1f}% {r.got_class}/{r.got_stage}"
+                for r in case_rows
+            )
+            + f" ({time.monotonic() - started:.0f} s)",
+            flush=True,
+        )
     text, results = report(rows, m, (time.monotonic() - t0) / 60)
     print()
     print(text)

@@ -25,17 +25,25 @@ RUNG_TIME_SHARE = 0.25
 STAGE_ORDER = ("read", "label", "shuffle", "map", "augment", "prefetch", "cache")
 
 
-def ladder(base: PipelineConfig, *, upto: str = "cache", skip_off: bool = False) -> list[tuple[str, PipelineConfig]]:
+def ladder(
+    base: PipelineConfig, *, upto: str = "cache", skip_off: bool = False
+) -> list[tuple[str, PipelineConfig]]:
     """Cumulative pipelines, the one stage ladder: read only (no label, shuffle, augment,
     prefetch or cache), then each stage of ``STAGE_ORDER`` added in turn, up to ``upto``,
     as the scenario configures it. A stage the scenario has off is skipped with ``skip_off``
     (the stage benchmark: its cost is zero by construction), else switched on (prefetch as
     AUTOTUNE, a memory cache before augment)."""
-    p = dataclasses.replace(base, label=StageSwitch(False), shuffle=dataclasses.replace(base.shuffle, enabled=False),
-                            map=MapConfig(), augment=dataclasses.replace(base.augment, enabled=False),
-                            cache=CacheConfig(enabled=False), prefetch=PrefetchConfig(enabled=False))
+    p = dataclasses.replace(
+        base,
+        label=StageSwitch(False),
+        shuffle=dataclasses.replace(base.shuffle, enabled=False),
+        map=MapConfig(),
+        augment=dataclasses.replace(base.augment, enabled=False),
+        cache=CacheConfig(enabled=False),
+        prefetch=PrefetchConfig(enabled=False),
+    )
     rungs = [("read", p)]
-    for stage in STAGE_ORDER[1:STAGE_ORDER.index(upto) + 1]:
+    for stage in STAGE_ORDER[1 : STAGE_ORDER.index(upto) + 1]:
         cfg = getattr(base, stage)
         if stage == "map":  # the scenario's own transformation: a rung only when it has one
             if cfg.function:
@@ -45,8 +53,10 @@ def ladder(base: PipelineConfig, *, upto: str = "cache", skip_off: bool = False)
         if not cfg.enabled:
             if skip_off:
                 continue
-            cfg = {"prefetch": PrefetchConfig(True, "autotune"), "cache": CacheConfig(enabled=True)}.get(
-                stage, dataclasses.replace(cfg, enabled=True))
+            cfg = {
+                "prefetch": PrefetchConfig(True, "autotune"),
+                "cache": CacheConfig(enabled=True),
+            }.get(stage, dataclasses.replace(cfg, enabled=True))
         p = dataclasses.replace(p, **{stage: cfg})
         rungs.append((stage, p))
     return rungs
@@ -66,7 +76,7 @@ def add_stage_costs(summary: pd.DataFrame, reference: str) -> pd.DataFrame:
     # interval stays in the table, but warns of nothing: the verdict rests on the real variant.
     if "warning" in out.columns:
         out.loc[out["variant"].isin(LADDER), "warning"] = ""
-    for n, group in out.groupby("np"):
+    for _, group in out.groupby("np"):
         t = dict(zip(group["variant"], group["step_time_ms_mean"]))
         if "synthetic" not in t:
             continue

@@ -15,9 +15,15 @@ def add_bad_files(summary: pd.DataFrame, bad: pd.DataFrame) -> pd.DataFrame:
     the synthetic twin, which reads nothing), placed before the verdict."""
     if summary.empty:
         return summary
-    counts = bad.groupby(["np", "variant"])["path"].nunique() if not bad.empty else pd.Series(dtype=float)
-    values = [float("nan") if bool(row.synthetic) else int(counts.get((int(row.np), row.variant), 0))
-              for row in summary[["np", "variant", "synthetic"]].itertuples(index=False)]
+    counts = (
+        bad.groupby(["np", "variant"])["path"].nunique()
+        if not bad.empty
+        else pd.Series(dtype=float)
+    )
+    values = [
+        float("nan") if bool(row.synthetic) else int(counts.get((int(row.np), row.variant), 0))
+        for row in summary[["np", "variant", "synthetic"]].itertuples(index=False)
+    ]
     out = summary.drop(columns=["bad_files"], errors="ignore")
     at = out.columns.get_loc("verdict") if "verdict" in out.columns else len(out.columns)
     out.insert(at, "bad_files", pd.array(values, dtype="Int64") if values else values)
@@ -29,7 +35,9 @@ def bad_files_warning(bad: pd.DataFrame, where: str) -> str | None:
     if bad.empty:
         return None
     files = bad.drop_duplicates("path")
-    per = ", ".join(f"np={n} {v}: {len(g)}" for (n, v), g in bad.groupby(["np", "variant"], sort=True))
+    per = ", ".join(
+        f"np={n} {v}: {len(g)}" for (n, v), g in bad.groupby(["np", "variant"], sort=True)
+    )
     shown = "; ".join(f"{r.path} ({r.reason})" for r in files.head(SHOWN).itertuples(index=False))
     more = f"; and {len(files) - SHOWN} more" if len(files) > SHOWN else ""
     return f"{len(files)} bad file(s) skipped ({per}): {shown}{more}; all listed in {where}"

@@ -32,11 +32,15 @@ def pipeline_bytes(pipe: PipelineConfig, image_size: int, images_per_rank: int) 
     if pipe.cache.enabled and pipe.cache.kind == "memory":
         out["cache"] = images_per_rank * each
     if pipe.shuffle.enabled:
-        out["shuffle"] = min(pipe.shuffle.buffer_size, images_per_rank or pipe.shuffle.buffer_size) * each
+        out["shuffle"] = (
+            min(pipe.shuffle.buffer_size, images_per_rank or pipe.shuffle.buffer_size) * each
+        )
     return out
 
 
-def check(pipe: PipelineConfig, image_size: int, images_per_rank: int, budget_bytes: int, where: str) -> None:
+def check(
+    pipe: PipelineConfig, image_size: int, images_per_rank: int, budget_bytes: int, where: str
+) -> None:
     """Raise a one-line PipeprofError showing the arithmetic when the settings do not fit."""
     each = element_bytes(image_size)
     need = pipeline_bytes(pipe, image_size, images_per_rank)
@@ -45,10 +49,16 @@ def check(pipe: PipelineConfig, image_size: int, images_per_rank: int, budget_by
         return
     parts = []
     if "cache" in need:
-        parts.append(f"memory cache {images_per_rank:,} images × {each:,} B ({image_size}×{image_size}×3 float32 + label) "
-                     f"= {_gb(need['cache'])}")
+        parts.append(
+            f"memory cache {images_per_rank:,} images × {each:,} B ({image_size}×{image_size}×3 float32 + label) "
+            f"= {_gb(need['cache'])}"
+        )
     if "shuffle" in need:
-        parts.append(f"shuffle buffer {need['shuffle'] // each:,} × {each:,} B = {_gb(need['shuffle'])}")
-    raise PipeprofError(f"{where}: {' + '.join(parts)} = {_gb(total)} per rank exceeds the RAM budget of "
-                        f"{_gb(budget_bytes)}; use a file cache (pipeline.cache.kind = \"file\"), a smaller shuffle "
-                        f"buffer, or a larger --ram-budget")
+        parts.append(
+            f"shuffle buffer {need['shuffle'] // each:,} × {each:,} B = {_gb(need['shuffle'])}"
+        )
+    raise PipeprofError(
+        f"{where}: {' + '.join(parts)} = {_gb(total)} per rank exceeds the RAM budget of "
+        f"{_gb(budget_bytes)}; use a file cache (pipeline.cache.kind = \"file\"), a smaller shuffle "
+        f"buffer, or a larger --ram-budget"
+    )

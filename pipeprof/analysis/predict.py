@@ -82,8 +82,12 @@ class Source:
     synth_jitter: tuple[float, ...]  # per-step times at np=1 over their mean
     real_jitter: tuple[float, ...]
     stage_core_ms: dict[str, float] = field(default_factory=dict)
-    pipeline_cpu_ms: float | None = None  # P: the pipeline's CPU per rank and step, measured in the run
-    real_handoff_ms: float = 0.0  # H: what a real step took at np=1 beyond the synthetic one and any CPU bound
+    pipeline_cpu_ms: float | None = (
+        None  # P: the pipeline's CPU per rank and step, measured in the run
+    )
+    real_handoff_ms: float = (
+        0.0  # H: what a real step took at np=1 beyond the synthetic one and any CPU bound
+    )
     source_busy: float = 0.0  # the source host's CPU utilisation over those real steps, 0..1
 
     @property
@@ -106,7 +110,9 @@ class SourceRun:
     cores: float  # the cores the source rank had
     busy: float  # the source host's CPU utilisation over the real steps, 0..1 (NaN: not sampled)
     loop_cpu_ms: float  # the rank's CPU per synthetic step: the training loop, and the model where it ran on the CPU
-    pipeline_cpu_ms: float | None  # the real steps' CPU beyond the synthetic ones, per step (telemetry)
+    pipeline_cpu_ms: (
+        float | None
+    )  # the real steps' CPU beyond the synthetic ones, per step (telemetry)
     pipeline_core_ms_per_sample: float  # the pipeline's stages measured alone
     model_on_cpu: bool  # the source computed its model on its CPU (no accelerator, not emulated)
     gradient_bytes: float = 0.0
@@ -122,9 +128,13 @@ class Removed:
     busy: float
     contention_ms: float  # taken off the np=1 real step (not carried as H)
     pipeline_from: str  # "telemetry" | "stages"
-    pipeline_telemetry_ms: float | None  # what the telemetry said, when the stages were used instead
+    pipeline_telemetry_ms: (
+        float | None
+    )  # what the telemetry said, when the stages were used instead
     model_cpu_ms: float  # the source's model CPU left out of the training loop's
-    spread_removed: float  # share of the real steps' spread beyond the synthetic's that was removed, 0..1
+    spread_removed: (
+        float  # share of the real steps' spread beyond the synthetic's that was removed, 0..1
+    )
 
 
 def _mix_quantiles(real: np.ndarray, synth: np.ndarray, keep: float) -> np.ndarray:
@@ -144,7 +154,11 @@ def transfer(run: SourceRun, target_step_ms: float | None = None) -> tuple[Sourc
     real = np.asarray(run.real_steps_ms, dtype=float)
     crowded = not math.isnan(run.busy) and run.busy >= CROWDED_BUSY
     stage_ms = run.batch_per_rank * run.pipeline_core_ms_per_sample
-    telemetry = run.pipeline_cpu_ms if run.pipeline_cpu_ms is not None and not math.isnan(run.pipeline_cpu_ms) else None
+    telemetry = (
+        run.pipeline_cpu_ms
+        if run.pipeline_cpu_ms is not None and not math.isnan(run.pipeline_cpu_ms)
+        else None
+    )
     pipe = stage_ms if crowded or telemetry is None else max(0.0, telemetry)
     bound = (run.loop_cpu_ms + pipe) / max(run.cores, 1e-9)
     beyond = max(0.0, float(real.mean()) - max(float(synth.mean()), bound))
@@ -154,18 +168,29 @@ def transfer(run: SourceRun, target_step_ms: float | None = None) -> tuple[Sourc
     keep = 1.0 if contention <= 0 or excess <= 0 else max(0.0, 1.0 - contention / excess)
     corrected = _mix_quantiles(real, synth, keep) if keep < 1.0 else real
     model_cpu = run.loop_cpu_ms if run.model_on_cpu and target_step_ms else 0.0
-    src = Source(batch_per_rank=run.batch_per_rank, device_ms=float(synth.mean()),
-                 sync_cpu_ms=run.loop_cpu_ms - model_cpu,
-                 pipeline_core_ms_per_sample=run.pipeline_core_ms_per_sample,
-                 gradient_bytes=run.gradient_bytes, bytes_per_sample=run.bytes_per_sample,
-                 synth_jitter=tuple(synth / synth.mean()), real_jitter=tuple(corrected / corrected.mean()),
-                 stage_core_ms=dict(run.stage_core_ms), pipeline_cpu_ms=pipe,
-                 real_handoff_ms=beyond - contention, source_busy=0.0 if math.isnan(run.busy) else min(1.0, run.busy))
-    removed = Removed(crowded=crowded, busy=run.busy, contention_ms=contention,
-                      pipeline_from="stages" if crowded or telemetry is None else "telemetry",
-                      pipeline_telemetry_ms=max(0.0, telemetry) if crowded and telemetry is not None else None,
-                      model_cpu_ms=model_cpu,
-                      spread_removed=1.0 - keep)
+    src = Source(
+        batch_per_rank=run.batch_per_rank,
+        device_ms=float(synth.mean()),
+        sync_cpu_ms=run.loop_cpu_ms - model_cpu,
+        pipeline_core_ms_per_sample=run.pipeline_core_ms_per_sample,
+        gradient_bytes=run.gradient_bytes,
+        bytes_per_sample=run.bytes_per_sample,
+        synth_jitter=tuple(synth / synth.mean()),
+        real_jitter=tuple(corrected / corrected.mean()),
+        stage_core_ms=dict(run.stage_core_ms),
+        pipeline_cpu_ms=pipe,
+        real_handoff_ms=beyond - contention,
+        source_busy=0.0 if math.isnan(run.busy) else min(1.0, run.busy),
+    )
+    removed = Removed(
+        crowded=crowded,
+        busy=run.busy,
+        contention_ms=contention,
+        pipeline_from="stages" if crowded or telemetry is None else "telemetry",
+        pipeline_telemetry_ms=max(0.0, telemetry) if crowded and telemetry is not None else None,
+        model_cpu_ms=model_cpu,
+        spread_removed=1.0 - keep,
+    )
     return src, removed
 
 
@@ -197,7 +222,9 @@ class Prediction:
     storage_ms: float
     allreduce_ms: float  # S: synchronisation per step (network model, or measured by the ceiling)
     contention_ms: float  # X: what the pipelines' overflow of the node's cores adds to real steps
-    busy_synth: float  # the node's CPU utilisation, synthetic (measured by a ceiling or estimated) and real
+    busy_synth: (
+        float  # the node's CPU utilisation, synthetic (measured by a ceiling or estimated) and real
+    )
     busy_real: float
     sync_measured: bool  # S from a ceiling run rather than the network model
     straggler_synth: float  # E[max_N jitter] for synthetic steps
@@ -208,7 +235,9 @@ class Prediction:
     real_samples_per_s: float
     gap_pct: float
     dominant: str  # compute | input | storage | stragglers | allreduce | contention: the real step's largest term
-    gap_cause: str  # input | storage | stragglers | contention | none: the largest term real steps add
+    gap_cause: (
+        str  # input | storage | stragglers | contention | none: the largest term real steps add
+    )
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -216,17 +245,17 @@ class Prediction:
 
 TERMS_ADVICE = {
     "input": "the ranks' CPUs cannot feed their devices: take the tuned settings (pipeprof tune --cores-per-rank "
-             "{cores:g}), cache decoded data before augment, or move augmentation to the accelerator",
+    "{cores:g}), cache decoded data before augment, or move augmentation to the accelerator",
     "storage": "the shared file system is the limit: cache decoded data on local disk or in RAM, or store smaller "
-               "(pre-resized) images",
+    "(pre-resized) images",
     "stragglers": "the slowest rank sets the pace: steadier input (deeper prefetch, cached data) narrows the step-time "
-                  "tail",
+    "tail",
     "allreduce": "gradient exchange dominates: fp16 compression (hvd.Compression.fp16), larger batches per rank, or a "
-                 "faster interconnect",
+    "faster interconnect",
     "compute": "the model's step dominates: the input pipeline keeps up",
     "contention": "busy input threads delay every synchronisation hop: give ranks more cores, lower the pipeline's "
-                  "CPU (tuned settings, cache before augment, augmentation on the accelerator), or fewer ranks per "
-                  "node",
+    "CPU (tuned settings, cache before augment, augmentation on the accelerator), or fewer ranks per "
+    "node",
 }
 
 
@@ -258,16 +287,21 @@ def overflow_ms(ranks: int, cores: float, pipeline_ms: float) -> float:
     return excess * pipeline_ms / cores
 
 
-BUSY_SYNC = 0.45  # κ: the share of a rank's pipeline CPU that a synchronous step waits, at full busy
-BUSY_SYNC_ONE_CORE = 0.25  # κ on a node of one core: one run queue, whose scheduler serves a woken hop sooner
+BUSY_SYNC = (
+    0.45  # κ: the share of a rank's pipeline CPU that a synchronous step waits, at full busy
+)
+BUSY_SYNC_ONE_CORE = (
+    0.25  # κ on a node of one core: one run queue, whose scheduler serves a woken hop sooner
+)
 # A scheduler turn: how long a running thread keeps a core from another that wants it. Measured
 # here (Linux 6.18, two CPU-bound processes pinned to one core): they take turns of 4.0 ms, the
 # kernel's tick (HZ = 250); kernels built with HZ = 1000 turn faster
 SCHED_TURN_MS = 4.0
 
 
-def busy_sync_ms(n: int, cores_per_rank: float, pipeline_ms: float, synth_step_ms: float,
-                 node_cores: float = 2.0) -> float:
+def busy_sync_ms(
+    n: int, cores_per_rank: float, pipeline_ms: float, synth_step_ms: float, node_cores: float = 2.0
+) -> float:
     """What a rank's own busy cores add to a synchronous step (N ≥ 2): ``κ × ρ × P / max(1, c_r)``.
 
     A rank's pipeline keeps its ``c_r`` cores busy ``ρ = P / (c_r × step)`` of the time, in
@@ -327,8 +361,10 @@ def predict(src: Source, tgt: Target, nps: list[int]) -> list[Prediction]:
         if tgt.storage_mbps and src.bytes_per_sample:
             storage = n * src.batch_per_rank * src.bytes_per_sample / (tgt.storage_mbps * 1e6) * 1e3
         base_real = max(device, cpu_real, storage)
-        contention = max(overflow_ms(r, tgt.cores_per_node, pipe),
-                         busy_sync_ms(n, cores, pipe, synth_step, tgt.cores_per_node))
+        contention = max(
+            overflow_ms(r, tgt.cores_per_node, pipe),
+            busy_sync_ms(n, cores, pipe, synth_step, tgt.cores_per_node),
+        )
         # H, the real step's extra at np=1, is mostly a lone rank's wait for Horovod's
         # coordination cycle; a synthetic step measured at N (the ceiling) holds that wait in
         # S already, so adding H there would count it twice (measured: np=2's gap is below np=1's)
@@ -347,23 +383,46 @@ def predict(src: Source, tgt: Target, nps: list[int]) -> list[Prediction]:
         synth_sps = n * src.batch_per_rank / synth_step * 1e3
         real_sps = n * src.batch_per_rank / real_step * 1e3
         # what each term adds to the real step beyond the device's compute
-        extra = {"input": max(0.0, cpu_real - max(device, storage)),
-                 "storage": max(0.0, storage - max(device, cpu_real)),
-                 "stragglers": (s_real - 1.0) * base_real,
-                 "allreduce": sync,
-                 "contention": contention}
+        extra = {
+            "input": max(0.0, cpu_real - max(device, storage)),
+            "storage": max(0.0, storage - max(device, cpu_real)),
+            "stragglers": (s_real - 1.0) * base_real,
+            "allreduce": sync,
+            "contention": contention,
+        }
         top = max(extra, key=lambda k: extra[k])
         dominant = top if extra[top] > 0.05 * device else "compute"
         # the gap: what a real step adds over a synthetic one (the allreduce is in both)
-        added = {"input": extra["input"], "storage": extra["storage"],
-                 "stragglers": max(0.0, (s_real - s_syn) * base_real), "contention": contention}
+        added = {
+            "input": extra["input"],
+            "storage": extra["storage"],
+            "stragglers": max(0.0, (s_real - s_syn) * base_real),
+            "contention": contention,
+        }
         cause = max(added, key=lambda k: added[k])
         cause = cause if added[cause] > 0.005 * real_step else "none"
-        out.append(Prediction(np=n, ranks_per_node=r, cores_per_rank=cores, device_ms=device, input_cpu_ms=cpu_real,
-                              storage_ms=storage, allreduce_ms=sync, contention_ms=contention,
-                              busy_synth=busy_synth, busy_real=busy_real, sync_measured=ceiling is not None,
-                              straggler_synth=s_syn, straggler_real=s_real,
-                              synth_step_ms=synth_step, real_step_ms=real_step, synthetic_samples_per_s=synth_sps,
-                              real_samples_per_s=real_sps, gap_pct=100.0 * (1.0 - real_sps / synth_sps),
-                              dominant=dominant, gap_cause=cause))
+        out.append(
+            Prediction(
+                np=n,
+                ranks_per_node=r,
+                cores_per_rank=cores,
+                device_ms=device,
+                input_cpu_ms=cpu_real,
+                storage_ms=storage,
+                allreduce_ms=sync,
+                contention_ms=contention,
+                busy_synth=busy_synth,
+                busy_real=busy_real,
+                sync_measured=ceiling is not None,
+                straggler_synth=s_syn,
+                straggler_real=s_real,
+                synth_step_ms=synth_step,
+                real_step_ms=real_step,
+                synthetic_samples_per_s=synth_sps,
+                real_samples_per_s=real_sps,
+                gap_pct=100.0 * (1.0 - real_sps / synth_sps),
+                dominant=dominant,
+                gap_cause=cause,
+            )
+        )
     return out

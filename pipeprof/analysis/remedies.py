@@ -30,13 +30,28 @@ class Remedy:
 
 
 CATALOGUE = (
-    Remedy("augment-on-device", ("augment",), "augmentation on the accelerator (the same augmentation on the batch "
-                                           "inside the training step)"),
-    Remedy("batch-augment", ("augment",), "batch-level augmentation (vectorised after batch, one call per batch)"),
-    Remedy("decode-less", ("read",), "JPEGs decoded at a reduced scale (DCT scaling) instead of whole, then resized"),
+    Remedy(
+        "augment-on-device",
+        ("augment",),
+        "augmentation on the accelerator (the same augmentation on the batch "
+        "inside the training step)",
+    ),
+    Remedy(
+        "batch-augment",
+        ("augment",),
+        "batch-level augmentation (vectorised after batch, one call per batch)",
+    ),
+    Remedy(
+        "decode-less",
+        ("read",),
+        "JPEGs decoded at a reduced scale (DCT scaling) instead of whole, then resized",
+    ),
     Remedy("cache-decoded", ("read",), "decoded images cached in RAM before augmentation"),
-    Remedy("data-service", ("read", "augment"), "preprocessing on tf.data service workers (the rank only takes "
-                                                "their batches)"),
+    Remedy(
+        "data-service",
+        ("read", "augment"),
+        "preprocessing on tf.data service workers (the rank only takes " "their batches)",
+    ),
 )
 BY_NAME = {r.name: r for r in CATALOGUE}
 
@@ -62,9 +77,11 @@ class Data:
     image_size: int = 0
 
 
-def apply(remedy: Remedy, base: PipelineConfig, on_bad_file: str = "skip",
-          data: Data = Data()) -> tuple[PipelineConfig | None, str]:
+def apply(
+    remedy: Remedy, base: PipelineConfig, on_bad_file: str = "skip", data: Data | None = None
+) -> tuple[PipelineConfig | None, str]:
     """The real pipeline with the remedy's change, or (None, why it does not apply)."""
+    data = data or Data()
     aug = base.augment
     if remedy.stages == ("augment",) and not aug.enabled:
         return None, "the scenario's pipeline does not augment"
@@ -72,50 +89,78 @@ def apply(remedy: Remedy, base: PipelineConfig, on_bad_file: str = "skip",
         if aug.placement == "device":
             return None, "the scenario already augments on the device"
         if base.cache.enabled and base.cache.placement == "after_augment":
-            return None, "the cache is placed after augment (augmentation is frozen; nothing to move)"
+            return (
+                None,
+                "the cache is placed after augment (augmentation is frozen; nothing to move)",
+            )
         return dataclasses.replace(base, augment=dataclasses.replace(aug, placement="device")), ""
     if remedy.name == "batch-augment":
         if aug.placement != "element":
-            return None, f"the scenario already augments per batch (placement = \"{aug.placement}\")"
+            return None, f'the scenario already augments per batch (placement = "{aug.placement}")'
         if base.cache.enabled and base.cache.placement == "after_augment":
-            return None, "the cache is placed after augment (augmentation is frozen; nothing to vectorise)"
+            return (
+                None,
+                "the cache is placed after augment (augmentation is frozen; nothing to vectorise)",
+            )
         return dataclasses.replace(base, augment=dataclasses.replace(aug, placement="batch")), ""
     if remedy.name == "decode-less":
         if base.read.decode == "reduced":
             return None, "the scenario already decodes JPEGs at a reduced scale"
         if data.format != "jpeg":
-            return None, (f"the stored images are {data.format.upper() if data.format != 'mixed' else 'of mixed formats'}"
-                          ": only JPEGs decode at a reduced scale" if data.format
-                          else "the stored images' format and size are not known for this data source")
+            return None, (
+                f"the stored images are {data.format.upper() if data.format != 'mixed' else 'of mixed formats'}"
+                ": only JPEGs decode at a reduced scale"
+                if data.format
+                else "the stored images' format and size are not known for this data source"
+            )
         if data.side < 2 * data.image_size:
-            return None, (f"the stored images ({data.side}px) are less than twice the model's input "
-                          f"({data.image_size}px): there is nothing to decode less")
+            return None, (
+                f"the stored images ({data.side}px) are less than twice the model's input "
+                f"({data.image_size}px): there is nothing to decode less"
+            )
         return dataclasses.replace(base, read=dataclasses.replace(base.read, decode="reduced")), ""
     if remedy.name == "cache-decoded":
-        if base.cache.enabled and base.cache.kind == "memory" and base.cache.placement == "before_augment":
+        if (
+            base.cache.enabled
+            and base.cache.kind == "memory"
+            and base.cache.placement == "before_augment"
+        ):
             return None, "the scenario already caches decoded images in RAM before augment"
-        return dataclasses.replace(base, cache=CacheConfig(enabled=True, kind="memory", placement="before_augment")), ""
+        return dataclasses.replace(
+            base, cache=CacheConfig(enabled=True, kind="memory", placement="before_augment")
+        ), ""
     if remedy.name == "data-service":
         if base.service.enabled:
             return None, "the scenario's pipeline already runs on tf.data service"
         if on_bad_file == "fail":
-            return None, 'data.on_bad_file = "fail": a service worker cannot end a rank on a bad file'
+            return (
+                None,
+                'data.on_bad_file = "fail": a service worker cannot end a rank on a bad file',
+            )
         if base.cache.enabled and base.cache.kind == "file":
             return None, "the pipeline has a file cache, which every service worker would write"
         return dataclasses.replace(base, service=ServiceUse(enabled=True)), ""
     raise ValueError(f"unknown remedy {remedy.name!r}")
 
 
-SERVICE_HERE = ("its workers would share this host's cores with the ranks, so it moves the work without "
-                "relieving it: name CPU hosts in service.hosts, or measure it anyway with --remedies all")
+SERVICE_HERE = (
+    "its workers would share this host's cores with the ranks, so it moves the work without "
+    "relieving it: name CPU hosts in service.hosts, or measure it anyway with --remedies all"
+)
 
 
-def plan(base: PipelineConfig, stages: list[str] | None, on_bad_file: str = "skip",
-         service_hosts: bool = False, data: Data = Data()) -> list[Planned]:
+def plan(
+    base: PipelineConfig,
+    stages: list[str] | None,
+    on_bad_file: str = "skip",
+    service_hosts: bool = False,
+    data: Data | None = None,
+) -> list[Planned]:
     """The remedies for ``stages`` (the stages that bound throughput), or every remedy when
     ``stages`` is None (``--remedies all``); each applied to ``base`` or skipped with why. Chosen
     for a stage, tf.data service runs only when its workers have CPU hosts of their own
     (``service_hosts``)."""
+    data = data or Data()
     chosen = [r for r in CATALOGUE if stages is None or set(r.stages) & set(stages)]
     out = []
     for r in chosen:
@@ -137,7 +182,9 @@ def device_note(name: str, device: str, gpus: int) -> str:
     return ""
 
 
-def add_gap_closed(summary: pd.DataFrame, reference: str, device: str = "auto", gpus: int = 0) -> pd.DataFrame:
+def add_gap_closed(
+    summary: pd.DataFrame, reference: str, device: str = "auto", gpus: int = 0
+) -> pd.DataFrame:
     """Per np: each remedy row's share of the reference (real) variant's gap it closed, in %
     (100: no gap left; negative: wider than before), and a note on how to read it."""
     out = summary.copy()
@@ -150,7 +197,9 @@ def add_gap_closed(summary: pd.DataFrame, reference: str, device: str = "auto", 
         base_gap = float(ref["gap_pct"].iloc[0])
         for idx, row in group.iterrows():
             if str(row["variant"]).startswith(PREFIX) and not math.isnan(float(row["gap_pct"])):
-                out.loc[idx, "gap_closed_pct"] = 100.0 * (base_gap - float(row["gap_pct"])) / base_gap
+                out.loc[idx, "gap_closed_pct"] = (
+                    100.0 * (base_gap - float(row["gap_pct"])) / base_gap
+                )
     return out
 
 
@@ -178,14 +227,21 @@ def measured_lines(summary: pd.DataFrame, reference: str, np: int) -> list[str]:
         at = at[at["gap_closed_pct"].notna()].sort_values("gap_closed_pct", ascending=False)
     lines = []
     for _, row in at.iterrows():
-        remedy = BY_NAME[str(row["variant"])[len(PREFIX):]]
+        remedy = BY_NAME[str(row["variant"])[len(PREFIX) :]]
         note = f" ({row['remedy_note']})" if row.get("remedy_note") else ""
         if nothing:
-            lines.append(f"measured: {remedy.what}: gap {row['gap_pct']:.1f}% ±{row['gap_pct_ci95']:.1f} at np={np}, "
-                         f"where the real pipeline's {base:.1f}% ±{base_half:.1f} left nothing to close{note}")
+            lines.append(
+                f"measured: {remedy.what}: gap {row['gap_pct']:.1f}% ±{row['gap_pct_ci95']:.1f} at np={np}, "
+                f"where the real pipeline's {base:.1f}% ±{base_half:.1f} left nothing to close{note}"
+            )
             continue
-        effect = (f"closed {row['gap_closed_pct']:.0f}% of the gap" if row["gap_closed_pct"] >= 0
-                  else "did not close the gap (it widened)")
-        lines.append(f"measured: {remedy.what} {effect} at np={np} "
-                     f"({base:.1f}% → {row['gap_pct']:.1f}% ±{row['gap_pct_ci95']:.1f}){note}")
+        effect = (
+            f"closed {row['gap_closed_pct']:.0f}% of the gap"
+            if row["gap_closed_pct"] >= 0
+            else "did not close the gap (it widened)"
+        )
+        lines.append(
+            f"measured: {remedy.what} {effect} at np={np} "
+            f"({base:.1f}% → {row['gap_pct']:.1f}% ±{row['gap_pct_ci95']:.1f}){note}"
+        )
     return lines

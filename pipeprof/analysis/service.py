@@ -36,7 +36,9 @@ def worker_rate(core_ms_per_sample: float, cores_per_worker: float) -> float:
     return cores_per_worker * 1e3 / core_ms_per_sample
 
 
-def size(demand_by_np: dict[int, float], core_ms_per_sample: float, cores_per_worker: float) -> list[Sizing]:
+def size(
+    demand_by_np: dict[int, float], core_ms_per_sample: float, cores_per_worker: float
+) -> list[Sizing]:
     """Per np: the workers (and cores) that keep ``demand`` samples/s fed, and the gap with half as many."""
     rate = worker_rate(core_ms_per_sample, cores_per_worker)
     out = []
@@ -44,6 +46,15 @@ def size(demand_by_np: dict[int, float], core_ms_per_sample: float, cores_per_wo
         workers = max(1, math.ceil(demand / rate - 1e-9))
         fewer = workers // 2
         gap = 100.0 * (1.0 - min(1.0, fewer * rate / demand)) if fewer else math.nan
-        out.append(Sizing(np=n, demand_samples_per_s=demand, worker_samples_per_s=rate, workers=workers,
-                          cores=workers * cores_per_worker, fewer_workers=fewer, gap_with_fewer_pct=gap))
+        out.append(
+            Sizing(
+                np=n,
+                demand_samples_per_s=demand,
+                worker_samples_per_s=rate,
+                workers=workers,
+                cores=workers * cores_per_worker,
+                fewer_workers=fewer,
+                gap_with_fewer_pct=gap,
+            )
+        )
     return out

@@ -18,27 +18,86 @@ import numpy as np
 import pandas as pd
 
 # Two-sided 95% Student-t quantiles by degrees of freedom (1..30); beyond 30, ~normal.
-_T975 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145,
-         2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048,
-         2.045, 2.042]
+_T975 = [
+    12.706,
+    4.303,
+    3.182,
+    2.776,
+    2.571,
+    2.447,
+    2.365,
+    2.306,
+    2.262,
+    2.228,
+    2.201,
+    2.179,
+    2.160,
+    2.145,
+    2.131,
+    2.120,
+    2.110,
+    2.101,
+    2.093,
+    2.086,
+    2.080,
+    2.074,
+    2.069,
+    2.064,
+    2.060,
+    2.056,
+    2.052,
+    2.048,
+    2.045,
+    2.042,
+]
 
 VERDICT_THRESHOLDS_PCT = (5.0, 20.0)  # TensorFlow Profiler's input-bound thresholds
 MAX_BLOCKS = 10
 
 SUMMARY_COLUMNS = [
-    "np", "variant", "synthetic", "samples_per_s", "samples_per_s_ci95", "samples_per_s_per_worker",
-    "gap_pct", "gap_pct_ci95", "twin_samples_per_s", "ceiling_shift_pct", "scaling_efficiency_pct", "step_time_ms_mean", "step_time_ms_p50", "step_time_ms_p95",
-    "input_wait_pct", "gpu_util_pct", "cpu_util_pct", "cpu_cores_per_rank", "rss_mb_max", "measured_steps", "measured_s",
+    "np",
+    "variant",
+    "synthetic",
+    "samples_per_s",
+    "samples_per_s_ci95",
+    "samples_per_s_per_worker",
+    "gap_pct",
+    "gap_pct_ci95",
+    "twin_samples_per_s",
+    "ceiling_shift_pct",
+    "scaling_efficiency_pct",
+    "step_time_ms_mean",
+    "step_time_ms_p50",
+    "step_time_ms_p95",
+    "input_wait_pct",
+    "gpu_util_pct",
+    "cpu_util_pct",
+    "cpu_cores_per_rank",
+    "rss_mb_max",
+    "measured_steps",
+    "measured_s",
     "stop_reason",
-    "verdict", "warning", "ceiling_note",
+    "verdict",
+    "warning",
+    "ceiling_note",
 ]
 # How a variant's measurement ended (summary.csv's stop_reason; analysis.stopping decides).
-STOP_FIXED, STOP_TARGET, STOP_CLEAR, STOP_MAX_TIME = "fixed steps", "target", "clear of thresholds", "max time"
+STOP_FIXED, STOP_TARGET, STOP_CLEAR, STOP_MAX_TIME = (
+    "fixed steps",
+    "target",
+    "clear of thresholds",
+    "max time",
+)
 # The ceiling's steps beside a real pipeline used this many more CPU cores per rank than the
 # synthetic run's own: the pipeline's threads kept working through them (contention). Below
 # it, a ceiling that moved did so at the same CPU use: the machine's speed changed (drift).
 CONTENTION_CORES = 0.05
-TELEMETRY_COLUMNS = ("gpu_util_pct", "cpu_util_pct", "cpu_cores_per_rank", "rss_mb_max")  # filled by analysis.telemetry
+TELEMETRY_COLUMNS = (
+    "gpu_util_pct",
+    "cpu_util_pct",
+    "cpu_cores_per_rank",
+    "rss_mb_max",
+)  # filled by analysis.telemetry
 
 
 def t975(dof: int) -> float:
@@ -61,8 +120,11 @@ def verdict(gap_pct: float) -> str:
 def per_step(steps: pd.DataFrame) -> pd.DataFrame:
     """Measured steps of one (np, variant), one row per step index across ranks."""
     measured = steps[~steps["warmup"].astype(bool)]
-    agg = dict(step_time_ms=("step_time_ms", "mean"), input_wait_ms=("input_wait_ms", "mean"),
-               samples=("batch_size", "sum"))
+    agg = dict(
+        step_time_ms=("step_time_ms", "mean"),
+        input_wait_ms=("input_wait_ms", "mean"),
+        samples=("batch_size", "sum"),
+    )
     if "round" in measured.columns:
         agg["round"] = ("round", "first")
     return measured.groupby("step", sort=True).agg(**agg)
@@ -75,8 +137,9 @@ def round_sums(steps: pd.DataFrame) -> pd.DataFrame:
     return ps.groupby("round", sort=True)[["samples", "seconds"]].sum()
 
 
-def paired_gap_interval(s_samples: np.ndarray, s_seconds: np.ndarray, r_samples: np.ndarray,
-                        r_seconds: np.ndarray) -> tuple[float, float]:
+def paired_gap_interval(
+    s_samples: np.ndarray, s_seconds: np.ndarray, r_samples: np.ndarray, r_seconds: np.ndarray
+) -> tuple[float, float]:
     """The gap in % of a real variant measured in rounds that alternate with its synthetic
     twin, and its 95% half-interval. Each array holds one value per round; contiguous rounds
     form up to MAX_BLOCKS blocks, each block's gap is one observation. A change in the
@@ -87,7 +150,11 @@ def paired_gap_interval(s_samples: np.ndarray, s_seconds: np.ndarray, r_samples:
         return math.nan, math.nan
 
     def g(a: int, b: int) -> float:
-        return 100.0 * (1.0 - (r_samples[a:b].sum() / r_seconds[a:b].sum()) / (s_samples[a:b].sum() / s_seconds[a:b].sum()))
+        return 100.0 * (
+            1.0
+            - (r_samples[a:b].sum() / r_seconds[a:b].sum())
+            / (s_samples[a:b].sum() / s_seconds[a:b].sum())
+        )
 
     point = g(0, n)
     blocks = min(MAX_BLOCKS, n)
@@ -107,29 +174,46 @@ def cores_used(steps: pd.DataFrame) -> float:
     return float(measured["cpu_ms"].sum() / measured["step_time_ms"].sum())
 
 
-def ceiling_note(variant: str, twin_rate: float, twin_half: float, own_rate: float, own_half: float,
-                 twin_cores: float, own_cores: float) -> str:
+def ceiling_note(
+    variant: str,
+    twin_rate: float,
+    twin_half: float,
+    own_rate: float,
+    own_half: float,
+    twin_cores: float,
+    own_cores: float,
+) -> str:
     """Words for a real row whose ceiling (its twin, measured in alternation with it) differs
     from the synthetic run's own beyond both intervals; "" when the two agree."""
     if any(math.isnan(v) for v in (twin_rate, own_rate)) or not own_rate > 0:
         return ""
-    margin = math.hypot(0.0 if math.isnan(twin_half) else twin_half, 0.0 if math.isnan(own_half) else own_half)
+    margin = math.hypot(
+        0.0 if math.isnan(twin_half) else twin_half, 0.0 if math.isnan(own_half) else own_half
+    )
     if abs(twin_rate - own_rate) <= margin:
         return ""
     shift = 100.0 * (twin_rate / own_rate - 1.0)
-    text = (f"its ceiling, the synthetic steps measured in alternation with {variant}, ran at {twin_rate:,.1f} "
-            f"samples/s: {abs(shift):.1f}% {'below' if shift < 0 else 'above'} the synthetic run's own "
-            f"{own_rate:,.1f}")
+    text = (
+        f"its ceiling, the synthetic steps measured in alternation with {variant}, ran at {twin_rate:,.1f} "
+        f"samples/s: {abs(shift):.1f}% {'below' if shift < 0 else 'above'} the synthetic run's own "
+        f"{own_rate:,.1f}"
+    )
     if math.isnan(twin_cores) or math.isnan(own_cores):
         return text + "; the gap is against the ceiling measured beside it"
     extra = twin_cores - own_cores
     if extra >= CONTENTION_CORES:
-        return (text + f"; those steps used {twin_cores:.2f} CPU cores per rank against {own_cores:.2f}: the real "
-                f"pipeline's threads kept working through them (contention, +{extra:.2f} cores), so the gap "
-                "against that ceiling understates what the pipeline costs")
-    return (text + f" at the same CPU use ({twin_cores:.2f} against {own_cores:.2f} cores per rank): the machine's "
-            "speed changed between the two (drift), which alternation cancels: the gap is against the ceiling "
-            "measured beside it")
+        return (
+            text
+            + f"; those steps used {twin_cores:.2f} CPU cores per rank against {own_cores:.2f}: the real "
+            f"pipeline's threads kept working through them (contention, +{extra:.2f} cores), so the gap "
+            "against that ceiling understates what the pipeline costs"
+        )
+    return (
+        text
+        + f" at the same CPU use ({twin_cores:.2f} against {own_cores:.2f} cores per rank): the machine's "
+        "speed changed between the two (drift), which alternation cancels: the gap is against the ceiling "
+        "measured beside it"
+    )
 
 
 def paired_gap(real: pd.DataFrame, twin: pd.DataFrame) -> tuple[float, float, float]:
@@ -137,8 +221,12 @@ def paired_gap(real: pd.DataFrame, twin: pd.DataFrame) -> tuple[float, float, fl
     and the twin's samples/s over the same rounds: gap = 100 × (1 − real / twin)."""
     r, s = round_sums(real), round_sums(twin)
     both = r.join(s, how="inner", lsuffix="_r", rsuffix="_s")
-    g, h = paired_gap_interval(both["samples_s"].to_numpy(float), both["seconds_s"].to_numpy(float),
-                               both["samples_r"].to_numpy(float), both["seconds_r"].to_numpy(float))
+    g, h = paired_gap_interval(
+        both["samples_s"].to_numpy(float),
+        both["seconds_s"].to_numpy(float),
+        both["samples_r"].to_numpy(float),
+        both["seconds_r"].to_numpy(float),
+    )
     return g, h, float(both["samples_s"].sum() / both["seconds_s"].sum()) if len(both) else math.nan
 
 
@@ -153,7 +241,9 @@ def rate_interval(samples: np.ndarray, seconds: np.ndarray) -> tuple[float, floa
     if blocks < 2:
         return point, math.nan
     edges = np.linspace(0, n, blocks + 1).astype(int)
-    rates = np.array([samples[a:b].sum() / seconds[a:b].sum() for a, b in zip(edges[:-1], edges[1:])])
+    rates = np.array(
+        [samples[a:b].sum() / seconds[a:b].sum() for a, b in zip(edges[:-1], edges[1:])]
+    )
     return point, float(t975(blocks - 1) * rates.std(ddof=1) / math.sqrt(blocks))
 
 
@@ -163,8 +253,16 @@ def throughput(steps: pd.DataFrame) -> dict[str, float]:
     n = len(ps)
     if n == 0:
         nan = math.nan
-        return dict(samples_per_s=nan, samples_per_s_ci95=nan, step_time_ms_mean=nan, step_time_ms_p50=nan,
-                    step_time_ms_p95=nan, input_wait_pct=nan, measured_steps=0, measured_s=0.0)
+        return dict(
+            samples_per_s=nan,
+            samples_per_s_ci95=nan,
+            step_time_ms_mean=nan,
+            step_time_ms_p50=nan,
+            step_time_ms_p95=nan,
+            input_wait_pct=nan,
+            measured_steps=0,
+            measured_s=0.0,
+        )
     seconds = ps["step_time_ms"].to_numpy() / 1e3
     samples = ps["samples"].to_numpy(dtype=float)
     point, half = rate_interval(samples, seconds)
@@ -220,26 +318,39 @@ def gap_warning(gap_pct: float, half: float, stop_reason: str = "") -> str:
             return ""
         return f"too few measured steps for an interval; {fix if fixed else 'raise train.max_measure_s'}"
     if (line := line_spanned(gap_pct, half)) is not None:
-        below, above = (("not", "moderately") if line == VERDICT_THRESHOLDS_PCT[0] else ("moderately", "highly"))
-        text = (f"gap {gap_pct:.1f}% ±{half:.1f} (95%) is on the {line:g}% line, between {below} and {above} "
-                "input-bound")
+        below, above = (
+            ("not", "moderately") if line == VERDICT_THRESHOLDS_PCT[0] else ("moderately", "highly")
+        )
+        text = (
+            f"gap {gap_pct:.1f}% ±{half:.1f} (95%) is on the {line:g}% line, between {below} and {above} "
+            "input-bound"
+        )
         return f"{text}; {fix}" if fixed else text
     if stop_reason in (STOP_TARGET, STOP_CLEAR) or not gap_pct - half < 0.0 < gap_pct + half:
         return ""
     ran_out = "the maximum measurement time ran out: " if stop_reason == STOP_MAX_TIME else ""
-    return (f"{ran_out}gap {gap_pct:.1f}% ±{half:.1f} (95%) spans 0%: there may be no gap; "
-            + ("raise train.max_measure_s" if stop_reason == STOP_MAX_TIME else fix))
+    return f"{ran_out}gap {gap_pct:.1f}% ±{half:.1f} (95%) spans 0%: there may be no gap; " + (
+        "raise train.max_measure_s" if stop_reason == STOP_MAX_TIME else fix
+    )
 
 
-def summarize(steps: pd.DataFrame, synthetic_variants: set[str], order: list[str] | None = None,
-              stops: dict[tuple[int, str], str] | None = None) -> pd.DataFrame:
+def summarize(
+    steps: pd.DataFrame,
+    synthetic_variants: set[str],
+    order: list[str] | None = None,
+    stops: dict[tuple[int, str], str] | None = None,
+) -> pd.DataFrame:
     """One row per (np, variant): throughput, gap to the synthetic run, scaling efficiency, verdict.
 
     Rows go by np, then synthetic first, then ``order`` (the launch order) or by name.
     ``stops`` maps (np, variant) to how its measurement ended (``VariantRun.stop_reason``).
     """
     stops = stops or {}
-    paired = steps["paired"].fillna("").astype(str) if "paired" in steps.columns else pd.Series("", index=steps.index)
+    paired = (
+        steps["paired"].fillna("").astype(str)
+        if "paired" in steps.columns
+        else pd.Series("", index=steps.index)
+    )
     twins = steps[paired != ""]
     steps = steps[paired == ""]
     rows = []
@@ -248,14 +359,39 @@ def summarize(steps: pd.DataFrame, synthetic_variants: set[str], order: list[str
         row.update(throughput(group))
         row["stop_reason"] = stops.get((int(np_), variant), "")
         rows.append(row)
-    out = pd.DataFrame(rows, columns=[c for c in SUMMARY_COLUMNS if c not in
-                                      ("gap_pct", "gap_pct_ci95", "twin_samples_per_s", "ceiling_shift_pct",
-                                       "scaling_efficiency_pct", "verdict", "warning", "ceiling_note",
-                                       "samples_per_s_per_worker", *TELEMETRY_COLUMNS)])
+    out = pd.DataFrame(
+        rows,
+        columns=[
+            c
+            for c in SUMMARY_COLUMNS
+            if c
+            not in (
+                "gap_pct",
+                "gap_pct_ci95",
+                "twin_samples_per_s",
+                "ceiling_shift_pct",
+                "scaling_efficiency_pct",
+                "verdict",
+                "warning",
+                "ceiling_note",
+                "samples_per_s_per_worker",
+                *TELEMETRY_COLUMNS,
+            )
+        ],
+    )
     if out.empty:
         return pd.DataFrame(columns=SUMMARY_COLUMNS)
     out["samples_per_s_per_worker"] = out["samples_per_s"] / out["np"]
-    gaps, halves, twin_rates, shifts, verdicts, warnings, notes, effs = [], [], [], [], [], [], [], []
+    gaps, halves, twin_rates, shifts, verdicts, warnings, notes, effs = (
+        [],
+        [],
+        [],
+        [],
+        [],
+        [],
+        [],
+        [],
+    )
     for _, r in out.iterrows():
         synth = out[(out["np"] == r["np"]) & out["synthetic"].astype(bool)]
         twin = twins[(twins["np"] == r["np"]) & (twins["paired"] == r["variant"])]
@@ -263,25 +399,59 @@ def summarize(steps: pd.DataFrame, synthetic_variants: set[str], order: list[str
         if r["synthetic"]:
             g, h, tr, v, w = math.nan, math.nan, math.nan, "ceiling", ""
         elif not twin.empty:  # measured in alternation with its own twin
-            g, h, tr = paired_gap(steps[(steps["np"] == r["np"]) & (steps["variant"] == r["variant"])], twin)
+            g, h, tr = paired_gap(
+                steps[(steps["np"] == r["np"]) & (steps["variant"] == r["variant"])], twin
+            )
             v, w = row_verdict(g, h), gap_warning(g, h, r["stop_reason"])
             if not synth.empty:
                 s = synth.iloc[0]
                 rounds = round_sums(twin)
-                _, twin_half = rate_interval(rounds["samples"].to_numpy(float), rounds["seconds"].to_numpy(float))
+                _, twin_half = rate_interval(
+                    rounds["samples"].to_numpy(float), rounds["seconds"].to_numpy(float)
+                )
                 own = steps[(steps["np"] == r["np"]) & (steps["variant"] == s["variant"])]
-                shift = 100.0 * (tr / s["samples_per_s"] - 1.0) if s["samples_per_s"] > 0 else math.nan
-                note = ceiling_note(r["variant"], tr, twin_half, s["samples_per_s"], s["samples_per_s_ci95"],
-                                    cores_used(twin), cores_used(own))
+                shift = (
+                    100.0 * (tr / s["samples_per_s"] - 1.0) if s["samples_per_s"] > 0 else math.nan
+                )
+                note = ceiling_note(
+                    r["variant"],
+                    tr,
+                    twin_half,
+                    s["samples_per_s"],
+                    s["samples_per_s_ci95"],
+                    cores_used(twin),
+                    cores_used(own),
+                )
         elif synth.empty:
-            g, h, tr, v, w = math.nan, math.nan, math.nan, "", "no synthetic run at this np to compare with"
+            g, h, tr, v, w = (
+                math.nan,
+                math.nan,
+                math.nan,
+                "",
+                "no synthetic run at this np to compare with",
+            )
         else:
             s = synth.iloc[0]
-            g, h = gap(r["samples_per_s"], r["samples_per_s_ci95"], s["samples_per_s"], s["samples_per_s_ci95"])
+            g, h = gap(
+                r["samples_per_s"],
+                r["samples_per_s_ci95"],
+                s["samples_per_s"],
+                s["samples_per_s_ci95"],
+            )
             tr, v, w = s["samples_per_s"], row_verdict(g, h), gap_warning(g, h, r["stop_reason"])
         one = out[(out["np"] == 1) & (out["variant"] == r["variant"])]
-        eff = 100.0 * r["samples_per_s"] / (r["np"] * one.iloc[0]["samples_per_s"]) if not one.empty else math.nan
-        gaps.append(g), halves.append(h), twin_rates.append(tr), verdicts.append(v), warnings.append(w)
+        eff = (
+            100.0 * r["samples_per_s"] / (r["np"] * one.iloc[0]["samples_per_s"])
+            if not one.empty
+            else math.nan
+        )
+        (
+            gaps.append(g),
+            halves.append(h),
+            twin_rates.append(tr),
+            verdicts.append(v),
+            warnings.append(w),
+        )
         shifts.append(shift), notes.append(note), effs.append(eff)
     out["gap_pct"], out["gap_pct_ci95"], out["twin_samples_per_s"] = gaps, halves, twin_rates
     out["ceiling_shift_pct"], out["ceiling_note"] = shifts, notes
@@ -291,6 +461,8 @@ def summarize(steps: pd.DataFrame, synthetic_variants: set[str], order: list[str
         out[c] = math.nan
     rank = {v: i for i, v in enumerate(order or [])}
     out["_order"] = [rank.get(v, len(rank)) for v in out["variant"]]
-    out = out.sort_values(["np", "synthetic", "_order", "variant"], ascending=[True, False, True, True])
+    out = out.sort_values(
+        ["np", "synthetic", "_order", "variant"], ascending=[True, False, True, True]
+    )
     out = out.drop(columns="_order").reset_index(drop=True)
     return out[SUMMARY_COLUMNS]

@@ -22,8 +22,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pipeprof.analysis.stats import (STOP_CLEAR, STOP_MAX_TIME, STOP_TARGET, VERDICT_THRESHOLDS_PCT, gap,
-                                     paired_gap_interval, rate_interval)
+from pipeprof.analysis.stats import (
+    STOP_CLEAR,
+    STOP_MAX_TIME,
+    STOP_TARGET,
+    VERDICT_THRESHOLDS_PCT,
+    gap,
+    paired_gap_interval,
+    rate_interval,
+)
 
 MIN_STEPS = 40  # 10 blocks of at least 4 steps
 CHECK_INTERVAL_S = 1.0  # how often ranks agree on whether to stop
@@ -54,8 +61,9 @@ def check_every(warmup_step_s: float) -> int:
     return int(min(500, max(5, round(CHECK_INTERVAL_S / warmup_step_s))))
 
 
-def precision(step_s: np.ndarray, samples: np.ndarray,
-              reference: tuple[float, float] | None) -> tuple[float, float, float]:
+def precision(
+    step_s: np.ndarray, samples: np.ndarray, reference: tuple[float, float] | None
+) -> tuple[float, float, float]:
     """(point, half-width, what the rule holds): the gap against ``reference`` (rate,
     half) in points, or, without a reference, the throughput's relative half-width in %."""
     rate, half = rate_interval(samples, step_s)
@@ -65,27 +73,64 @@ def precision(step_s: np.ndarray, samples: np.ndarray,
     return g, h, g
 
 
-def evaluate(rule: Rule, step_s: np.ndarray, samples: np.ndarray, reference: tuple[float, float] | None,
-             clear_streak: int = 0) -> tuple[Check, int]:
+def evaluate(
+    rule: Rule,
+    step_s: np.ndarray,
+    samples: np.ndarray,
+    reference: tuple[float, float] | None,
+    clear_streak: int = 0,
+) -> tuple[Check, int]:
     """Whether to stop after the steps so far; returns the check and the new clear streak."""
     g, half, _ = precision(step_s, samples, reference)
-    return _decide(rule, g if reference is not None else None, half, rule.target_ci_pct, len(step_s),
-                   float(step_s.sum()), clear_streak)
+    return _decide(
+        rule,
+        g if reference is not None else None,
+        half,
+        rule.target_ci_pct,
+        len(step_s),
+        float(step_s.sum()),
+        clear_streak,
+    )
 
 
-def evaluate_paired(rule: Rule, steps: int, s_samples: np.ndarray, s_seconds: np.ndarray, r_samples: np.ndarray,
-                    r_seconds: np.ndarray, clear_streak: int = 0) -> tuple[Check, int]:
+def evaluate_paired(
+    rule: Rule,
+    steps: int,
+    s_samples: np.ndarray,
+    s_seconds: np.ndarray,
+    r_samples: np.ndarray,
+    r_seconds: np.ndarray,
+    clear_streak: int = 0,
+) -> tuple[Check, int]:
     """The same rule for a real variant measured in rounds alternating with its twin (one
     value per round); ``steps`` counts the real variant's measured steps. Its seconds are
     both halves': what the measurement cost."""
     g, half = paired_gap_interval(s_samples, s_seconds, r_samples, r_seconds)
-    return _decide(rule, g, half, rule.target_ci_pct, steps, float(s_seconds.sum() + r_seconds.sum()), clear_streak)
+    return _decide(
+        rule,
+        g,
+        half,
+        rule.target_ci_pct,
+        steps,
+        float(s_seconds.sum() + r_seconds.sum()),
+        clear_streak,
+    )
 
 
-def _decide(rule: Rule, gap_pct: float | None, half: float, target: float, n: int, seconds: float,
-            streak: int) -> tuple[Check, int]:
-    clear = (gap_pct is not None and not math.isnan(half)
-             and not any(gap_pct - half < b < gap_pct + half for b in VERDICT_THRESHOLDS_PCT))
+def _decide(
+    rule: Rule,
+    gap_pct: float | None,
+    half: float,
+    target: float,
+    n: int,
+    seconds: float,
+    streak: int,
+) -> tuple[Check, int]:
+    clear = (
+        gap_pct is not None
+        and not math.isnan(half)
+        and not any(gap_pct - half < b < gap_pct + half for b in VERDICT_THRESHOLDS_PCT)
+    )
     streak = streak + 1 if clear else 0
 
     def result(stop: bool, reason: str = "") -> tuple[Check, int]:

@@ -26,10 +26,14 @@ def windows(steps: pd.DataFrame) -> pd.DataFrame:
     if "round" not in m.columns:
         m["round"] = -1
     m["start"] = m["end_unix_s"] - m["step_time_ms"] / 1e3
-    return m.groupby(["np", "variant", "round"], as_index=False).agg(start=("start", "min"), end=("end_unix_s", "max"))
+    return m.groupby(["np", "variant", "round"], as_index=False).agg(
+        start=("start", "min"), end=("end_unix_s", "max")
+    )
 
 
-def samples_in(frame: pd.DataFrame | None, win: pd.DataFrame, np_: int, variant: str) -> pd.DataFrame:
+def samples_in(
+    frame: pd.DataFrame | None, win: pd.DataFrame, np_: int, variant: str
+) -> pd.DataFrame:
     """The telemetry samples of one (np, variant)'s windows (see ``_in``)."""
     w = win[(win["np"] == np_) & (win["variant"] == variant)]
     if frame is None or frame.empty or w.empty:
@@ -59,8 +63,13 @@ def _in(frame: pd.DataFrame, start: float, end: float) -> pd.DataFrame:
     return pd.concat([inside, covering]) if not covering.empty else inside
 
 
-def add_telemetry(summary: pd.DataFrame, steps: pd.DataFrame, gpu: pd.DataFrame | None,
-                  host: pd.DataFrame | None, proc: pd.DataFrame | None) -> pd.DataFrame:
+def add_telemetry(
+    summary: pd.DataFrame,
+    steps: pd.DataFrame,
+    gpu: pd.DataFrame | None,
+    host: pd.DataFrame | None,
+    proc: pd.DataFrame | None,
+) -> pd.DataFrame:
     out = summary.copy()
     gpu_util, cpu_util, rss_max, rank_cores, notes = [], [], [], [], []
     win = windows(steps)
@@ -75,17 +84,23 @@ def add_telemetry(summary: pd.DataFrame, steps: pd.DataFrame, gpu: pd.DataFrame 
         ps = samples_in(proc, win, r["np"], r["variant"])
         if not ps.empty:
             m = float(ps["rss_mb"].max())
-            if "cpu_pct" in ps.columns and ps["cpu_pct"].notna().any():  # a rank's process: 100% = one core
+            if (
+                "cpu_pct" in ps.columns and ps["cpu_pct"].notna().any()
+            ):  # a rank's process: 100% = one core
                 k = float(ps.groupby(["host", "rank"])["cpu_pct"].mean().mean()) / 100.0
         gpu_util.append(g), cpu_util.append(c), rss_max.append(m), rank_cores.append(k)
         busy = 100.0 - r["input_wait_pct"] if not math.isnan(r["input_wait_pct"]) else math.nan
         note = ""
         if not math.isnan(g) and not math.isnan(busy) and g - busy > DISAGREEMENT_POINTS:
-            note = (f"NVML reports the GPU {g:.0f}% utilised while {r['input_wait_pct']:.0f}% of step time is "
-                    f"input wait: NVML counts time with any kernel running, not how busy the GPU is")
+            note = (
+                f"NVML reports the GPU {g:.0f}% utilised while {r['input_wait_pct']:.0f}% of step time is "
+                f"input wait: NVML counts time with any kernel running, not how busy the GPU is"
+            )
         notes.append(note)
     out["gpu_util_pct"], out["cpu_util_pct"], out["rss_mb_max"] = gpu_util, cpu_util, rss_max
     out["cpu_cores_per_rank"] = rank_cores  # what one rank's process used, pipeline included
-    out["warning"] = [("; ".join(w for w in (str(a) if isinstance(a, str) else "", b) if w))
-                      for a, b in zip(out["warning"], notes)]
+    out["warning"] = [
+        ("; ".join(w for w in (str(a) if isinstance(a, str) else "", b) if w))
+        for a, b in zip(out["warning"], notes)
+    ]
     return out

@@ -38,16 +38,35 @@ ADVICE = {
         "cache decoded images before augment, so only augmentation is paid per epoch",
         "raise the map's num_parallel_calls up to the cores a rank has, and augment whole batches: map the "
         "augmentation after batch, vectorised, one call per batch instead of one per image (in a scenario: "
-        "pipeline.augment.placement = \"batch\")",
+        'pipeline.augment.placement = "batch")',
         "offload to tf.data service workers, or choose nodes with more CPU cores per GPU",
     ],
 }
 
 
-KIND_WORDS = (("augment", ("aug", "random", "flip", "rotat", "crop", "jitter", "contrast", "bright", "zoom", "noise")),
-              ("read", ("decode", "read", "load", "parse", "resize", "from_tensor_slices", "tfrecord", "interleave",
-                        "list_files", "image")),
-              ("shuffle", ("shuffle",)), ("label", ("label",)))
+KIND_WORDS = (
+    (
+        "augment",
+        ("aug", "random", "flip", "rotat", "crop", "jitter", "contrast", "bright", "zoom", "noise"),
+    ),
+    (
+        "read",
+        (
+            "decode",
+            "read",
+            "load",
+            "parse",
+            "resize",
+            "from_tensor_slices",
+            "tfrecord",
+            "interleave",
+            "list_files",
+            "image",
+        ),
+    ),
+    ("shuffle", ("shuffle",)),
+    ("label", ("label",)),
+)
 
 
 def stage_kind(stage: str) -> str:
@@ -70,7 +89,9 @@ def paid_costs(stage_rows: list[dict[str, Any]]) -> dict[str, float]:
     """Each stage's CPU per sample in steady state: a stage whose output the scenario caches
     (``cached`` in its row: read and label under a cache before augment) is paid in the first
     epoch only, so it is left out, unless every stage is."""
-    costs = {r["stage"]: float(r["marginal_core_ms_1"]) for r in stage_rows if not r.get("cached", False)}
+    costs = {
+        r["stage"]: float(r["marginal_core_ms_1"]) for r in stage_rows if not r.get("cached", False)
+    }
     return costs or {r["stage"]: float(r["marginal_core_ms_1"]) for r in stage_rows}
 
 
@@ -100,8 +121,11 @@ def waiting_stages(stage_rows: list[dict[str, Any]]) -> dict[str, float]:
     time, never much more."""
     paid, walls = paid_costs(stage_rows), marginal_walls(stage_rows)
     cpu = {r["stage"]: float(r.get("marginal_core_ms_configured", math.nan)) for r in stage_rows}
-    return {s: w for s, w in walls.items()
-            if s in paid and w > 0 and not math.isnan(cpu[s]) and w > WAIT_FACTOR * cpu[s]}
+    return {
+        s: w
+        for s, w in walls.items()
+        if s in paid and w > 0 and not math.isnan(cpu[s]) and w > WAIT_FACTOR * cpu[s]
+    }
 
 
 def bounding_stage(stage_rows: list[dict[str, Any]]) -> str:
@@ -150,7 +174,9 @@ class Verdict:
     cores_per_rank: float
     pipeline_max_per_rank: float  # what the pipeline alone reached on those cores
     gap_pct: float | None
-    contention_gap_pct: float | None = None  # expected from CPU the step itself uses (CPU-trained ranks)
+    contention_gap_pct: float | None = (
+        None  # expected from CPU the step itself uses (CPU-trained ranks)
+    )
     stage_share_pct: dict[str, float] = field(default_factory=dict)
     text: list[str] = field(default_factory=list)
     advice: list[str] = field(default_factory=list)
@@ -159,9 +185,18 @@ class Verdict:
         return asdict(self)
 
 
-def decide(stage_rows: list[dict[str, Any]], *, np: int, synthetic_per_rank: float, cores_per_rank: float,
-           gap_pct: float | None = None, gap_ci95: float | None = None, threshold_pct: float = 5.0,
-           host_busy_pct: float | None = None, measured_remedies: list[str] | None = None) -> Verdict:
+def decide(
+    stage_rows: list[dict[str, Any]],
+    *,
+    np: int,
+    synthetic_per_rank: float,
+    cores_per_rank: float,
+    gap_pct: float | None = None,
+    gap_ci95: float | None = None,
+    threshold_pct: float = 5.0,
+    host_busy_pct: float | None = None,
+    measured_remedies: list[str] | None = None,
+) -> Verdict:
     """The verdict at one worker count.
 
     The measured gap decides when its 95% interval lies clear of ``threshold_pct`` (the
@@ -184,15 +219,22 @@ def decide(stage_rows: list[dict[str, Any]], *, np: int, synthetic_per_rank: flo
     contention = None
     if host_busy_pct is not None and not math.isnan(host_busy_pct) and cores_per_rank > 0:
         contention = contention_pct(needed, cores_per_rank, host_busy_pct)
-    cost_says = (needed > cores_per_rank or pipe_max < synthetic_per_rank
-                 or (contention is not None and contention >= threshold_pct))
+    cost_says = (
+        needed > cores_per_rank
+        or pipe_max < synthetic_per_rank
+        or (contention is not None and contention >= threshold_pct)
+    )
     unexplained = straddles = False
     cpu_share = needed / cores_per_rank if cores_per_rank > 0 else math.inf
     if measured and (gap_pct - half >= threshold_pct or gap_pct + half < threshold_pct):
         bound = gap_pct >= threshold_pct
         # A pipeline that alone runs far faster than the model on a sliver of the rank's cores
         # cannot cause a large gap: say so rather than blame it.
-        if bound and cpu_share < EXPLAIN_FACTOR * gap_pct / 100 and pipe_max >= CAPACITY_MARGIN * synthetic_per_rank:
+        if (
+            bound
+            and cpu_share < EXPLAIN_FACTOR * gap_pct / 100
+            and pipe_max >= CAPACITY_MARGIN * synthetic_per_rank
+        ):
             bound, unexplained = False, True
     elif measured:
         # The interval spans the line (the maximum measurement time ran out). The point estimate
@@ -204,7 +246,9 @@ def decide(stage_rows: list[dict[str, Any]], *, np: int, synthetic_per_rank: flo
         # (4-9% here for one pipeline whose measured gap is 7-20%), so it must not overrule a
         # point estimate it can explain.
         straddles = True
-        explained = (contention / 100 if contention is not None else cpu_share) >= EXPLAIN_FACTOR * gap_pct / 100
+        explained = (
+            contention / 100 if contention is not None else cpu_share
+        ) >= EXPLAIN_FACTOR * gap_pct / 100
         bound = cost_says or (gap_pct >= threshold_pct and explained)
     else:
         bound = cost_says
@@ -212,39 +256,74 @@ def decide(stage_rows: list[dict[str, Any]], *, np: int, synthetic_per_rank: flo
     lines = [
         f"np={np}: each rank would train at {synthetic_per_rank:,.0f} samples/s on synthetic data; the pipeline costs "
         f"{total:.2f} core-ms per sample, so a rank needs {needed:.2f} cores to keep up and has {cores_per_rank:g}.",
-        "stage costs: " + ", ".join(f"{s} {costs[s]:.2f} core-ms ({share[s]:.0f}%)" for s in costs)
-        + (f"; {' and '.join(cached)} cached in RAM or on disk: paid in the first epoch only." if cached else "."),
+        "stage costs: "
+        + ", ".join(f"{s} {costs[s]:.2f} core-ms ({share[s]:.0f}%)" for s in costs)
+        + (
+            f"; {' and '.join(cached)} cached in RAM or on disk: paid in the first epoch only."
+            if cached
+            else "."
+        ),
         f"the pipeline alone reached {pipe_max:,.0f} samples/s on {cores_per_rank:g} core(s)"
         + (f"; the measured gap is {gap_pct:.1f}% ±{half:.1f}." if measured else "."),
     ]
     if straddles:
-        lines.append(f"the gap's 95% interval spans the {threshold_pct:g}% line, so the call rests on its point "
-                     f"estimate and the cost model: measure longer (train.max_measure_s) to settle it.")
+        lines.append(
+            f"the gap's 95% interval spans the {threshold_pct:g}% line, so the call rests on its point "
+            f"estimate and the cost model: measure longer (train.max_measure_s) to settle it."
+        )
     if contention is not None and contention > 0:
-        lines.append(f"the step alone keeps the host {host_busy_pct:.0f}% busy, so the pipeline's "
-                     f"{needed:.2f} cores come out of the step's: expect a gap of about {contention:.0f}% from "
-                     "CPU contention.")
+        lines.append(
+            f"the step alone keeps the host {host_busy_pct:.0f}% busy, so the pipeline's "
+            f"{needed:.2f} cores come out of the step's: expect a gap of about {contention:.0f}% from "
+            "CPU contention."
+        )
     waits = waiting_stages(stage_rows)
     if worst in waits:
-        lines.append(f"the {worst} stage waits rather than computes: {waits[worst]:.2f} ms of wall time per sample "
-                     f"for {float(next(r for r in stage_rows if r['stage'] == worst)['marginal_core_ms_configured']):.2f}"
-                     " core-ms (slow storage or a remote source, not the CPU).")
+        lines.append(
+            f"the {worst} stage waits rather than computes: {waits[worst]:.2f} ms of wall time per sample "
+            f"for {float(next(r for r in stage_rows if r['stage'] == worst)['marginal_core_ms_configured']):.2f}"
+            " core-ms (slow storage or a remote source, not the CPU)."
+        )
     if bound:
-        why = "it waits on its source" if worst in waits else f"{share[worst]:.0f}% of the pipeline's CPU"
+        why = (
+            "it waits on its source"
+            if worst in waits
+            else f"{share[worst]:.0f}% of the pipeline's CPU"
+        )
         lines.insert(0, f"input-bound: the {worst} stage bounds throughput ({why}).")
         advice = ADVICE[stage_kind(worst)]
         if measured_remedies:  # the fixes that ran, with their figures, before the untried ones
             advice = list(measured_remedies) + [f"not measured here: {a}" for a in advice]
     elif unexplained:
-        lines.insert(0, "the input pipeline is not the bottleneck, though the run measured a gap: the pipeline alone "
-                        f"runs {pipe_max / synthetic_per_rank:.0f}× faster than the model needs on "
-                        f"{100 * needed / cores_per_rank:.1f}% of the rank's cores, which cannot explain a "
-                        f"{gap_pct:.0f}% gap.")
-        worst, advice = "none", ["look for other load on the host (other jobs, CPU frequency), memory bandwidth, or "
-                                 "measurement noise: raise train.measure_steps and run again on a quiet machine"]
+        lines.insert(
+            0,
+            "the input pipeline is not the bottleneck, though the run measured a gap: the pipeline alone "
+            f"runs {pipe_max / synthetic_per_rank:.0f}× faster than the model needs on "
+            f"{100 * needed / cores_per_rank:.1f}% of the rank's cores, which cannot explain a "
+            f"{gap_pct:.0f}% gap.",
+        )
+        worst, advice = (
+            "none",
+            [
+                "look for other load on the host (other jobs, CPU frequency), memory bandwidth, or "
+                "measurement noise: raise train.measure_steps and run again on a quiet machine"
+            ],
+        )
     else:
         lines.insert(0, "the input pipeline is not the bottleneck: the model's step is.")
         worst, advice = "none", list(measured_remedies or [])
-    return Verdict(np=np, bottleneck=worst, input_bound=bound, synthetic_per_rank=synthetic_per_rank,
-                   pipeline_core_ms_per_sample=total, cores_needed=needed, cores_per_rank=cores_per_rank,
-                   pipeline_max_per_rank=pipe_max, gap_pct=gap_pct, contention_gap_pct=contention, stage_share_pct=share, text=lines, advice=advice)
+    return Verdict(
+        np=np,
+        bottleneck=worst,
+        input_bound=bound,
+        synthetic_per_rank=synthetic_per_rank,
+        pipeline_core_ms_per_sample=total,
+        cores_needed=needed,
+        cores_per_rank=cores_per_rank,
+        pipeline_max_per_rank=pipe_max,
+        gap_pct=gap_pct,
+        contention_gap_pct=contention,
+        stage_share_pct=share,
+        text=lines,
+        advice=advice,
+    )

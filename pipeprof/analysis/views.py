@@ -49,8 +49,12 @@ def rank_split(steps: pd.DataFrame, np_: int, variant: str) -> pd.DataFrame:
     m = own_steps(steps)
     m = m[(m["np"] == np_) & (m["variant"] == variant)]
     if m.empty:
-        return pd.DataFrame(columns=["rank", "step_ms", "input_wait_ms", "compute_ms", "wait_vs_median"])
-    g = m.groupby("rank", sort=True).agg(step_ms=("step_time_ms", "mean"), input_wait_ms=("input_wait_ms", "mean"))
+        return pd.DataFrame(
+            columns=["rank", "step_ms", "input_wait_ms", "compute_ms", "wait_vs_median"]
+        )
+    g = m.groupby("rank", sort=True).agg(
+        step_ms=("step_time_ms", "mean"), input_wait_ms=("input_wait_ms", "mean")
+    )
     g["compute_ms"] = (g["step_ms"] - g["input_wait_ms"]).clip(lower=0.0)
     median = float(g["input_wait_ms"].median())
     g["wait_vs_median"] = g["input_wait_ms"] / median if median > 0 else math.nan
@@ -64,7 +68,9 @@ def straggler(split: pd.DataFrame, factor: float = 1.5, floor_ms: float = 1.0) -
         return None
     top = split.loc[split["input_wait_ms"].idxmax()]
     median = float(split["input_wait_ms"].median())
-    if top["input_wait_ms"] - median >= floor_ms and top["input_wait_ms"] >= factor * max(median, 1e-9):
+    if top["input_wait_ms"] - median >= floor_ms and top["input_wait_ms"] >= factor * max(
+        median, 1e-9
+    ):
         return int(top["rank"])
     return None
 
@@ -89,8 +95,12 @@ def binned_steps(steps: pd.DataFrame, np_: int, variant: str, bins: int = 60) ->
     lo, hi = float(t.min()), float(t.max())
     width = (hi - lo) / bins if hi > lo else 1.0
     b = np.minimum(((t - lo) / width).astype(int), bins - 1)
-    g = m.assign(bin=b).groupby(["rank", "bin"], sort=True).agg(
-        step_ms=("step_time_ms", "mean"), input_wait_ms=("input_wait_ms", "mean")).reset_index()
+    g = (
+        m.assign(bin=b)
+        .groupby(["rank", "bin"], sort=True)
+        .agg(step_ms=("step_time_ms", "mean"), input_wait_ms=("input_wait_ms", "mean"))
+        .reset_index()
+    )
     g["t_s"] = (g["bin"] + 0.5) * width
     return g
 
@@ -110,10 +120,19 @@ def variant_spans(steps: pd.DataFrame) -> pd.DataFrame:
     s = steps.assign(start=steps["end_unix_s"] - steps["step_time_ms"] / 1e3)
     own = s[s["paired"].fillna("").astype(str) == ""] if "paired" in s else s
     twins = s[s["paired"].fillna("").astype(str) != ""] if "paired" in s else s.iloc[0:0]
-    parts = [own.groupby(["np", "variant"], as_index=False).agg(start=("start", "min"), end=("end_unix_s", "max"))]
+    parts = [
+        own.groupby(["np", "variant"], as_index=False).agg(
+            start=("start", "min"), end=("end_unix_s", "max")
+        )
+    ]
     if not twins.empty:  # a real variant's span includes its twin's alternating rounds
-        t = twins.groupby(["np", "paired"], as_index=False).agg(start=("start", "min"), end=("end_unix_s", "max"))
+        t = twins.groupby(["np", "paired"], as_index=False).agg(
+            start=("start", "min"), end=("end_unix_s", "max")
+        )
         parts.append(t.rename(columns={"paired": "variant"}))
     spans = pd.concat(parts, ignore_index=True)
-    return spans.groupby(["np", "variant"], as_index=False).agg(start=("start", "min"), end=("end", "max")) \
+    return (
+        spans.groupby(["np", "variant"], as_index=False)
+        .agg(start=("start", "min"), end=("end", "max"))
         .sort_values("start", ignore_index=True)
+    )

@@ -12,9 +12,9 @@ from pipeprof import scenario as scen
 from pipeprof.errors import PipeprofError
 from pipeprof.launch import signals
 from pipeprof.launch.launcher import worker_counts
+from pipeprof.renderers.diagnosis import print_diagnosis
 from pipeprof.renderers.table import print_summary
 from pipeprof.rundir import RunDir
-from pipeprof.renderers.diagnosis import print_diagnosis
 from pipeprof.tui.reporter import DashboardReporter, PlainReporter
 from pipeprof.workflows.compare import CompareResult
 from pipeprof.workflows.events import FanOut, Reporter
@@ -55,7 +55,9 @@ def int_or_autotune(text: str) -> int | str:
     try:
         return int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer or 'autotune', got {text!r}") from None
+        raise argparse.ArgumentTypeError(
+            f"expected an integer or 'autotune', got {text!r}"
+        ) from None
 
 
 def parse_size(text: str) -> int:
@@ -64,23 +66,38 @@ def parse_size(text: str) -> int:
     try:
         return int(float(t[:-1]) * units[t[-1]]) if t and t[-1] in units else int(t)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a size such as 512M or 8G, got {text!r}") from None
+        raise argparse.ArgumentTypeError(
+            f"expected a size such as 512M or 8G, got {text!r}"
+        ) from None
 
 
 def add_report_argument(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--no-report", action="store_true",
-                   help="do not render report.html, trace.json and TensorBoard events at the end (pipeprof report "
-                        "RUN_DIR renders them later)")
+    p.add_argument(
+        "--no-report",
+        action="store_true",
+        help="do not render report.html, trace.json and TensorBoard events at the end (pipeprof report "
+        "RUN_DIR renders them later)",
+    )
 
 
 def add_metrics_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--metrics-port", type=int, metavar="PORT",
-                   help="serve the live figures to Prometheus on this port while the run goes on (0: any free port)")
-    p.add_argument("--metrics-addr", default="127.0.0.1", metavar="ADDR",
-                   help="the address to serve them on (default 127.0.0.1; 0.0.0.0 for a cluster's Prometheus)")
+    p.add_argument(
+        "--metrics-port",
+        type=int,
+        metavar="PORT",
+        help="serve the live figures to Prometheus on this port while the run goes on (0: any free port)",
+    )
+    p.add_argument(
+        "--metrics-addr",
+        default="127.0.0.1",
+        metavar="ADDR",
+        help="the address to serve them on (default 127.0.0.1; 0.0.0.0 for a cluster's Prometheus)",
+    )
 
 
-def metrics_exporter(args: argparse.Namespace, console: Console, *, command: str, scenario: str) -> Reporter | None:
+def metrics_exporter(
+    args: argparse.Namespace, console: Console, *, command: str, scenario: str
+) -> Reporter | None:
     """The Prometheus exporter when --metrics-port is given, serving before anything runs (a
     port in use is one line, before any launch)."""
     if args.metrics_port is None:
@@ -89,7 +106,9 @@ def metrics_exporter(args: argparse.Namespace, console: Console, *, command: str
         raise PipeprofError(f"--metrics-port {args.metrics_port}: not a TCP port (0..65535)")
     from pipeprof.renderers.metrics import MetricsExporter
 
-    exporter = MetricsExporter(args.metrics_port, args.metrics_addr, command=command, scenario=scenario)
+    exporter = MetricsExporter(
+        args.metrics_port, args.metrics_addr, command=command, scenario=scenario
+    )
     console.print(f"metrics: {exporter.url}")
     return exporter
 
@@ -107,51 +126,134 @@ def render_report(args: argparse.Namespace, run_dir, console: Console) -> None:
 
 def add_common_arguments(p: argparse.ArgumentParser) -> None:
     """Flags shared by compare and run: the scenario, launch, training and pipeline overrides."""
-    p.add_argument("scenario", nargs="?", default=None,
-                   help=f"scenario TOML file or built-in name (default: {scen.DEFAULT_SCENARIO})")
+    p.add_argument(
+        "scenario",
+        nargs="?",
+        default=None,
+        help=f"scenario TOML file or built-in name (default: {scen.DEFAULT_SCENARIO})",
+    )
     p.add_argument("--out", metavar="DIR", help="run directory (default: runs/<time>-<scenario>)")
-    p.add_argument("--no-dashboard", action="store_true",
-                   help="plain progress lines instead of the live dashboard (the default without a terminal)")
-    p.add_argument("--no-telemetry", action="store_true", help="no NVML/host sampling and no record stream")
-    p.add_argument("--stream-host", metavar="ADDR",
-                   help="the launcher address ranks stream to (default: loopback, or this host's name with -H)")
-    p.add_argument("--ram-budget", type=parse_size, metavar="SIZE",
-                   help="RAM a rank may use for cache and shuffle buffers, e.g. 8G (default: 80%% of free RAM / ranks)")
-    p.add_argument("--overlay", action="append", default=[], metavar="TOML",
-                   help="a scenario fragment merged over the scenario, e.g. the one pipeprof tune writes (repeatable)")
-    p.add_argument("--launcher", metavar="NAME", help="what starts the ranks (launch.launcher; default horovodrun)")
-    p.add_argument("-H", "--hosts", metavar="HOST:SLOTS,...", help="hosts and their slots, e.g. node1:8,node2:8")
+    p.add_argument(
+        "--no-dashboard",
+        action="store_true",
+        help="plain progress lines instead of the live dashboard (the default without a terminal)",
+    )
+    p.add_argument(
+        "--no-telemetry", action="store_true", help="no NVML/host sampling and no record stream"
+    )
+    p.add_argument(
+        "--stream-host",
+        metavar="ADDR",
+        help="the launcher address ranks stream to (default: loopback, or this host's name with -H)",
+    )
+    p.add_argument(
+        "--ram-budget",
+        type=parse_size,
+        metavar="SIZE",
+        help="RAM a rank may use for cache and shuffle buffers, e.g. 8G (default: 80%% of free RAM / ranks)",
+    )
+    p.add_argument(
+        "--overlay",
+        action="append",
+        default=[],
+        metavar="TOML",
+        help="a scenario fragment merged over the scenario, e.g. the one pipeprof tune writes (repeatable)",
+    )
+    p.add_argument(
+        "--launcher",
+        metavar="NAME",
+        help="what starts the ranks (launch.launcher; default horovodrun)",
+    )
+    p.add_argument(
+        "-H",
+        "--hosts",
+        metavar="HOST:SLOTS,...",
+        help="hosts and their slots, e.g. node1:8,node2:8",
+    )
     p.add_argument("--hostfile", metavar="FILE", help="a hostfile: lines 'node1 slots=8'")
     ctl = p.add_mutually_exclusive_group()
-    ctl.add_argument("--gloo", dest="controller", action="store_const", const="gloo", help="Gloo controller (default)")
-    ctl.add_argument("--mpi", dest="controller", action="store_const", const="mpi", help="MPI controller")
-    p.add_argument("--oversubscribe", action="store_true", help="allow more ranks than slots (GPUs, else CPU cores)")
-    p.add_argument("--timeout", type=int, metavar="S", help="seconds one worker count may take before it is killed")
-    p.add_argument("--steps", type=int, metavar="N",
-                   help="measured steps per variant (default: measure until the gap's 95%% interval is within "
-                        "train.target_ci_pct points or clear of the 5%%/20%% thresholds)")
+    ctl.add_argument(
+        "--gloo",
+        dest="controller",
+        action="store_const",
+        const="gloo",
+        help="Gloo controller (default)",
+    )
+    ctl.add_argument(
+        "--mpi", dest="controller", action="store_const", const="mpi", help="MPI controller"
+    )
+    p.add_argument(
+        "--oversubscribe",
+        action="store_true",
+        help="allow more ranks than slots (GPUs, else CPU cores)",
+    )
+    p.add_argument(
+        "--timeout",
+        type=int,
+        metavar="S",
+        help="seconds one worker count may take before it is killed",
+    )
+    p.add_argument(
+        "--steps",
+        type=int,
+        metavar="N",
+        help="measured steps per variant (default: measure until the gap's 95%% interval is within "
+        "train.target_ci_pct points or clear of the 5%%/20%% thresholds)",
+    )
     p.add_argument("--warmup", type=int, metavar="N", help="warm-up steps dropped per variant")
-    p.add_argument("--batch-size", type=int, metavar="N", help="batch size (per worker, or global: see the scenario)")
-    p.add_argument("--model", metavar="NAME", help="small_cnn, resnet50v2, mobilenetv2 or module:function")
-    p.add_argument("--device", metavar="auto|emulated:MS",
-                   help="emulated:MS replaces each model step by MS ms of device time that uses no CPU, plus a real "
-                        "allreduce of the gradient size: rehearse many ranks' input side on one box")
+    p.add_argument(
+        "--batch-size",
+        type=int,
+        metavar="N",
+        help="batch size (per worker, or global: see the scenario)",
+    )
+    p.add_argument(
+        "--model", metavar="NAME", help="small_cnn, resnet50v2, mobilenetv2 or module:function"
+    )
+    p.add_argument(
+        "--device",
+        metavar="auto|emulated:MS",
+        help="emulated:MS replaces each model step by MS ms of device time that uses no CPU, plus a real "
+        "allreduce of the gradient size: rehearse many ranks' input side on one box",
+    )
     stages = p.add_argument_group("pipeline stages (apply to every real variant)")
     for flag in ("label", "shuffle", "augment", "cache", "prefetch"):
-        stages.add_argument(f"--no-{flag}", action="store_true", help=f"switch the {flag} stage off")
-    stages.add_argument("--cache", choices=["memory", "file"], help="switch caching on, in memory or in a file")
+        stages.add_argument(
+            f"--no-{flag}", action="store_true", help=f"switch the {flag} stage off"
+        )
+    stages.add_argument(
+        "--cache", choices=["memory", "file"], help="switch caching on, in memory or in a file"
+    )
     stages.add_argument("--cache-placement", choices=["before_augment", "after_augment"])
-    stages.add_argument("--prefetch", type=int_or_autotune, metavar="N|autotune", help="prefetch depth")
-    stages.add_argument("--parallel-calls", type=int_or_autotune, metavar="N|autotune", help="parallel calls per map")
+    stages.add_argument(
+        "--prefetch", type=int_or_autotune, metavar="N|autotune", help="prefetch depth"
+    )
+    stages.add_argument(
+        "--parallel-calls",
+        type=int_or_autotune,
+        metavar="N|autotune",
+        help="parallel calls per map",
+    )
     stages.add_argument("--shuffle-buffer", type=int, metavar="N")
-    stages.add_argument("--shard-then-shuffle", action="store_true",
-                        help="shard the file list first, then shuffle within the shard (default: shuffle, then shard)")
+    stages.add_argument(
+        "--shard-then-shuffle",
+        action="store_true",
+        help="shard the file list first, then shuffle within the shard (default: shuffle, then shard)",
+    )
     stages.add_argument("--augment-strength", type=float, metavar="X")
     stages.add_argument("--private-threadpool-size", type=int, metavar="N")
     stages.add_argument("--max-intra-op-parallelism", type=int, metavar="N")
-    stages.add_argument("--deterministic", action="store_true", help="keep element order deterministic")
-    p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
-                   help="override any scenario key, e.g. --set pipeline.augment.rotation_deg=30 (repeatable)")
+    stages.add_argument(
+        "--deterministic", action="store_true", help="keep element order deterministic"
+    )
+    p.add_argument(
+        "--set",
+        dest="sets",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override any scenario key, e.g. --set pipeline.augment.rotation_deg=30 (repeatable)",
+    )
     add_metrics_arguments(p)
     add_report_argument(p)
 
@@ -170,9 +272,15 @@ def overrides_from_args(args: argparse.Namespace) -> list[tuple[list[str], Any]]
         if value is not None:
             out.append((key.split("."), value))
     if args.cache:
-        out += [(["pipeline", "cache", "enabled"], True), (["pipeline", "cache", "kind"], args.cache)]
+        out += [
+            (["pipeline", "cache", "enabled"], True),
+            (["pipeline", "cache", "kind"], args.cache),
+        ]
     if args.prefetch is not None:
-        out += [(["pipeline", "prefetch", "enabled"], True), (["pipeline", "prefetch", "depth"], args.prefetch)]
+        out += [
+            (["pipeline", "prefetch", "enabled"], True),
+            (["pipeline", "prefetch", "depth"], args.prefetch),
+        ]
     if args.parallel_calls is not None:
         out.append((["pipeline", "parallel_calls"], args.parallel_calls))
     if args.controller:
@@ -184,12 +292,15 @@ def overrides_from_args(args: argparse.Namespace) -> list[tuple[list[str], Any]]
     return out
 
 
-def make_reporter(args: argparse.Namespace, console: Console, *, command: str, scenario: str,
-                  steps_total: int) -> Reporter:
+def make_reporter(
+    args: argparse.Namespace, console: Console, *, command: str, scenario: str, steps_total: int
+) -> Reporter:
     """The dashboard (or plain lines), and the metrics exporter beside it when asked for."""
     exporter = metrics_exporter(args, console, command=command, scenario=scenario)
     if console.is_terminal and not args.no_dashboard:
-        ui: Reporter = DashboardReporter(console, command=command, scenario=scenario, steps_total=steps_total)
+        ui: Reporter = DashboardReporter(
+            console, command=command, scenario=scenario, steps_total=steps_total
+        )
     else:
         ui = PlainReporter(console)
     return FanOut(ui, exporter) if exporter is not None else ui
@@ -210,5 +321,8 @@ def finish(result: CompareResult, console: Console, title: str) -> int:
         print_diagnosis(result.summary, result.verdicts, run.stages(), console, run.script_stages())
     console.print(f"run directory: {result.run_dir}")
     if result.failure:
-        raise PipeprofError(result.failure, exit_code=1 if result.signum is None else signals.exit_code(result.signum))
+        raise PipeprofError(
+            result.failure,
+            exit_code=1 if result.signum is None else signals.exit_code(result.signum),
+        )
     return 0

@@ -7,40 +7,78 @@ from typing import Any
 
 from pipeprof import scenario as scen
 from pipeprof.analysis.ablation import ladder_pipelines
-from pipeprof.cli.common import add_common_arguments, console_for_output, finish, make_reporter, overrides_from_args
+from pipeprof.cli.common import (
+    add_common_arguments,
+    console_for_output,
+    finish,
+    make_reporter,
+    overrides_from_args,
+)
 from pipeprof.errors import PipeprofError
 from pipeprof.workflows.compare import compare
 
 
 def add_parser(sub: Any) -> None:
-    p = sub.add_parser("compare", help="synthetic vs real throughput, gap and scaling per worker count",
-                       description="Run the same Horovod data-parallel Keras training at each worker count, on "
-                                   "synthetic noise (the ceiling) and on the real pipeline, and report the gap.")
-    p.add_argument("--np", dest="np_spec", metavar="N|LIST",
-                   help="worker counts: 32 means 1,2,4,8,16,32; or a list such as 1,3,8 (default: the scenario's)")
-    p.add_argument("--ablation", action="store_true",
-                   help="also run the stage ladder (read, +label, +shuffle, +augment, +prefetch, +cache), measure "
-                        "each stage alone, and say which one bounds throughput")
-    p.add_argument("--verdict", action="store_true",
-                   help="after the run, measure each stage alone (pipeline only, no model) and say which one bounds "
-                        "throughput: --ablation's verdict without its ladder of training runs")
-    p.add_argument("--remedies", nargs="?", const="auto", choices=["auto", "all"], metavar="all",
-                   help="after the real variants, run the fixes for the stage that costs most per sample (measured "
-                        "alone first) in the same launch, and report how much of the gap each closed; --remedies "
-                        "all: every fix that applies (augmentation on the device, batch augmentation, JPEGs decoded at "
-                        "a reduced scale, a RAM cache of decoded images, tf.data service workers)")
-    p.add_argument("--service-workers", type=int, metavar="K",
-                   help="tf.data service worker processes pipeprof starts for a launch whose variants use the "
-                        "service (the data-service remedy; default: the scenario's service.workers, 2)")
-    p.add_argument("--cores-per-rank", type=float, metavar="N",
-                   help="CPU cores one rank has, for the verdict (default: this host's cores over its ranks)")
-    p.add_argument("--synthetic-only", action="store_true",
-                   help="run only the synthetic ceiling (no data read): the target's synchronisation cost at each "
-                        "worker count, for pipeprof predict --ceiling")
+    p = sub.add_parser(
+        "compare",
+        help="synthetic vs real throughput, gap and scaling per worker count",
+        description="Run the same Horovod data-parallel Keras training at each worker count, on "
+        "synthetic noise (the ceiling) and on the real pipeline, and report the gap.",
+    )
+    p.add_argument(
+        "--np",
+        dest="np_spec",
+        metavar="N|LIST",
+        help="worker counts: 32 means 1,2,4,8,16,32; or a list such as 1,3,8 (default: the scenario's)",
+    )
+    p.add_argument(
+        "--ablation",
+        action="store_true",
+        help="also run the stage ladder (read, +label, +shuffle, +augment, +prefetch, +cache), measure "
+        "each stage alone, and say which one bounds throughput",
+    )
+    p.add_argument(
+        "--verdict",
+        action="store_true",
+        help="after the run, measure each stage alone (pipeline only, no model) and say which one bounds "
+        "throughput: --ablation's verdict without its ladder of training runs",
+    )
+    p.add_argument(
+        "--remedies",
+        nargs="?",
+        const="auto",
+        choices=["auto", "all"],
+        metavar="all",
+        help="after the real variants, run the fixes for the stage that costs most per sample (measured "
+        "alone first) in the same launch, and report how much of the gap each closed; --remedies "
+        "all: every fix that applies (augmentation on the device, batch augmentation, JPEGs decoded at "
+        "a reduced scale, a RAM cache of decoded images, tf.data service workers)",
+    )
+    p.add_argument(
+        "--service-workers",
+        type=int,
+        metavar="K",
+        help="tf.data service worker processes pipeprof starts for a launch whose variants use the "
+        "service (the data-service remedy; default: the scenario's service.workers, 2)",
+    )
+    p.add_argument(
+        "--cores-per-rank",
+        type=float,
+        metavar="N",
+        help="CPU cores one rank has, for the verdict (default: this host's cores over its ranks)",
+    )
+    p.add_argument(
+        "--synthetic-only",
+        action="store_true",
+        help="run only the synthetic ceiling (no data read): the target's synchronisation cost at each "
+        "worker count, for pipeprof predict --ceiling",
+    )
     add_common_arguments(p)
-    p.epilog = ("Your own training script instead of a scenario: pipeprof compare --np 1,2 -- python train.py ARGS "
-                "(add pipeprof.keras.instrument and PipeprofCallback to it; a SCENARIO, if given, supplies the "
-                "train.* measurement and launch settings)")
+    p.epilog = (
+        "Your own training script instead of a scenario: pipeprof compare --np 1,2 -- python train.py ARGS "
+        "(add pipeprof.keras.instrument and PipeprofCallback to it; a SCENARIO, if given, supplies the "
+        "train.* measurement and launch settings)"
+    )
     p.set_defaults(run=run)
 
 
@@ -51,29 +89,59 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
     scenario = scen.load(args.scenario, overrides_from_args(args))
     nps = scenario.launch.np
     if args.synthetic_only and args.ablation:
-        raise PipeprofError("compare: --synthetic-only and --ablation do not go together (the ablation needs the "
-                            "real pipeline)")
+        raise PipeprofError(
+            "compare: --synthetic-only and --ablation do not go together (the ablation needs the "
+            "real pipeline)"
+        )
     if args.synthetic_only and args.verdict:
-        raise PipeprofError("compare: --synthetic-only and --verdict do not go together (the verdict needs the real "
-                            "pipeline's gap)")
+        raise PipeprofError(
+            "compare: --synthetic-only and --verdict do not go together (the verdict needs the real "
+            "pipeline's gap)"
+        )
     if args.synthetic_only and args.remedies:
-        raise PipeprofError("compare: --synthetic-only and --remedies do not go together (a remedy changes the real "
-                            "pipeline)")
-    rungs = len(ladder_pipelines(scenario.variant_pipeline(scenario.variants[0]))) if args.ablation else 0
+        raise PipeprofError(
+            "compare: --synthetic-only and --remedies do not go together (a remedy changes the real "
+            "pipeline)"
+        )
+    rungs = (
+        len(ladder_pipelines(scenario.variant_pipeline(scenario.variants[0])))
+        if args.ablation
+        else 0
+    )
     reals = 0 if args.synthetic_only else len(scenario.variants)
-    steps = scenario.train.measure_steps and (scenario.train.warmup_steps + scenario.train.measure_steps) * (
-        reals + 1 + rungs) * len(nps)  # 0 when adaptive: the dashboard shows the interval narrowing instead
-    reporter = make_reporter(args, console, command="compare", scenario=scenario.name, steps_total=steps)
-    console.print(f"pipeprof compare: scenario [bold]{scenario.name}[/] ({scenario.source_file}), "
-                  f"worker counts {', '.join(map(str, nps))}")
+    steps = scenario.train.measure_steps and (
+        scenario.train.warmup_steps + scenario.train.measure_steps
+    ) * (reals + 1 + rungs) * len(
+        nps
+    )  # 0 when adaptive: the dashboard shows the interval narrowing instead
+    reporter = make_reporter(
+        args, console, command="compare", scenario=scenario.name, steps_total=steps
+    )
+    console.print(
+        f"pipeprof compare: scenario [bold]{scenario.name}[/] ({scenario.source_file}), "
+        f"worker counts {', '.join(map(str, nps))}"
+    )
     if scenario.train.device != "auto":
-        console.print(f"[bold magenta]EMULATED device[/]: {scenario.train.device} — the model's compute is emulated; "
-                      f"the input pipeline and the allreduce are real")
+        console.print(
+            f"[bold magenta]EMULATED device[/]: {scenario.train.device} — the model's compute is emulated; "
+            f"the input pipeline and the allreduce are real"
+        )
     try:
-        result = compare(scenario, nps, out=args.out, argv=argv, reporter=reporter, stream_host=args.stream_host,
-                         ablation=args.ablation, verdict=args.verdict, cores_per_rank=args.cores_per_rank,
-                         ram_budget_bytes=args.ram_budget,
-                         real=not args.synthetic_only, report=not args.no_report, remedies=args.remedies)
+        result = compare(
+            scenario,
+            nps,
+            out=args.out,
+            argv=argv,
+            reporter=reporter,
+            stream_host=args.stream_host,
+            ablation=args.ablation,
+            verdict=args.verdict,
+            cores_per_rank=args.cores_per_rank,
+            ram_budget_bytes=args.ram_budget,
+            real=not args.synthetic_only,
+            report=not args.no_report,
+            remedies=args.remedies,
+        )
     finally:
         reporter.close()
     emulated = " · EMULATED " + scenario.train.device if scenario.train.device != "auto" else ""
@@ -84,23 +152,42 @@ def run_script(args: argparse.Namespace, argv: list[str]) -> int:
     from pipeprof.workflows.script import compare_script, script_scenario
 
     if args.synthetic_only:
-        raise PipeprofError("compare: --synthetic-only measures a scenario's ceiling; a script measures its own twin")
+        raise PipeprofError(
+            "compare: --synthetic-only measures a scenario's ceiling; a script measures its own twin"
+        )
     if args.verdict:
-        raise PipeprofError("compare: --verdict is for a scenario; a script's stages are measured with --ablation")
+        raise PipeprofError(
+            "compare: --verdict is for a scenario; a script's stages are measured with --ablation"
+        )
     if args.remedies:
-        raise PipeprofError("compare: --remedies changes a scenario's pipeline; a script's pipeline is the script's "
-                            "own (try its fixes as variants of a scenario)")
+        raise PipeprofError(
+            "compare: --remedies changes a scenario's pipeline; a script's pipeline is the script's "
+            "own (try its fixes as variants of a scenario)"
+        )
     console = console_for_output()
     cmd = args.script_cmd
     base = scen.load(args.scenario) if args.scenario else None
     scenario = script_scenario(cmd, overrides_from_args(args), base)
     nps = scenario.launch.np
-    reporter = make_reporter(args, console, command="compare", scenario=scenario.name, steps_total=0)
-    console.print(f"pipeprof compare: [bold]{' '.join(cmd)}[/], worker counts {', '.join(map(str, nps))}")
+    reporter = make_reporter(
+        args, console, command="compare", scenario=scenario.name, steps_total=0
+    )
+    console.print(
+        f"pipeprof compare: [bold]{' '.join(cmd)}[/], worker counts {', '.join(map(str, nps))}"
+    )
     try:
-        result = compare_script(cmd, scenario, nps, out=args.out, argv=argv, reporter=reporter,
-                                stream_host=args.stream_host, ablation=args.ablation,
-                                cores_override=args.cores_per_rank, report=not args.no_report)
+        result = compare_script(
+            cmd,
+            scenario,
+            nps,
+            out=args.out,
+            argv=argv,
+            reporter=reporter,
+            stream_host=args.stream_host,
+            ablation=args.ablation,
+            cores_override=args.cores_per_rank,
+            report=not args.no_report,
+        )
     finally:
         reporter.close()
     return finish(result, console, f"pipeprof compare · {' '.join(cmd)[:60]}")

@@ -21,7 +21,10 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     from pipeprof.cli import compare, doctor, predict, report, run, tune, watch
 
-    parser = _Parser(prog="pipeprof", description="Input-pipeline bottleneck profiler for Horovod Keras training.")
+    parser = _Parser(
+        prog="pipeprof",
+        description="Input-pipeline bottleneck profiler for Horovod Keras training.",
+    )
     parser.add_argument("--version", action="version", version=f"pipeprof {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     compare.add_parser(sub)
@@ -39,7 +42,7 @@ def split_script(argv: list[str]) -> tuple[list[str], list[str]]:
     user's command (which ``watch`` takes after ``--`` itself)."""
     if argv[:1] == ["compare"] and "--" in argv:
         cut = argv.index("--")
-        return argv[:cut], argv[cut + 1:]
+        return argv[:cut], argv[cut + 1 :]
     return argv, []
 
 

@@ -14,19 +14,29 @@ from pipeprof.workflows.report import report
 
 
 def add_parser(sub: Any) -> None:
-    p = sub.add_parser("report", help="render a run directory: report.html, trace.json, TensorBoard events",
-                       description="Render what a run measured as one self-contained HTML page, a Chrome/Perfetto "
-                                   "trace and TensorBoard event files, inside the run directory.")
+    p = sub.add_parser(
+        "report",
+        help="render a run directory: report.html, trace.json, TensorBoard events",
+        description="Render what a run measured as one self-contained HTML page, a Chrome/Perfetto "
+        "trace and TensorBoard event files, inside the run directory.",
+    )
     p.add_argument("run_dir", help="a pipeprof run directory (compare, run, watch, tune)")
-    p.add_argument("--format", dest="formats", default=",".join(FORMATS), metavar="LIST",
-                   help=f"which of {', '.join(FORMATS)} (default: all)")
+    p.add_argument(
+        "--format",
+        dest="formats",
+        default=",".join(FORMATS),
+        metavar="LIST",
+        help=f"which of {', '.join(FORMATS)} (default: all)",
+    )
     p.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace, argv: list[str]) -> int:
     formats = tuple(f.strip() for f in args.formats.split(",") if f.strip())
     if not formats or any(f not in FORMATS for f in formats):
-        raise PipeprofError(f"report: --format {args.formats}: expected some of {', '.join(FORMATS)}")
+        raise PipeprofError(
+            f"report: --format {args.formats}: expected some of {', '.join(FORMATS)}"
+        )
     console = console_for_output()
     result = report(Path(args.run_dir), formats)
     if result.partial:

@@ -6,18 +6,35 @@ import argparse
 from typing import Any
 
 from pipeprof import scenario as scen
-from pipeprof.cli.common import add_common_arguments, console_for_output, finish, make_reporter, overrides_from_args
+from pipeprof.cli.common import (
+    add_common_arguments,
+    console_for_output,
+    finish,
+    make_reporter,
+    overrides_from_args,
+)
 from pipeprof.workflows.compare import compare
 
 
 def add_parser(sub: Any) -> None:
-    p = sub.add_parser("run", help="train one configuration at one worker count, with the live dashboard",
-                       description="Train the scenario's real pipeline at one worker count (no synthetic run) "
-                                   "and report throughput, input wait and telemetry.")
-    p.add_argument("--np", dest="np_one", type=int, default=1, metavar="N", help="worker count (default 1)")
-    p.add_argument("--variant", action="append", metavar="NAME",
-                   help="which real variant(s) of the scenario to run (default: all)")
-    p.add_argument("--with-synthetic", action="store_true", help="also run the synthetic twin, for the gap")
+    p = sub.add_parser(
+        "run",
+        help="train one configuration at one worker count, with the live dashboard",
+        description="Train the scenario's real pipeline at one worker count (no synthetic run) "
+        "and report throughput, input wait and telemetry.",
+    )
+    p.add_argument(
+        "--np", dest="np_one", type=int, default=1, metavar="N", help="worker count (default 1)"
+    )
+    p.add_argument(
+        "--variant",
+        action="append",
+        metavar="NAME",
+        help="which real variant(s) of the scenario to run (default: all)",
+    )
+    p.add_argument(
+        "--with-synthetic", action="store_true", help="also run the synthetic twin, for the gap"
+    )
     add_common_arguments(p)
     p.set_defaults(run=run)
 
@@ -27,12 +44,25 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
     overrides = overrides_from_args(args) + [(["launch", "np"], [args.np_one])]
     scenario = scen.load(args.scenario, overrides)
     n_variants = len(args.variant or scenario.variants) + (1 if args.with_synthetic else 0)
-    steps = scenario.train.measure_steps and (scenario.train.warmup_steps + scenario.train.measure_steps) * n_variants
-    reporter = make_reporter(args, console, command="run", scenario=scenario.name, steps_total=steps)
+    steps = (
+        scenario.train.measure_steps
+        and (scenario.train.warmup_steps + scenario.train.measure_steps) * n_variants
+    )
+    reporter = make_reporter(
+        args, console, command="run", scenario=scenario.name, steps_total=steps
+    )
     try:
-        result = compare(scenario, [args.np_one], out=args.out, argv=argv, reporter=reporter,
-                         only_variants=args.variant, synthetic=args.with_synthetic, stream_host=args.stream_host,
-                         report=not args.no_report)
+        result = compare(
+            scenario,
+            [args.np_one],
+            out=args.out,
+            argv=argv,
+            reporter=reporter,
+            only_variants=args.variant,
+            synthetic=args.with_synthetic,
+            stream_host=args.stream_host,
+            report=not args.no_report,
+        )
     finally:
         reporter.close()
     return finish(result, console, f"pipeprof run · {scenario.name} · np={args.np_one}")

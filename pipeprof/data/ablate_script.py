@@ -14,7 +14,9 @@ from pipeprof.data import chain
 from pipeprof.launch import topology
 from pipeprof.launch.job import ScriptJob
 
-FILE = "script_stages.csv"  # in the run directory: one row per transformation of the user's pipeline
+FILE = (
+    "script_stages.csv"  # in the run directory: one row per transformation of the user's pipeline
+)
 
 
 def ablate_and_exit(dataset: tf.data.Dataset, job: ScriptJob) -> None:
@@ -22,6 +24,8 @@ def ablate_and_exit(dataset: tf.data.Dataset, job: ScriptJob) -> None:
     frame = pd.DataFrame(rows)
     frame.insert(1, "cores", topology.usable_cores())
     atomic.write_text(Path(job.run_dir) / FILE, frame.to_csv(index=False, float_format="%.5g"))
-    print(f"pipeprof: measured {len(rows)} transformations of the script's dataset alone; the script ends here",
-          flush=True)
+    print(
+        f"pipeprof: measured {len(rows)} transformations of the script's dataset alone; the script ends here",
+        flush=True,
+    )
     raise SystemExit(0)

@@ -45,7 +45,9 @@ class BadFiles:
     def __init__(self, log: str | Path | None = None, *, variant: str = "", listener=None) -> None:
         self.log = Path(log) if log is not None else None
         self.variant = variant
-        self.listener = listener  # called with (path, reason) for each new bad file: the live stream
+        self.listener = (
+            listener  # called with (path, reason) for each new bad file: the live stream
+        )
         self._lock = threading.Lock()
         self._seen: dict[str, str] = {}  # path -> reason, first one kept; each file counts once
 
@@ -104,11 +106,25 @@ def failure_line(exc: BaseException) -> str | None:
     if isinstance(exc, BadFileError):
         return str(exc)
     kind = type(exc).__name__
-    if kind not in ("InvalidArgumentError", "DataLossError", "NotFoundError", "PermissionDeniedError"):
+    if kind not in (
+        "InvalidArgumentError",
+        "DataLossError",
+        "NotFoundError",
+        "PermissionDeniedError",
+    ):
         return None
     what = _core_message(str(exc))
-    decode = any(k in what for k in ("Uncompress", "Invalid PNG", "image file format", "Input is empty",
-                                     "decode", "Decode"))
+    decode = any(
+        k in what
+        for k in (
+            "Uncompress",
+            "Invalid PNG",
+            "image file format",
+            "Input is empty",
+            "decode",
+            "Decode",
+        )
+    )
     records = kind == "DataLossError" or "record" in what
     if not (decode or records or kind in ("NotFoundError", "PermissionDeniedError")):
         return None
@@ -116,8 +132,10 @@ def failure_line(exc: BaseException) -> str | None:
     if records:
         return f"{variant}a TFRecord file could not be read ({kind}: {what}); {HINT_DOCTOR}"
     if decode:
-        return (f"{variant}a file failed to decode past pipeprof's checks, and TensorFlow does not say which "
-                f"({kind}: {what}); {HINT_DOCTOR}")
+        return (
+            f"{variant}a file failed to decode past pipeprof's checks, and TensorFlow does not say which "
+            f"({kind}: {what}); {HINT_DOCTOR}"
+        )
     return f"{variant}a data file could not be read ({kind}: {what}); {HINT_DOCTOR}"
 
 
@@ -130,7 +148,7 @@ def _core_message(text: str) -> str:
     return text[:300]
 
 
-def load(run_dir: str | Path) -> "pd.DataFrame":
+def load(run_dir: str | Path) -> pd.DataFrame:
     """Every rank's bad files of a run, one row per (np, variant, path): the first reason given."""
     import pandas as pd
 
@@ -145,8 +163,15 @@ def load(run_dir: str | Path) -> "pd.DataFrame":
                 d = json.loads(line)
             except ValueError:
                 continue  # a line cut by a killed rank
-            rows.append({"np": int(m.group(1)), "variant": m.group(2), "path": str(d.get("path", "")),
-                         "reason": str(d.get("reason", ""))})
+            rows.append(
+                {
+                    "np": int(m.group(1)),
+                    "variant": m.group(2),
+                    "path": str(d.get("path", "")),
+                    "reason": str(d.get("reason", "")),
+                }
+            )
     frame = pd.DataFrame(rows, columns=COLUMNS)
-    return frame.drop_duplicates(["np", "variant", "path"]).sort_values(["np", "variant", "path"],
-                                                                        ignore_index=True)
+    return frame.drop_duplicates(["np", "variant", "path"]).sort_values(
+        ["np", "variant", "path"], ignore_index=True
+    )

@@ -51,7 +51,11 @@ def _kind(ds: Any) -> str:
     name = type(ds).__name__.strip("_")
     name = re.sub(r"(V\d+)?Dataset(V\d+)?$", "", name) or type(ds).__name__
     kind = re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
-    return {"tensor_slice": "from_tensor_slices", "tensor": "from_tensors", "options": "with_options"}.get(kind, kind)
+    return {
+        "tensor_slice": "from_tensor_slices",
+        "tensor": "from_tensors",
+        "options": "with_options",
+    }.get(kind, kind)
 
 
 def _function(ds: Any) -> tuple[str, str]:
@@ -105,21 +109,39 @@ def _prefix(link: Link) -> tf.data.Dataset:
     return ds.repeat() if ds.cardinality() != tf.data.INFINITE_CARDINALITY else ds
 
 
-def measure(chain: list[Link], seconds: float = 2.0, warmup_elements: int = 5) -> list[dict[str, Any]]:
+def measure(
+    chain: list[Link], seconds: float = 2.0, warmup_elements: int = 5
+) -> list[dict[str, Any]]:
     """Each prefix alone: samples/s, core-ms per sample, and each link's marginal cost."""
     rows = []
     prev_cost = 0.0
     batched = False
     for link in chain:
-        batched = batched or link.kind in ("batch", "padded_batch", "map_and_batch", "parallel_batch")
-        row = {"index": link.index, "transformation": link.name, "kind": link.kind, "function": link.function,
-               "where": link.where, "samples_per_s": math.nan, "samples_per_s_ci95": math.nan,
-               "core_ms_per_sample": math.nan, "marginal_core_ms": math.nan, "note": link.note}
+        batched = batched or link.kind in (
+            "batch",
+            "padded_batch",
+            "map_and_batch",
+            "parallel_batch",
+        )
+        row = {
+            "index": link.index,
+            "transformation": link.name,
+            "kind": link.kind,
+            "function": link.function,
+            "where": link.where,
+            "samples_per_s": math.nan,
+            "samples_per_s_ci95": math.nan,
+            "core_ms_per_sample": math.nan,
+            "marginal_core_ms": math.nan,
+            "note": link.note,
+        }
         if link.kind == "cache":
             card = int(link.dataset.cardinality())
             if card < 0 or card > MAX_CACHE_FILL:
-                row["note"] = ("not measured alone: a cache's steady state needs one whole epoch first, and this "
-                               "one's size is unknown or too large")
+                row["note"] = (
+                    "not measured alone: a cache's steady state needs one whole epoch first, and this "
+                    "one's size is unknown or too large"
+                )
                 rows.append(row)
                 continue
             warmup = card + warmup_elements
@@ -141,8 +163,12 @@ def measure(chain: list[Link], seconds: float = 2.0, warmup_elements: int = 5) -
         durations = np.diff(np.array([t0] + ends))
         rate, half = rate_interval(np.asarray(samples, float), durations)
         cost = 1e3 * cpu / sum(samples)
-        row.update(samples_per_s=rate, samples_per_s_ci95=half, core_ms_per_sample=cost,
-                   marginal_core_ms=max(0.0, cost - prev_cost))
+        row.update(
+            samples_per_s=rate,
+            samples_per_s_ci95=half,
+            core_ms_per_sample=cost,
+            marginal_core_ms=max(0.0, cost - prev_cost),
+        )
         prev_cost = cost
         rows.append(row)
     return rows

@@ -155,14 +155,22 @@ def scan_tfrecord(path: str | Path) -> tuple[int, str | None]:
             while offset < size:
                 header = fh.read(12)
                 if len(header) < 12:
-                    return records, f"truncated: record {records} at byte {offset} has a partial header"
+                    return (
+                        records,
+                        f"truncated: record {records} at byte {offset} has a partial header",
+                    )
                 (length,), (crc,) = struct.unpack("<Q", header[:8]), struct.unpack("<I", header[8:])
                 if masked_crc32c(header[:8]) != crc:
-                    return records, f"corrupt record {records} at byte {offset}: its length fails its checksum"
+                    return (
+                        records,
+                        f"corrupt record {records} at byte {offset}: its length fails its checksum",
+                    )
                 end = offset + 12 + length + 4
                 if end > size:
-                    return records, (f"truncated: record {records} at byte {offset} needs {end - size} bytes "
-                                     f"more than the file has")
+                    return records, (
+                        f"truncated: record {records} at byte {offset} needs {end - size} bytes "
+                        f"more than the file has"
+                    )
                 fh.seek(end)
                 offset = end
                 records += 1

@@ -40,8 +40,10 @@ def claim(prefix: str, where: str) -> None:
     mark = marker(prefix)
     if existing and not mark.is_file():
         more = f" (and {len(existing) - 1} more)" if len(existing) > 1 else ""
-        raise PipeprofError(f"{where}: pipeline.cache.path '{prefix}': '{existing[0]}'{more} already exists and "
-                            f"pipeprof did not make it (tf.data would read or overwrite it); choose a new prefix")
+        raise PipeprofError(
+            f"{where}: pipeline.cache.path '{prefix}': '{existing[0]}'{more} already exists and "
+            f"pipeprof did not make it (tf.data would read or overwrite it); choose a new prefix"
+        )
     if mark.is_file():
         return
     mark.parent.mkdir(parents=True, exist_ok=True)

@@ -15,8 +15,13 @@ def count_images(root: str | Path) -> int:
     root = Path(root)
     if not root.is_dir():
         return 0
-    return sum(1 for c in root.iterdir() if c.is_dir() and not c.name.startswith(".")
-               for p in c.iterdir() if p.suffix.lower() in IMAGE_EXTENSIONS)
+    return sum(
+        1
+        for c in root.iterdir()
+        if c.is_dir() and not c.name.startswith(".")
+        for p in c.iterdir()
+        if p.suffix.lower() in IMAGE_EXTENSIONS
+    )
 
 
 @dataclass(frozen=True)
@@ -38,20 +43,26 @@ def scan_image_folder(root: str | Path) -> FolderListing:
         raise PipeprofError(f"data.path: image folder '{root}' does not exist")
     classes = sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
     if not classes:
-        raise PipeprofError(f"data.path: '{root}' has no class sub-folders (expected one folder per class)")
+        raise PipeprofError(
+            f"data.path: '{root}' has no class sub-folders (expected one folder per class)"
+        )
     files: list[str] = []
     unreadable: list[tuple[str, str]] = []
     for c in classes:
         with os.scandir(root / c) as entries:
-            found = sorted((e for e in entries if os.path.splitext(e.name)[1].lower() in IMAGE_EXTENSIONS),
-                           key=lambda e: e.path)
+            found = sorted(
+                (e for e in entries if os.path.splitext(e.name)[1].lower() in IMAGE_EXTENSIONS),
+                key=lambda e: e.path,
+            )
         for entry in found:
             if (why := _unreadable(entry)) is None:
                 files.append(entry.path)
             else:
                 unreadable.append((entry.path, why))
     if not files and not unreadable:
-        raise PipeprofError(f"data.path: '{root}' holds no .jpg/.jpeg/.png files in its class folders")
+        raise PipeprofError(
+            f"data.path: '{root}' holds no .jpg/.jpeg/.png files in its class folders"
+        )
     return FolderListing(files, classes, unreadable)
 
 
@@ -83,7 +94,11 @@ def image_header(path: str | Path) -> tuple[str, int, int] | None:
                 kind, length = marker[1], int.from_bytes(marker[2:4], "big")
                 if 0xC0 <= kind <= 0xCF and kind not in (0xC4, 0xC8, 0xCC):
                     frame = fh.read(5)
-                    return "jpeg", int.from_bytes(frame[3:5], "big"), int.from_bytes(frame[1:3], "big")
+                    return (
+                        "jpeg",
+                        int.from_bytes(frame[3:5], "big"),
+                        int.from_bytes(frame[1:3], "big"),
+                    )
                 fh.seek(length - 2, os.SEEK_CUR)
     except OSError:
         return None

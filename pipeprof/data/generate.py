@@ -30,7 +30,9 @@ PARTIAL_MARKER = ".pipeprof-partial.json"  # in ``<name>.partial`` while pipepro
 
 
 def default_root() -> Path:
-    return Path(os.environ.get("PIPEPROF_DATA_DIR", Path.home() / ".cache" / "pipeprof" / "datasets"))
+    return Path(
+        os.environ.get("PIPEPROF_DATA_DIR", Path.home() / ".cache" / "pipeprof" / "datasets")
+    )
 
 
 def dataset_dir(cfg: GenerateConfig, path: str = "") -> Path:
@@ -63,9 +65,17 @@ def render(cfg: GenerateConfig, index: int) -> tuple[np.ndarray, int]:
     wave = 0.5 + 0.5 * np.sin(2 * np.pi * freq * (xx * np.cos(angle) + yy * np.sin(angle)) + phase)
     hue = label / cfg.classes + rng.normal(0, 0.03)
     base = 0.5 + 0.5 * np.cos(2 * np.pi * (hue + np.array([0.0, 1 / 3, 2 / 3], dtype=np.float32)))
-    img = wave[..., None] * base[None, None, :] + (1 - wave[..., None]) * (1 - base[None, None, :]) * 0.6
+    img = (
+        wave[..., None] * base[None, None, :]
+        + (1 - wave[..., None]) * (1 - base[None, None, :]) * 0.6
+    )
     # a distractor that carries no class information
-    cy, cx, ry, rx = rng.uniform(0.2, 0.8), rng.uniform(0.2, 0.8), rng.uniform(0.05, 0.25), rng.uniform(0.05, 0.25)
+    cy, cx, ry, rx = (
+        rng.uniform(0.2, 0.8),
+        rng.uniform(0.2, 0.8),
+        rng.uniform(0.05, 0.25),
+        rng.uniform(0.05, 0.25),
+    )
     blob = ((yy - cy) / ry) ** 2 + ((xx - cx) / rx) ** 2 < 1.0
     img[blob] = rng.uniform(0, 1, size=3)
     img += rng.normal(0, 0.06, size=img.shape)
@@ -86,7 +96,11 @@ def _foreign_entry(folder: Path) -> str | None:
         rel = entry.relative_to(folder).as_posix()
         if rel in (COMPLETE_MARKER, PARTIAL_MARKER):
             continue
-        if entry.is_symlink() or not _MADE_HERE.fullmatch(rel) or entry.is_dir() != ("/" not in rel):
+        if (
+            entry.is_symlink()
+            or not _MADE_HERE.fullmatch(rel)
+            or entry.is_dir() != ("/" not in rel)
+        ):
             return rel
     return None
 
@@ -119,25 +133,37 @@ def check_target(root: Path, cfg: GenerateConfig, where: str = "") -> None:
         raise PipeprofError(f"{where}{root}: cannot generate a dataset into a file system root")
     if (root.exists() or root.is_symlink()) and not is_complete(root, cfg):
         if (why := _removable(root, COMPLETE_MARKER)) is not None:
-            raise PipeprofError(f"{where}{root} {why}; the generator writes only into a new or empty folder, "
-                                f"or one it generated; choose another data.path")
+            raise PipeprofError(
+                f"{where}{root} {why}; the generator writes only into a new or empty folder, "
+                f"or one it generated; choose another data.path"
+            )
     tmp = partial_dir(root)
     if tmp.exists() or tmp.is_symlink():
-        if (why := _removable(tmp, PARTIAL_MARKER)) is not None and _removable(tmp, COMPLETE_MARKER) is not None:
-            raise PipeprofError(f"{where}{tmp} {why}; pipeprof uses that name for an unfinished dataset: "
-                                f"move it away or choose another data.path")
+        if (why := _removable(tmp, PARTIAL_MARKER)) is not None and _removable(
+            tmp, COMPLETE_MARKER
+        ) is not None:
+            raise PipeprofError(
+                f"{where}{tmp} {why}; pipeprof uses that name for an unfinished dataset: "
+                f"move it away or choose another data.path"
+            )
 
 
 def _claim(marker: IO[str], root: Path, where: str) -> None:
     try:
         fcntl.flock(marker, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
-        raise PipeprofError(f"{where + ' ' if where else ''}{root}: another pipeprof is generating this "
-                            f"dataset now; wait for it to finish") from None
+        raise PipeprofError(
+            f"{where + ' ' if where else ''}{root}: another pipeprof is generating this "
+            f"dataset now; wait for it to finish"
+        ) from None
 
 
-def generate(cfg: GenerateConfig, root: Path, progress: Callable[[int, int], None] | None = None,
-             where: str = "") -> Path:
+def generate(
+    cfg: GenerateConfig,
+    root: Path,
+    progress: Callable[[int, int], None] | None = None,
+    where: str = "",
+) -> Path:
     """Write the dataset under ``root`` (class_XX/img_NNNNNN.jpg) unless it is already there.
 
     Only folders pipeprof made are ever deleted (see ``check_target``); ``where`` prefixes

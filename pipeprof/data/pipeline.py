@@ -18,15 +18,14 @@ from pathlib import Path
 
 import tensorflow as tf
 
-from pipeprof.errors import PipeprofError
-from pipeprof.models import resolve_callable
-from pipeprof.scenario import AugmentConfig, DataConfig, MapConfig, PipelineConfig
-
 from pipeprof.data import badfiles
 from pipeprof.data.badfiles import BadFiles
 from pipeprof.data.files import scan_image_folder
 from pipeprof.data.screen import BadElements, read_files, tfrecord_elements
 from pipeprof.data.storage import throttled
+from pipeprof.errors import PipeprofError
+from pipeprof.models import resolve_callable
+from pipeprof.scenario import AugmentConfig, DataConfig, MapConfig, PipelineConfig
 
 
 @dataclass(frozen=True)
@@ -58,8 +57,19 @@ def _tfrecord_files(path: str) -> tuple[list[str], list[int], list[tuple[str, st
     if not files and not unreadable:
         raise PipeprofError(f"data.path: no TFRecord files match '{path}'")
     sizes = [os.path.getsize(f) for f in files]
-    return files, sizes, [(f, "unreadable: a link to nothing" if os.path.islink(f) and not os.path.exists(f)
-                           else "unreadable: permission denied") for f in unreadable]
+    return (
+        files,
+        sizes,
+        [
+            (
+                f,
+                "unreadable: a link to nothing"
+                if os.path.islink(f) and not os.path.exists(f)
+                else "unreadable: permission denied",
+            )
+            for f in unreadable
+        ],
+    )
 
 
 def _parallel(pipe: PipelineConfig) -> int:
@@ -68,8 +78,11 @@ def _parallel(pipe: PipelineConfig) -> int:
 
 def _decode(encoded: tf.Tensor, size: int, reduced: bool = False) -> tf.Tensor:
     if reduced:
-        img = tf.cond(tf.io.is_jpeg(encoded), lambda: _decode_jpeg_reduced(encoded, size),
-                      lambda: tf.io.decode_image(encoded, channels=3, expand_animations=False))
+        img = tf.cond(
+            tf.io.is_jpeg(encoded),
+            lambda: _decode_jpeg_reduced(encoded, size),
+            lambda: tf.io.decode_image(encoded, channels=3, expand_animations=False),
+        )
     else:
         img = tf.io.decode_image(encoded, channels=3, expand_animations=False)
     img = tf.image.resize(img, [size, size], antialias=False)  # float32, 0..255
@@ -91,21 +104,34 @@ def _decode_jpeg_reduced(encoded: tf.Tensor, size: int) -> tf.Tensor:
     return tf.switch_case(index, branches)
 
 
-def _folder_source(data: DataConfig, root: str, pipe: PipelineConfig, shard: Shard, with_ids: bool,
-                   bad: BadElements) -> tf.data.Dataset:
+def _folder_source(
+    data: DataConfig,
+    root: str,
+    pipe: PipelineConfig,
+    shard: Shard,
+    with_ids: bool,
+    bad: BadElements,
+) -> tf.data.Dataset:
     listing = scan_image_folder(root)
     files, classes = listing.files, listing.classes
     if len(classes) != data.num_classes:
-        raise PipeprofError(f"data.num_classes is {data.num_classes} but '{root}' has {len(classes)} class folders")
+        raise PipeprofError(
+            f"data.num_classes is {data.num_classes} but '{root}' has {len(classes)} class folders"
+        )
     for path, why in listing.unreadable:
         bad.python(path, why)
     if not files:
         path, why = listing.unreadable[0]
-        raise PipeprofError(f"data.path: none of the {len(listing.unreadable)} image files in '{root}' can be read "
-                            f"(first: {path}: {why})")
+        raise PipeprofError(
+            f"data.path: none of the {len(listing.unreadable)} image files in '{root}' can be read "
+            f"(first: {path}: {why})"
+        )
     ds = _ordered_and_sharded(tf.data.Dataset.from_tensor_slices(files), len(files), pipe, shard)
     table = tf.lookup.StaticHashTable(
-        tf.lookup.KeyValueTensorInitializer(tf.constant(classes), tf.range(len(classes), dtype=tf.int32)), -1
+        tf.lookup.KeyValueTensorInitializer(
+            tf.constant(classes), tf.range(len(classes), dtype=tf.int32)
+        ),
+        -1,
     )
     size = data.image_size
 
@@ -122,19 +148,25 @@ def _folder_source(data: DataConfig, root: str, pipe: PipelineConfig, shard: Sha
     par, det = _parallel(pipe), pipe.deterministic or None
     ds = read_files(ds, bad, par, det)  # bad files are dropped here, before decoding
     if pipe.read.throttle_mb_s:
-        ds = ds.map(throttled(pipe.read.throttle_mb_s, lambda path, encoded: encoded), num_parallel_calls=par,
-                    deterministic=det)
+        ds = ds.map(
+            throttled(pipe.read.throttle_mb_s, lambda path, encoded: encoded),
+            num_parallel_calls=par,
+            deterministic=det,
+        )
     return ds.map(decode_and_label, num_parallel_calls=par, deterministic=det)
 
 
-def _tfrecord_source(data: DataConfig, pipe: PipelineConfig, shard: Shard, with_ids: bool,
-                     bad: BadElements) -> tf.data.Dataset:
+def _tfrecord_source(
+    data: DataConfig, pipe: PipelineConfig, shard: Shard, with_ids: bool, bad: BadElements
+) -> tf.data.Dataset:
     files, sizes, unreadable = _tfrecord_files(data.path)
     for path, why in unreadable:
         bad.python(path, why)
     if not files:
-        raise PipeprofError(f"data.path: none of the {len(unreadable)} TFRecord files matching '{data.path}' can "
-                            f"be read (first: {unreadable[0][0]}: {unreadable[0][1]})")
+        raise PipeprofError(
+            f"data.path: none of the {len(unreadable)} TFRecord files matching '{data.path}' can "
+            f"be read (first: {unreadable[0][0]}: {unreadable[0][1]})"
+        )
     size = data.image_size
     par, det = _parallel(pipe), pipe.deterministic or None
     globless = [not any(c in f for c in "*?[\\") for f in files]
@@ -142,13 +174,18 @@ def _tfrecord_source(data: DataConfig, pipe: PipelineConfig, shard: Shard, with_
     elements = tfrecord_elements(data, pipe.label.enabled, bad)  # bad records are dropped there
     if len(files) >= shard.count:  # shard by file: each rank reads only its own files
         ds = _ordered_and_sharded(sources, len(files), pipe, shard)
-        ds = ds.interleave(elements, cycle_length=min(8, len(files)), num_parallel_calls=par, deterministic=det)
+        ds = ds.interleave(
+            elements, cycle_length=min(8, len(files)), num_parallel_calls=par, deterministic=det
+        )
     else:  # fewer files than ranks: every rank reads all and keeps its records
         ds = sources.flat_map(elements).shard(shard.count, shard.index)
 
     if pipe.read.throttle_mb_s:
-        ds = ds.map(throttled(pipe.read.throttle_mb_s, lambda encoded, label, record: encoded), num_parallel_calls=par,
-                    deterministic=det)
+        ds = ds.map(
+            throttled(pipe.read.throttle_mb_s, lambda encoded, label, record: encoded),
+            num_parallel_calls=par,
+            deterministic=det,
+        )
     reduced = pipe.read.decode == "reduced"
 
     def decode(encoded, label, record):
@@ -158,14 +195,18 @@ def _tfrecord_source(data: DataConfig, pipe: PipelineConfig, shard: Shard, with_
     return ds.map(decode, num_parallel_calls=par, deterministic=det)
 
 
-def _ordered_and_sharded(ds: tf.data.Dataset, n: int, pipe: PipelineConfig, shard: Shard) -> tf.data.Dataset:
+def _ordered_and_sharded(
+    ds: tf.data.Dataset, n: int, pipe: PipelineConfig, shard: Shard
+) -> tf.data.Dataset:
     sh = pipe.shuffle
     if sh.enabled and sh.files_before_shard:
         # Same seed on every rank: every epoch all ranks agree on the order, so shards stay disjoint.
         ds = ds.shuffle(n, seed=sh.seed, reshuffle_each_iteration=True)
     ds = ds.shard(shard.count, shard.index)
     if sh.enabled and not sh.files_before_shard:
-        ds = ds.shuffle(max(1, n // shard.count), seed=sh.seed + shard.index, reshuffle_each_iteration=True)
+        ds = ds.shuffle(
+            max(1, n // shard.count), seed=sh.seed + shard.index, reshuffle_each_iteration=True
+        )
     return ds
 
 
@@ -173,7 +214,12 @@ def _rotation(angle: tf.Tensor, size: int) -> tuple[tf.Tensor, tf.Tensor, tf.Ten
     """cos, sin and the x, y offsets of a rotation about a square image's centre (output ->
     input coordinates), elementwise over ``angle``."""
     cos, sin, last = tf.cos(angle), tf.sin(angle), float(size - 1)
-    return cos, sin, (last - (cos * last - sin * last)) / 2.0, (last - (sin * last + cos * last)) / 2.0
+    return (
+        cos,
+        sin,
+        (last - (cos * last - sin * last)) / 2.0,
+        (last - (sin * last + cos * last)) / 2.0,
+    )
 
 
 def _rotation_transform(angle: tf.Tensor, size: int) -> tf.Tensor:
@@ -185,16 +231,21 @@ def _rotation_transform(angle: tf.Tensor, size: int) -> tf.Tensor:
 @dataclass(frozen=True)
 class Magnitudes:
     """An AugmentConfig's random ranges once ``strength`` is applied."""
+
     min_area: float  # crops cover [min_area, 1] of the image's area
     max_angle: float  # radians either way
     brightness: float  # shift in [-brightness, brightness]
     contrast: float  # factor in [1 - contrast, 1 + contrast]
 
     @classmethod
-    def of(cls, aug: AugmentConfig) -> "Magnitudes":
+    def of(cls, aug: AugmentConfig) -> Magnitudes:
         s = aug.strength
-        return cls(max(0.05, 1.0 - (1.0 - aug.crop_scale_min) * s), math.radians(aug.rotation_deg * s),
-                   aug.brightness * s, min(0.95, aug.contrast * s))
+        return cls(
+            max(0.05, 1.0 - (1.0 - aug.crop_scale_min) * s),
+            math.radians(aug.rotation_deg * s),
+            aug.brightness * s,
+            min(0.95, aug.contrast * s),
+        )
 
 
 def make_augment(aug: AugmentConfig, size: int):
@@ -212,9 +263,13 @@ def make_augment(aug: AugmentConfig, size: int):
         if m.max_angle > 0:
             angle = tf.random.uniform([], -m.max_angle, m.max_angle)
             image = tf.raw_ops.ImageProjectiveTransformV3(
-                images=image[None], transforms=_rotation_transform(angle, size),
-                output_shape=tf.constant([size, size]), fill_value=0.0,
-                interpolation="BILINEAR", fill_mode="REFLECT")[0]
+                images=image[None],
+                transforms=_rotation_transform(angle, size),
+                output_shape=tf.constant([size, size]),
+                fill_value=0.0,
+                interpolation="BILINEAR",
+                fill_mode="REFLECT",
+            )[0]
         if m.brightness > 0:
             image = tf.image.random_brightness(image, m.brightness)
         if m.contrast > 0:
@@ -243,7 +298,9 @@ def make_batch_augment(aug: AugmentConfig, size: int):
         angle = tf.random.uniform([n], -m.max_angle, m.max_angle) if m.max_angle > 0 else zeros
         cos, sin, x_off, y_off = _rotation(angle, size)
         if m.min_area < 1.0:
-            crop = tf.round(tf.sqrt(tf.random.uniform([n], m.min_area, 1.0)) * size)  # pixels, as random_crop takes them
+            crop = tf.round(
+                tf.sqrt(tf.random.uniform([n], m.min_area, 1.0)) * size
+            )  # pixels, as random_crop takes them
             top = tf.floor(tf.random.uniform([n]) * (size - crop + 1))
             left = tf.floor(tf.random.uniform([n]) * (size - crop + 1))
             scale = (crop - 1.0) / last
@@ -257,8 +314,13 @@ def make_batch_augment(aug: AugmentConfig, size: int):
         if aug.flip or m.min_area < 1.0 or m.max_angle > 0:
             transforms = tf.stack(a + b + [zeros, zeros], axis=1)
             images = tf.raw_ops.ImageProjectiveTransformV3(
-                images=images, transforms=transforms, output_shape=tf.constant([size, size]), fill_value=0.0,
-                interpolation="BILINEAR", fill_mode="REFLECT")
+                images=images,
+                transforms=transforms,
+                output_shape=tf.constant([size, size]),
+                fill_value=0.0,
+                interpolation="BILINEAR",
+                fill_mode="REFLECT",
+            )
         if m.brightness > 0:
             images = images + tf.random.uniform([n, 1, 1, 1], -m.brightness, m.brightness)
         if m.contrast > 0:
@@ -278,14 +340,20 @@ def user_map(cfg: MapConfig):
     try:
         fn = resolve_callable(cfg.function, "pipeline.map.function")(**cfg.kwargs)
     except TypeError as exc:
-        raise PipeprofError(f"pipeline.map.kwargs: {cfg.function} does not take them: {exc}") from None
+        raise PipeprofError(
+            f"pipeline.map.kwargs: {cfg.function} does not take them: {exc}"
+        ) from None
     if not callable(fn):
-        raise PipeprofError(f"pipeline.map.function {cfg.function} returned {type(fn).__name__}, not a map function")
+        raise PipeprofError(
+            f"pipeline.map.function {cfg.function} returned {type(fn).__name__}, not a map function"
+        )
 
     def apply(image, label, *rest):
         out = fn(image, label)
         if not isinstance(out, tuple) or len(out) != 2:
-            raise PipeprofError(f"pipeline.map.function {cfg.function}: its map function must return (image, label)")
+            raise PipeprofError(
+                f"pipeline.map.function {cfg.function}: its map function must return (image, label)"
+            )
         return (*out, *rest)
 
     return apply
@@ -315,13 +383,18 @@ def build(
     named in the workers' logs (``screen.REMOTE_TAG``) and collected from there."""
     sink = bad_files if bad_files is not None else BadFiles()
     badfiles.building(sink.variant)
-    bad = BadElements(sink, fail=data.on_bad_file == "fail",
-                      remote=f"{sink.variant}\t{shard.index}" if service else "")
+    bad = BadElements(
+        sink,
+        fail=data.on_bad_file == "fail",
+        remote=f"{sink.variant}\t{shard.index}" if service else "",
+    )
     if data.source == "factory":
         fn = resolve_callable(data.factory, "data.factory")
         ds = fn(shard.index, shard.count, data.image_size, data.num_classes)
         if not isinstance(ds, tf.data.Dataset):
-            raise PipeprofError(f"data.factory {data.factory} returned {type(ds).__name__}, not a tf.data.Dataset")
+            raise PipeprofError(
+                f"data.factory {data.factory} returned {type(ds).__name__}, not a tf.data.Dataset"
+            )
     elif data.source == "tfrecord":
         ds = _tfrecord_source(data, pipe, shard, with_ids, bad)
     else:
@@ -331,7 +404,9 @@ def build(
         if pipe.cache.kind == "file":
             prefix = pipe.cache.path or cache_prefix
             if not prefix:
-                raise PipeprofError("pipeline.cache.path is required for a file cache outside a run")
+                raise PipeprofError(
+                    "pipeline.cache.path is required for a file cache outside a run"
+                )
             Path(prefix).parent.mkdir(parents=True, exist_ok=True)
             return d.cache(f"{prefix}-shard{shard.index}of{shard.count}")
         return d.cache()
@@ -341,12 +416,26 @@ def build(
     if cache_on and pipe.cache.placement == "before_augment":
         ds = cache(ds)
     if pipe.shuffle.enabled:
-        ds = ds.shuffle(pipe.shuffle.buffer_size, seed=pipe.shuffle.seed + shard.index, reshuffle_each_iteration=True)
+        ds = ds.shuffle(
+            pipe.shuffle.buffer_size,
+            seed=pipe.shuffle.seed + shard.index,
+            reshuffle_each_iteration=True,
+        )
     if pipe.map.function:
-        ds = ds.map(user_map(pipe.map), num_parallel_calls=_parallel(pipe), deterministic=pipe.deterministic or None)
+        ds = ds.map(
+            user_map(pipe.map),
+            num_parallel_calls=_parallel(pipe),
+            deterministic=pipe.deterministic or None,
+        )
     augment_fn = make_augment(pipe.augment, data.image_size)
     if augment_on and cache_on and pipe.cache.placement == "after_augment":
-        ds = cache(ds.map(augment_fn, num_parallel_calls=_parallel(pipe), deterministic=pipe.deterministic or None))
+        ds = cache(
+            ds.map(
+                augment_fn,
+                num_parallel_calls=_parallel(pipe),
+                deterministic=pipe.deterministic or None,
+            )
+        )
         augment_on = False
     elif cache_on and pipe.cache.placement == "after_augment":
         ds = cache(ds)
@@ -355,11 +444,16 @@ def build(
         augment_on = False  # the rank's training step augments the batch (device_augment)
     per_batch = pipe.augment.placement == "batch"
     if augment_on and not per_batch:
-        ds = ds.map(augment_fn, num_parallel_calls=_parallel(pipe), deterministic=pipe.deterministic or None)
+        ds = ds.map(
+            augment_fn, num_parallel_calls=_parallel(pipe), deterministic=pipe.deterministic or None
+        )
     ds = ds.batch(batch_size, drop_remainder=True)
     if augment_on and per_batch:
-        ds = ds.map(make_batch_augment(pipe.augment, data.image_size), num_parallel_calls=_parallel(pipe),
-                    deterministic=pipe.deterministic or None)
+        ds = ds.map(
+            make_batch_augment(pipe.augment, data.image_size),
+            num_parallel_calls=_parallel(pipe),
+            deterministic=pipe.deterministic or None,
+        )
     options = tf.data.Options()
     options.deterministic = pipe.deterministic
     if pipe.private_threadpool_size:
@@ -371,7 +465,9 @@ def build(
 
         ds = distribute(ds.with_options(options), service)
     if pipe.prefetch.enabled:
-        ds = ds.prefetch(tf.data.AUTOTUNE if pipe.prefetch.depth == "autotune" else int(pipe.prefetch.depth))
+        ds = ds.prefetch(
+            tf.data.AUTOTUNE if pipe.prefetch.depth == "autotune" else int(pipe.prefetch.depth)
+        )
     return ds.with_options(options)
 
 
@@ -384,7 +480,9 @@ def synthetic_batch(element_spec, num_classes: int, seed: int = 0) -> tuple[tf.T
     """
     image_spec, label_spec = element_spec[0], element_spec[1]
     if not image_spec.shape.is_fully_defined():
-        raise PipeprofError(f"the real pipeline's batch shape {image_spec.shape} is not static; use drop_remainder batching")
+        raise PipeprofError(
+            f"the real pipeline's batch shape {image_spec.shape} is not static; use drop_remainder batching"
+        )
     gen = tf.random.Generator.from_seed(seed)
     images = gen.uniform(image_spec.shape, dtype=image_spec.dtype)
     labels = gen.uniform(label_spec.shape, minval=0, maxval=num_classes, dtype=tf.int64)

@@ -38,7 +38,9 @@ def image_check(data: tf.Tensor) -> tf.Tensor:
     n = tf.strings.length(data)
     zeros, shape = tf.zeros_like(n), tf.shape(n)
     head = tf.strings.substr(data, zeros, tf.fill(shape, check.HEAD_BYTES))
-    tail = tf.strings.substr(data, tf.maximum(n - check.TAIL_BYTES, 0), tf.fill(shape, check.TAIL_BYTES))
+    tail = tf.strings.substr(
+        data, tf.maximum(n - check.TAIL_BYTES, 0), tf.fill(shape, check.TAIL_BYTES)
+    )
     code = tf.fill(shape, int(Bad.NOT_AN_IMAGE))
     for fmt in reversed(check.FORMATS):
         verdict = tf.fill(shape, int(Bad.OK))
@@ -54,8 +56,6 @@ def image_check(data: tf.Tensor) -> tf.Tensor:
 
 
 Describe = Callable[..., list[tuple[str, str]]]
-
-
 
 
 class BadElements:
@@ -75,7 +75,9 @@ class BadElements:
             raise PipeprofError(self.sink.failure(path, reason))
         self.sink.add(path, reason)
 
-    def note(self, codes: tf.Tensor, describe: Describe, *args: tf.Tensor, kind: str = "files") -> tf.Tensor:
+    def note(
+        self, codes: tf.Tensor, describe: Describe, *args: tf.Tensor, kind: str = "files"
+    ) -> tf.Tensor:
         """``codes`` (a group's), after handing its bad elements to the sink: in Python, and
         only when the group has one; ``describe(codes, *args)`` (numpy) names them.
         ``kind`` ("files" or "records") says which describe, for a remote pipeline."""
@@ -97,7 +99,9 @@ class BadElements:
             out.set_shape(codes.shape)
             return out
 
-        quiet = tf.reduce_all(tf.logical_or(tf.equal(codes, int(Bad.OK)), tf.equal(codes, int(Bad.END_OF_FILE))))
+        quiet = tf.reduce_all(
+            tf.logical_or(tf.equal(codes, int(Bad.OK)), tf.equal(codes, int(Bad.END_OF_FILE)))
+        )
         return tf.cond(quiet, lambda: tf.identity(codes), bad)
 
 
@@ -110,14 +114,19 @@ def remote_bad_elements(lines: list[str], data: DataConfig) -> list[tuple[str, i
         tag, variant, rank, kind, *fields = line.rstrip("\n").split("\t")
         if tag != REMOTE_TAG or kind not in describers:
             continue
-        out += [(variant, int(rank), path, reason) for path, reason in describers[kind](*map(_parsed, fields))]
+        out += [
+            (variant, int(rank), path, reason)
+            for path, reason in describers[kind](*map(_parsed, fields))
+        ]
     return out
 
 
 def _parsed(field: str):
     """A tensor printed by ``BadElements`` (web-safe base64 of its TensorProto, which holds its
     dtype) as numpy: an array, or a scalar as ``.numpy()`` gives one."""
-    proto = tensor_pb2.TensorProto.FromString(base64.urlsafe_b64decode(field + "=" * (-len(field) % 4)))
+    proto = tensor_pb2.TensorProto.FromString(
+        base64.urlsafe_b64decode(field + "=" * (-len(field) % 4))
+    )
     value = tf.make_ndarray(proto)
     return value[()] if value.ndim == 0 else value
 
@@ -133,18 +142,24 @@ def _is_bad(code: int) -> bool:
 # --- image files
 
 
-def read_files(paths: tf.data.Dataset, bad: BadElements, parallel: int, deterministic: bool | None) -> tf.data.Dataset:
+def read_files(
+    paths: tf.data.Dataset, bad: BadElements, parallel: int, deterministic: bool | None
+) -> tf.data.Dataset:
     """File paths → (path, encoded bytes) of the good files; the bad ones go to ``bad``."""
 
     def read_group(group: tf.Tensor):
         n = tf.shape(group)[0]
-        padded = tf.concat([group, tf.fill([GROUP - n], group[0])], 0)  # the epoch's last group is short
+        padded = tf.concat(
+            [group, tf.fill([GROUP - n], group[0])], 0
+        )  # the epoch's last group is short
         encoded = tf.stack([tf.io.read_file(p) for p in tf.unstack(padded, num=GROUP)])[:n]
         codes = bad.note(image_check(encoded), _describe_files, group, kind="files")
         keep = tf.equal(codes, int(Bad.OK))
         return tf.boolean_mask(group, keep), tf.boolean_mask(encoded, keep)
 
-    groups = paths.batch(GROUP).map(read_group, num_parallel_calls=parallel, deterministic=deterministic)
+    groups = paths.batch(GROUP).map(
+        read_group, num_parallel_calls=parallel, deterministic=deterministic
+    )
     return groups.unbatch()
 
 
@@ -176,7 +191,8 @@ def tfrecord_elements(data: DataConfig, with_label: bool, bad: BadElements) -> C
         # a file gone since the listing is left out: ignore_errors would retry opening it forever
         # (a name with glob characters cannot be asked that way; it goes on unasked)
         there = tf.data.Dataset.from_tensors(path).filter(
-            lambda p: tf.logical_or(tf.logical_not(globless), tf.size(tf.io.matching_files(p)) > 0))
+            lambda p: tf.logical_or(tf.logical_not(globless), tf.size(tf.io.matching_files(p)) > 0)
+        )
         groups = there.flat_map(tf.data.TFRecordDataset).ignore_errors().batch(GROUP)
         # then an empty group, which batch never makes: the end marker
         marked = groups.concatenate(tf.data.Dataset.from_tensors(tf.zeros([0], tf.string)))
@@ -184,7 +200,9 @@ def tfrecord_elements(data: DataConfig, with_label: bool, bad: BadElements) -> C
         def screen(state, records):
             first, consumed = state
             end = tf.equal(tf.size(records), 0)
-            consumed += tf.reduce_sum(tf.cast(tf.strings.length(records), tf.int64) + RECORD_OVERHEAD)
+            consumed += tf.reduce_sum(
+                tf.cast(tf.strings.length(records), tf.int64) + RECORD_OVERHEAD
+            )
             ex = tf.io.parse_example(records, features)
             encoded = ex["image/encoded"]
             codes = image_check(encoded)
@@ -198,10 +216,23 @@ def tfrecord_elements(data: DataConfig, with_label: bool, bad: BadElements) -> C
             # the end marker's code: was the file read whole?
             whole = tf.logical_or(tf.logical_not(end), tf.equal(consumed, file_size))
             file_code = tf.where(whole, int(Bad.END_OF_FILE), int(Bad.CORRUPT_RECORD))
-            codes = bad.note(tf.concat([codes, [file_code]], 0), describe, path, first, records, raw, consumed,
-                             file_size, kind="records")[:-1]
+            codes = bad.note(
+                tf.concat([codes, [file_code]], 0),
+                describe,
+                path,
+                first,
+                records,
+                raw,
+                consumed,
+                file_size,
+                kind="records",
+            )[:-1]
             keep = tf.equal(codes, int(Bad.OK))
-            out = tf.boolean_mask(encoded, keep), tf.boolean_mask(label, keep), tf.boolean_mask(records, keep)
+            out = (
+                tf.boolean_mask(encoded, keep),
+                tf.boolean_mask(label, keep),
+                tf.boolean_mask(records, keep),
+            )
             return (first + tf.cast(tf.size(records), tf.int64), consumed), out
 
         # one function call per group: count the bytes read (in order) and screen the records
@@ -221,18 +252,33 @@ def _describe_records(data: DataConfig) -> Describe:
             name = _example_filename(records[i])
             prefix = f"image/filename {name}: " if name else ""
             if code == Bad.BAD_LABEL:
-                what = "no image/class/label" if raw[i] < 0 else (
-                    f"image/class/label {raw[i]} minus data.label_offset {data.label_offset} is outside "
-                    f"0..{data.num_classes - 1}")
+                what = (
+                    "no image/class/label"
+                    if raw[i] < 0
+                    else (
+                        f"image/class/label {raw[i]} minus data.label_offset {data.label_offset} is outside "
+                        f"0..{data.num_classes - 1}"
+                    )
+                )
             else:
                 what = check.describe(code)
             out.append((f"{path_s}[{index}]", prefix + what))
         if codes[-1] == Bad.CORRUPT_RECORD:
             if consumed == 0:
-                out.append((path_s, f"corrupt or unreadable from its first record (0 of {file_size:,} bytes read)"))
+                out.append(
+                    (
+                        path_s,
+                        f"corrupt or unreadable from its first record (0 of {file_size:,} bytes read)",
+                    )
+                )
             else:
-                out.append((path_s, f"corrupt or truncated after record {first - 1}: the rest of the file is "
-                                    f"skipped ({consumed:,} of {file_size:,} bytes read)"))
+                out.append(
+                    (
+                        path_s,
+                        f"corrupt or truncated after record {first - 1}: the rest of the file is "
+                        f"skipped ({consumed:,} of {file_size:,} bytes read)",
+                    )
+                )
         return out
 
     return describe

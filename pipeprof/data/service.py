@@ -28,8 +28,11 @@ def distribute(ds, address: str):
     """``ds`` run on the tf.data service at ``address`` ("host:port" of its dispatcher)."""
     import tensorflow as tf
 
-    return ds.apply(tf.data.experimental.service.distribute(
-        processing_mode="parallel_epochs", service=f"{PROTOCOL}://{address}"))
+    return ds.apply(
+        tf.data.experimental.service.distribute(
+            processing_mode="parallel_epochs", service=f"{PROTOCOL}://{address}"
+        )
+    )
 
 
 def _watch_parent(parent: int) -> None:
@@ -58,10 +61,17 @@ def main(argv: list[str] | None = None) -> int:
         server = service.DispatchServer(service.DispatcherConfig(port=args.port, protocol=PROTOCOL))
         port = int(server.target.rsplit(":", 1)[1])
     else:
-        server = service.WorkerServer(service.WorkerConfig(
-            dispatcher_address=args.dispatcher, worker_address=f"{args.host}:%port%", port=args.port,
-            protocol=PROTOCOL))
-        port = int(server._address.rsplit(":", 1)[1])  # the port bound (TensorFlow has no public name for it)
+        server = service.WorkerServer(
+            service.WorkerConfig(
+                dispatcher_address=args.dispatcher,
+                worker_address=f"{args.host}:%port%",
+                port=args.port,
+                protocol=PROTOCOL,
+            )
+        )
+        port = int(
+            server._address.rsplit(":", 1)[1]
+        )  # the port bound (TensorFlow has no public name for it)
     if args.address_file:
         atomic.write_text(Path(args.address_file), f"{args.host}:{port}\n")
     print(f"pipeprof tf.data service {args.role} serving on {args.host}:{port}", flush=True)

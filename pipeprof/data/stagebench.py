@@ -30,18 +30,20 @@ import numpy as np
 
 from pipeprof.analysis.ablation import ladder
 from pipeprof.analysis.stats import rate_interval
+from pipeprof.config import build
 from pipeprof.data import filecache
 from pipeprof.data.files import count_images
 from pipeprof.errors import PipeprofError
 from pipeprof.launch import signals, supervise, topology
-from pipeprof.config import build
 from pipeprof.scenario import DataConfig, PipelineConfig
 
 STAGES = ("read", "label", "shuffle", "map", "augment")
 
 # how an adaptive measurement ended (``stop`` in its answer)
 STOP_FIXED, STOP_TARGET, STOP_LOST, STOP_MAX_TIME = "fixed", "target", "lost", "max_time"
-MIN_BATCHES = 20  # batch means need blocks of a few batches: prefetching makes neighbours correlated
+MIN_BATCHES = (
+    20  # batch means need blocks of a few batches: prefetching makes neighbours correlated
+)
 CHECK_S = 0.1  # how often an adaptive measurement looks at its interval
 
 
@@ -52,16 +54,31 @@ def stage_ladder(base: PipelineConfig) -> list[tuple[str, PipelineConfig]]:
 
 
 def single_threaded(p: PipelineConfig) -> PipelineConfig:
-    return dataclasses.replace(p, parallel_calls=1, private_threadpool_size=1, max_intra_op_parallelism=1)
+    return dataclasses.replace(
+        p, parallel_calls=1, private_threadpool_size=1, max_intra_op_parallelism=1
+    )
 
 
-def _warmed(data: DataConfig, pipe: PipelineConfig, *, data_root: str, batch_size: int, warmup_batches: int,
-            cache_prefix: str):
+def _warmed(
+    data: DataConfig,
+    pipe: PipelineConfig,
+    *,
+    data_root: str,
+    batch_size: int,
+    warmup_batches: int,
+    cache_prefix: str,
+):
     """An iterator over ``pipe``, past its start-up: the shuffle buffer and any cache filled."""
     from pipeprof.data import pipeline
 
-    ds = pipeline.build(data, pipe, data_root=data_root, shard=pipeline.Shard(0, 1), batch_size=batch_size,
-                        cache_prefix=cache_prefix)
+    ds = pipeline.build(
+        data,
+        pipe,
+        data_root=data_root,
+        shard=pipeline.Shard(0, 1),
+        batch_size=batch_size,
+        cache_prefix=cache_prefix,
+    )
     it = iter(ds)
     # The shuffle buffer sits before repeat, so it never holds more than an epoch of a small data set.
     images = count_images(data_root) if data.source in ("folder", "generated") else 0
@@ -74,9 +91,19 @@ def _warmed(data: DataConfig, pipe: PipelineConfig, *, data_root: str, batch_siz
     return it
 
 
-def measure(data: DataConfig, pipe: PipelineConfig, *, data_root: str, batch_size: int, seconds: float,
-            warmup_batches: int = 5, cache_prefix: str = "", min_seconds: float | None = None,
-            target_pct: float = 0.0, beat: float | None = None) -> dict[str, Any]:
+def measure(
+    data: DataConfig,
+    pipe: PipelineConfig,
+    *,
+    data_root: str,
+    batch_size: int,
+    seconds: float,
+    warmup_batches: int = 5,
+    cache_prefix: str = "",
+    min_seconds: float | None = None,
+    target_pct: float = 0.0,
+    beat: float | None = None,
+) -> dict[str, Any]:
     """Pull batches after warm-up; throughput and CPU cost of this process.
 
     Fixed length (``seconds``) unless ``min_seconds`` is given: then the measurement stops,
@@ -84,8 +111,14 @@ def measure(data: DataConfig, pipe: PipelineConfig, *, data_root: str, batch_siz
     ``target_pct`` % of it (known well enough to rank), or lies wholly below ``beat`` (it
     cannot win: it loses early), and at ``seconds`` at the latest."""
     # the shuffle buffer and any cache are filled first: those are start-up, not steady state
-    it = _warmed(data, pipe, data_root=data_root, batch_size=batch_size, warmup_batches=warmup_batches,
-                 cache_prefix=cache_prefix)
+    it = _warmed(
+        data,
+        pipe,
+        data_root=data_root,
+        batch_size=batch_size,
+        warmup_batches=warmup_batches,
+        cache_prefix=cache_prefix,
+    )
     ends = []
     stop, next_check = STOP_FIXED, min_seconds
     c0, t0 = time.process_time(), time.perf_counter()
@@ -108,9 +141,15 @@ def measure(data: DataConfig, pipe: PipelineConfig, *, data_root: str, batch_siz
     cpu = time.process_time() - c0
     samples = len(ends) * batch_size
     rate, half = _interval(t0, ends, batch_size)
-    return {"samples_per_s": samples / wall, "core_ms_per_sample": 1e3 * cpu / samples,
-            "cpu_cores_used": cpu / wall, "batches": len(ends), "seconds": wall,
-            "half_pct": 100 * half / rate if rate > 0 and not math.isnan(half) else math.nan, "stop": stop}
+    return {
+        "samples_per_s": samples / wall,
+        "core_ms_per_sample": 1e3 * cpu / samples,
+        "cpu_cores_used": cpu / wall,
+        "batches": len(ends),
+        "seconds": wall,
+        "half_pct": 100 * half / rate if rate > 0 and not math.isnan(half) else math.nan,
+        "stop": stop,
+    }
 
 
 def _interval(t0: float, ends: list[float], batch_size: int) -> tuple[float, float]:
@@ -129,10 +168,17 @@ def serve(cores: int | None) -> int:
         try:
             data = build(DataConfig, req["data"], "stagebench", "data")
             pipe = build(PipelineConfig, req["pipeline"], "stagebench", "pipeline")
-            res = measure(data, pipe, data_root=req["data_root"], batch_size=req["batch_size"],
-                          seconds=req["seconds"], cache_prefix=req.get("cache_prefix", ""),
-                          min_seconds=req.get("min_seconds"), target_pct=req.get("target_pct", 0.0),
-                          beat=req.get("beat"))
+            res = measure(
+                data,
+                pipe,
+                data_root=req["data_root"],
+                batch_size=req["batch_size"],
+                seconds=req["seconds"],
+                cache_prefix=req.get("cache_prefix", ""),
+                min_seconds=req.get("min_seconds"),
+                target_pct=req.get("target_pct", 0.0),
+                beat=req.get("beat"),
+            )
             res["cores"] = cores or topology.usable_cores()
         except Exception as exc:  # one bad configuration must not end the whole search
             res = {"error": f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"}
@@ -146,8 +192,17 @@ class StageBench:
     is appended to ``log_path`` (the run directory's logs/stagebench.log). Create it in the
     thread that uses it: the worker is killed when that thread ends (PR_SET_PDEATHSIG)."""
 
-    def __init__(self, data: DataConfig, data_root: str, batch_size: int, *, log_path: Path,
-                 cores: int | None = None, seconds: float = 2.0, cache_dir: str = "") -> None:
+    def __init__(
+        self,
+        data: DataConfig,
+        data_root: str,
+        batch_size: int,
+        *,
+        log_path: Path,
+        cores: int | None = None,
+        seconds: float = 2.0,
+        cache_dir: str = "",
+    ) -> None:
         self.data, self.data_root, self.batch_size = data, data_root, batch_size
         self.cores = cores
         self.seconds = seconds
@@ -155,9 +210,12 @@ class StageBench:
         self.trials = 0
         available = topology.usable_cores()
         if cores is not None and not 1 <= cores <= available:
-            raise PipeprofError(f"--cores-per-rank {cores}: this machine lets pipeprof use 1..{available} cores")
+            raise PipeprofError(
+                f"--cores-per-rank {cores}: this machine lets pipeprof use 1..{available} cores"
+            )
         argv = [sys.executable, "-m", "pipeprof.data.stagebench", "--parent", str(os.getpid())] + (
-            ["--cores", str(cores)] if cores else [])
+            ["--cores", str(cores)] if cores else []
+        )
         env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
         self.log_path = Path(log_path)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -166,28 +224,51 @@ class StageBench:
         log.write("$ " + " ".join(argv) + "\n")
         log.flush()
         # its own session: the terminal's Ctrl-C reaches pipeprof, which then stops it in order
-        self._proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True,
-                                      env=env, start_new_session=True)
+        self._proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=log,
+            text=True,
+            env=env,
+            start_new_session=True,
+        )
         self._family = supervise.Family(self._proc)
         self._stack.enter_context(signals.on_force(self._family.kill_now))
 
-    def __enter__(self) -> "StageBench":
+    def __enter__(self) -> StageBench:
         return self
 
     def __exit__(self, kind: type[BaseException] | None, *exc: object) -> None:
         self.close(stop_now=kind is not None)
 
-    def run(self, pipe: PipelineConfig, seconds: float | None = None, *, min_seconds: float | None = None,
-            target_pct: float = 0.0, beat: float | None = None) -> dict[str, Any]:
+    def run(
+        self,
+        pipe: PipelineConfig,
+        seconds: float | None = None,
+        *,
+        min_seconds: float | None = None,
+        target_pct: float = 0.0,
+        beat: float | None = None,
+    ) -> dict[str, Any]:
         """One measurement (see ``measure``: fixed length, or adaptive with ``min_seconds``)."""
         assert self._proc.stdin is not None and self._proc.stdout is not None
         if prefix := filecache.user_prefix(pipe):
             filecache.claim(prefix, "pipeline benchmark")
         self.trials += 1
-        req = {"data": dataclasses.asdict(self.data), "pipeline": dataclasses.asdict(pipe), "data_root": self.data_root,
-               "batch_size": self.batch_size, "seconds": seconds or self.seconds,
-               "cache_prefix": str(Path(self.cache_dir) / f"trial{self.trials}") if self.cache_dir else "",
-               "min_seconds": min_seconds, "target_pct": target_pct, "beat": beat}
+        req = {
+            "data": dataclasses.asdict(self.data),
+            "pipeline": dataclasses.asdict(pipe),
+            "data_root": self.data_root,
+            "batch_size": self.batch_size,
+            "seconds": seconds or self.seconds,
+            "cache_prefix": str(Path(self.cache_dir) / f"trial{self.trials}")
+            if self.cache_dir
+            else "",
+            "min_seconds": min_seconds,
+            "target_pct": target_pct,
+            "beat": beat,
+        }
         try:
             self._proc.stdin.write(json.dumps(req) + "\n")
             self._proc.stdin.flush()
@@ -195,8 +276,11 @@ class StageBench:
         except BrokenPipeError:
             line = ""
         if not line:
-            raise PipeprofError(f"the pipeline benchmark worker died (exit {self._proc.wait()}; "
-                                f"its log: {self.log_path})", exit_code=1)
+            raise PipeprofError(
+                f"the pipeline benchmark worker died (exit {self._proc.wait()}; "
+                f"its log: {self.log_path})",
+                exit_code=1,
+            )
         return json.loads(line)
 
     def close(self, stop_now: bool = False) -> None:
@@ -237,7 +321,9 @@ def stage_costs(bench: StageBench, base: PipelineConfig) -> list[dict[str, Any]]
         for label, p in (("1", single_threaded(pipe)), ("configured", pipe)):
             res = bench.run(p, min_seconds=bench.seconds / 2, target_pct=STAGE_TARGET_PCT)
             if "error" in res:
-                raise PipeprofError(f"pipeline benchmark of stage '{stage}' failed: {res['error']}", exit_code=1)
+                raise PipeprofError(
+                    f"pipeline benchmark of stage '{stage}' failed: {res['error']}", exit_code=1
+                )
             row[f"samples_per_s_{label}"] = res["samples_per_s"]
             row[f"core_ms_per_sample_{label}"] = res["core_ms_per_sample"]
             row[f"marginal_core_ms_{label}"] = max(0.0, res["core_ms_per_sample"] - prev[label])

@@ -35,7 +35,9 @@ def throttled(mb_s: float, encoded_of):
 
     def throttle(*element):
         encoded = encoded_of(*element)
-        waited = tf.numpy_function(storage.read, [tf.strings.length(encoded)], tf.int32, stateful=True)
+        waited = tf.numpy_function(
+            storage.read, [tf.strings.length(encoded)], tf.int32, stateful=True
+        )
         with tf.control_dependencies([waited]):
             return tuple(tf.identity(t) for t in element)
 

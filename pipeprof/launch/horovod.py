@@ -27,7 +27,9 @@ def find_horovodrun() -> str:
     return found
 
 
-def horovodrun_argv(np: int, launch: LaunchConfig, worker: list[str], horovodrun: str = "horovodrun") -> list[str]:
+def horovodrun_argv(
+    np: int, launch: LaunchConfig, worker: list[str], horovodrun: str = "horovodrun"
+) -> list[str]:
     """The horovodrun command line that starts ``np`` copies of ``worker``, placed as
     ``topology.assign`` says (a hostfile is read by pipeprof's parser and passed as ``-H``)."""
     argv = [horovodrun, "-np", str(np), "-H", topology.assign(np, launch).hosts_arg]
@@ -38,7 +40,12 @@ def horovodrun_argv(np: int, launch: LaunchConfig, worker: list[str], horovodrun
 def own_ranks_argv(np: int, launch: LaunchConfig, worker: list[str]) -> list[str]:
     """``horovodrun_argv`` for pipeprof's own ranks, run by ``launch.hvdrun``: the same launch
     without horovodrun's build probe, which the ranks make themselves."""
-    return [sys.executable, "-m", "pipeprof.launch.hvdrun", *horovodrun_argv(np, launch, worker)[1:]]
+    return [
+        sys.executable,
+        "-m",
+        "pipeprof.launch.hvdrun",
+        *horovodrun_argv(np, launch, worker)[1:],
+    ]
 
 
 # In emulation many ranks share a few cores; Horovod's default 1 ms negotiation cycle then
@@ -56,13 +63,18 @@ def rendezvous_timeout_s(local_ranks: int, cores: int) -> int:
     return max(30, math.ceil(RENDEZVOUS_S_PER_RANK_PER_CORE * local_ranks / max(1, cores)))
 
 
-def worker_env(base: dict[str, str], cwd: str, emulated: bool = False, local_ranks: int = 1) -> dict[str, str]:
+def worker_env(
+    base: dict[str, str], cwd: str, emulated: bool = False, local_ranks: int = 1
+) -> dict[str, str]:
     """The ranks' environment under horovodrun. ``local_ranks``: the most ranks this host
     will start at once (sets the rendezvous timeout unless given)."""
     env = base_env(base, cwd)
     if emulated:
         env.setdefault("HOROVOD_CYCLE_TIME", EMULATION_CYCLE_TIME_MS)
-    env.setdefault("HOROVOD_GLOO_TIMEOUT_SECONDS", str(rendezvous_timeout_s(local_ranks, topology.usable_cores())))
+    env.setdefault(
+        "HOROVOD_GLOO_TIMEOUT_SECONDS",
+        str(rendezvous_timeout_s(local_ranks, topology.usable_cores())),
+    )
     return env
 
 
@@ -97,7 +109,9 @@ class HorovodLauncher:
         check_slots(np, launch, gpu_count)
         find_horovodrun()
 
-    def env(self, base: dict[str, str], cwd: str, *, emulated: bool = False, local_ranks: int = 1) -> dict[str, str]:
+    def env(
+        self, base: dict[str, str], cwd: str, *, emulated: bool = False, local_ranks: int = 1
+    ) -> dict[str, str]:
         return worker_env(base, cwd, emulated=emulated, local_ranks=local_ranks)
 
     def ranks_argv(self, np: int, launch: LaunchConfig, rank_cmd: list[str]) -> list[str]:

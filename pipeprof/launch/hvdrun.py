@@ -19,7 +19,9 @@ import sys
 def main() -> int:
     from horovod.runner import launch
 
-    launch.gloo_built = launch.mpi_built = lambda verbose=False: True  # the ranks check (rank.worker)
+    launch.gloo_built = launch.mpi_built = (
+        lambda verbose=False: True
+    )  # the ranks check (rank.worker)
     sys.argv[0] = "horovodrun"
     launch.run_commandline()
     return 0

@@ -24,7 +24,9 @@ class VariantSpec:
     name: str
     synthetic: bool
     pipeline: dict[str, Any] = field(default_factory=dict)  # the resolved PipelineConfig
-    max_measure_s: float = 0.0  # adaptive measurement's limit for this variant; 0: train.max_measure_s
+    max_measure_s: float = (
+        0.0  # adaptive measurement's limit for this variant; 0: train.max_measure_s
+    )
     # adaptive, a real variant alternates with the synthetic twin for a paired gap; an ablation
     # rung does not: what it gives is its step time beside the rung before it
     paired: bool = True
@@ -42,11 +44,15 @@ class Job:
     stream_token: str = ""
 
     def encode(self) -> str:
-        return base64.urlsafe_b64encode(zlib.compress(json.dumps(asdict(self)).encode(), 9)).decode()
+        return base64.urlsafe_b64encode(
+            zlib.compress(json.dumps(asdict(self)).encode(), 9)
+        ).decode()
 
     @classmethod
-    def decode(cls, text: str) -> "Job":
-        return build(cls, json.loads(zlib.decompress(base64.urlsafe_b64decode(text.encode()))), "job", "")
+    def decode(cls, text: str) -> Job:
+        return build(
+            cls, json.loads(zlib.decompress(base64.urlsafe_b64decode(text.encode()))), "job", ""
+        )
 
 
 ENV_SCRIPT_JOB = "PIPEPROF_SCRIPT_JOB"  # what `pipeprof compare -- CMD` asks of a user's script
@@ -65,8 +71,15 @@ class ScriptJob:
     seconds: float = 2.0  # ablate: how long each prefix of the pipeline is measured
 
     def encode(self) -> str:
-        return base64.urlsafe_b64encode(zlib.compress(json.dumps(asdict(self)).encode(), 9)).decode()
+        return base64.urlsafe_b64encode(
+            zlib.compress(json.dumps(asdict(self)).encode(), 9)
+        ).decode()
 
     @classmethod
-    def decode(cls, text: str) -> "ScriptJob":
-        return build(cls, json.loads(zlib.decompress(base64.urlsafe_b64decode(text.encode()))), "script job", "")
+    def decode(cls, text: str) -> ScriptJob:
+        return build(
+            cls,
+            json.loads(zlib.decompress(base64.urlsafe_b64decode(text.encode()))),
+            "script job",
+            "",
+        )

@@ -34,7 +34,9 @@ class Launcher(Protocol):
         """Refuse, with one line, what this launcher cannot start, before anything is spent:
         its program missing, too few slots for ``np``."""
 
-    def env(self, base: dict[str, str], cwd: str, *, emulated: bool = False, local_ranks: int = 1) -> dict[str, str]:
+    def env(
+        self, base: dict[str, str], cwd: str, *, emulated: bool = False, local_ranks: int = 1
+    ) -> dict[str, str]:
         """The ranks' environment: ``base_env`` plus this launcher's own settings."""
 
     def ranks_argv(self, np: int, launch: LaunchConfig, rank_cmd: list[str]) -> list[str]:
@@ -62,7 +64,9 @@ def get(name: str) -> Launcher:
     """The launcher called ``name``; an unknown name is a one-line error listing the known ones."""
     factory = LAUNCHERS.get(name)
     if factory is None:
-        raise PipeprofError(f"launch.launcher: unknown launcher {name!r}; known: {', '.join(sorted(LAUNCHERS))}")
+        raise PipeprofError(
+            f"launch.launcher: unknown launcher {name!r}; known: {', '.join(sorted(LAUNCHERS))}"
+        )
     if isinstance(factory, str):
         module, _, attr = factory.partition(":")
         factory = getattr(importlib.import_module(module), attr)
@@ -80,9 +84,15 @@ def worker_counts(spec: str | int | list[int]) -> list[int]:
                 counts = [int(p) for p in text.split(",") if p.strip()]
             else:
                 top = int(text)
-                counts = [n for n in (2**i for i in range(0, 31)) if n < top] + [top] if top >= 1 else [top]
+                counts = (
+                    [n for n in (2**i for i in range(0, 31)) if n < top] + [top]
+                    if top >= 1
+                    else [top]
+                )
         except ValueError:
-            raise PipeprofError(f"--np {spec!r}: expected a worker count (e.g. 32) or a list (e.g. 1,3,8)") from None
+            raise PipeprofError(
+                f"--np {spec!r}: expected a worker count (e.g. 32) or a list (e.g. 1,3,8)"
+            ) from None
     if not counts or any(n < 1 for n in counts):
         raise PipeprofError(f"--np {spec!r}: worker counts must be positive")
     return sorted(set(counts))
@@ -102,13 +112,17 @@ def check_slots(np: int, launch: LaunchConfig, gpu_count: int) -> None:
     if (named := topology.host_slots(launch)) is not None:
         slots, what = sum(s for _, s in named[0]), named[1]
         if np > slots:  # launchers start one rank per slot of a host list, never more
-            raise PipeprofError(f"np={np} needs {np} slots but {what} offers {slots}; add hosts or slots")
+            raise PipeprofError(
+                f"np={np} needs {np} slots but {what} offers {slots}; add hosts or slots"
+            )
     else:
         slots, what = local_slots(gpu_count)
         what = f"localhost ({what})"
     if np > slots and not launch.oversubscribe:
-        raise PipeprofError(f"np={np} needs {np} slots but {what} offers {slots}; "
-                            f"add hosts with -H/--hostfile, or pass --oversubscribe to run anyway")
+        raise PipeprofError(
+            f"np={np} needs {np} slots but {what} offers {slots}; "
+            f"add hosts with -H/--hostfile, or pass --oversubscribe to run anyway"
+        )
 
 
 def base_env(base: dict[str, str], cwd: str) -> dict[str, str]:

@@ -44,7 +44,9 @@ class LaunchResult:
         if self.timed_out:
             return "timed out"
         if self.errors:
-            return self.errors[0] + (f" (and {len(self.errors) - 1} more)" if len(self.errors) > 1 else "")
+            return self.errors[0] + (
+                f" (and {len(self.errors) - 1} more)" if len(self.errors) > 1 else ""
+            )
         last = next((line for line in reversed(self.tail) if line.strip()), "no output")
         return f"{self.program} exited with {self.returncode}: {last.strip()[:300]}"
 
@@ -56,9 +58,16 @@ def _next_or_none(lines: queue.Queue[str | None]) -> str | None:
         return None
 
 
-def run(argv: list[str], *, env: dict[str, str], log_path: Path, timeout_s: float,
-        on_line: Callable[[str], None] | None = None, grace_s: float = supervise.GRACE_S,
-        program: str | None = None) -> LaunchResult:
+def run(
+    argv: list[str],
+    *,
+    env: dict[str, str],
+    log_path: Path,
+    timeout_s: float,
+    on_line: Callable[[str], None] | None = None,
+    grace_s: float = supervise.GRACE_S,
+    program: str | None = None,
+) -> LaunchResult:
     """Run ``argv`` to the end, teeing its output to ``log_path`` and each line to ``on_line``.
 
     The command and everything it starts are stopped (SIGTERM, ``grace_s``, SIGKILL) at the
@@ -70,9 +79,16 @@ def run(argv: list[str], *, env: dict[str, str], log_path: Path, timeout_s: floa
     with signals.handled(), log_path.open("w") as log:
         log.write("$ " + " ".join(a if len(a) < 200 else a[:40] + "…" for a in argv) + "\n")
         log.flush()
-        proc = subprocess.Popen(supervise.dies_with_parent_argv(argv, env.get("PATH")), env=env,
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1,
-                                start_new_session=True, errors="replace")
+        proc = subprocess.Popen(
+            supervise.dies_with_parent_argv(argv, env.get("PATH")),
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            bufsize=1,
+            start_new_session=True,
+            errors="replace",
+        )
         family = supervise.Family(proc)
 
         def pump() -> None:

@@ -35,10 +35,29 @@ def port_in_use(port: int) -> bool:
     return False
 
 
-def server_argv(role: str, *, host: str, address_file: str, parent: int, dispatcher: str = "", port: int = 0,
-                ssh_host: str = "") -> list[str]:
+def server_argv(
+    role: str,
+    *,
+    host: str,
+    address_file: str,
+    parent: int,
+    dispatcher: str = "",
+    port: int = 0,
+    ssh_host: str = "",
+) -> list[str]:
     """The command that starts one server; over ssh on ``ssh_host`` when given."""
-    argv = [sys.executable, "-m", MODULE, role, "--host", host, "--port", str(port), "--address-file", address_file]
+    argv = [
+        sys.executable,
+        "-m",
+        MODULE,
+        role,
+        "--host",
+        host,
+        "--port",
+        str(port),
+        "--address-file",
+        address_file,
+    ]
     if dispatcher:
         argv += ["--dispatcher", dispatcher]
     if not ssh_host:
@@ -59,9 +78,11 @@ class ServiceProcesses:
     dispatcher_host: str = "localhost"  # the name the ranks reach the dispatcher by
     address: str = ""
     procs: list[subprocess.Popen] = field(default_factory=list)
-    cpu_at_start: list[float] = field(default_factory=list)  # each worker's CPU seconds once all serve
+    cpu_at_start: list[float] = field(
+        default_factory=list
+    )  # each worker's CPU seconds once all serve
 
-    def __enter__(self) -> "ServiceProcesses":
+    def __enter__(self) -> ServiceProcesses:
         try:
             self.start()
         except BaseException:
@@ -79,29 +100,53 @@ class ServiceProcesses:
         self.address = self._serve("dispatcher", self.dispatcher_host, port=self.port)
         for k in range(self.workers):
             ssh_host = self.hosts[k % len(self.hosts)] if self.hosts else ""
-            self._serve(f"worker-{k}", ssh_host or self.dispatcher_host, dispatcher=self.address, ssh_host=ssh_host)
+            self._serve(
+                f"worker-{k}",
+                ssh_host or self.dispatcher_host,
+                dispatcher=self.address,
+                ssh_host=ssh_host,
+            )
         self.cpu_at_start = self._cpu_now()
 
-    def _serve(self, name: str, host: str, *, port: int = 0, dispatcher: str = "", ssh_host: str = "") -> str:
+    def _serve(
+        self, name: str, host: str, *, port: int = 0, dispatcher: str = "", ssh_host: str = ""
+    ) -> str:
         address_file = self.log_dir / f"{name}.address"
         address_file.unlink(missing_ok=True)
         role = "dispatcher" if name == "dispatcher" else "worker"
-        argv = server_argv(role, host=host, address_file=str(address_file), parent=os.getpid(),
-                           dispatcher=dispatcher, port=port, ssh_host=ssh_host)
+        argv = server_argv(
+            role,
+            host=host,
+            address_file=str(address_file),
+            parent=os.getpid(),
+            dispatcher=dispatcher,
+            port=port,
+            ssh_host=ssh_host,
+        )
         with open(self.log_dir / f"{name}.log", "ab") as log:
-            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                    start_new_session=True, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="1"))
+            proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="1"),
+            )
         self.procs.append(proc)
         if ssh_host:  # its address file is written on the remote host; the worker registers itself
             return ""
         deadline = time.monotonic() + START_TIMEOUT_S
         while not address_file.exists():
             if proc.poll() is not None:
-                raise PipeprofError(f"tf.data service {name} exited with code {proc.returncode} before serving "
-                                    f"(log: {self.log_dir / f'{name}.log'})")
+                raise PipeprofError(
+                    f"tf.data service {name} exited with code {proc.returncode} before serving "
+                    f"(log: {self.log_dir / f'{name}.log'})"
+                )
             if time.monotonic() > deadline:
-                raise PipeprofError(f"tf.data service {name} did not start within {START_TIMEOUT_S:.0f} s "
-                                    f"(log: {self.log_dir / f'{name}.log'})")
+                raise PipeprofError(
+                    f"tf.data service {name} did not start within {START_TIMEOUT_S:.0f} s "
+                    f"(log: {self.log_dir / f'{name}.log'})"
+                )
             time.sleep(0.1)
         return address_file.read_text().strip()
 

@@ -78,8 +78,10 @@ def _on_signal(signum: int, frame: FrameType | None) -> None:
 
 def force_exit(signum: int) -> None:
     """Kill every registered child now and leave with 128 + signum (no cleanup, no waiting)."""
-    os.write(2, f"pipeprof: second stop signal ({signal_name(signum)}): killing child processes and exiting now\n"
-             .encode())
+    os.write(
+        2,
+        f"pipeprof: second stop signal ({signal_name(signum)}): killing child processes and exiting now\n".encode(),
+    )
     for kill in list(_force.values()):
         try:
             kill()
@@ -136,16 +138,20 @@ class Catch:
     def __init__(self) -> None:
         self.signum: int | None = None
 
-    def __enter__(self) -> "Catch":
+    def __enter__(self) -> Catch:
         return self
 
-    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: object) -> bool:
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: object
+    ) -> bool:
         if isinstance(exc, KeyboardInterrupt):
             self.signum = signum_of(exc)
             return True
         return False
 
-    def outcome(self, failure: str | None, signum: int | None, run_dir: object) -> tuple[str | None, int | None]:
+    def outcome(
+        self, failure: str | None, signum: int | None, run_dir: object
+    ) -> tuple[str | None, int | None]:
         """How a run of launches ended, once the block is left: a caught stop signal ends it
         (keeping a failure already said); else ``failure`` and ``signum`` as they were."""
         if self.signum is None:

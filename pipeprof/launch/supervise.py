@@ -32,10 +32,12 @@ _PR_SET_PDEATHSIG = 1
 
 # Runs before the real command: ask the kernel for SIGTERM when pipeprof dies, make sure it
 # has not died already (the race the man page warns of), then become the command.
-_GUARD = ("import ctypes,os,signal,sys\n"
-          "ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGTERM), 0, 0, 0)\n"
-          "os.getppid() == int(sys.argv[1]) or sys.exit(143)\n"
-          "os.execvp(sys.argv[2], sys.argv[2:])\n")
+_GUARD = (
+    "import ctypes,os,signal,sys\n"
+    "ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGTERM), 0, 0, 0)\n"
+    "os.getppid() == int(sys.argv[1]) or sys.exit(143)\n"
+    "os.execvp(sys.argv[2], sys.argv[2:])\n"
+)
 
 
 def dies_with_parent_argv(argv: list[str], path: str | None = None) -> list[str]:

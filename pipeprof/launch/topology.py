@@ -36,7 +36,7 @@ _PIN = "import os,sys\nos.sched_setaffinity(0, [int(c) for c in sys.argv[1].spli
 def pinned_argv(argv: list[str], cores: int) -> list[str]:
     """``argv`` started on the first ``cores`` cores this process may use (one rank's share),
     before it starts anything that sizes its thread pools from them (TensorFlow does)."""
-    mine = sorted(os.sched_getaffinity(0))[:max(1, cores)]
+    mine = sorted(os.sched_getaffinity(0))[: max(1, cores)]
     return [sys.executable, "-c", _PIN, ",".join(map(str, mine)), *argv]
 
 
@@ -47,7 +47,9 @@ def cores_per_rank(local_ranks: int, cores: int | None = None) -> int:
 
 def _host(name: str, slots: int, where: str) -> tuple[str, int]:
     if not _HOST_NAME.fullmatch(name):
-        raise PipeprofError(f"{where}: '{name}' is not a host name (letters, digits, '.', '-', '_')")
+        raise PipeprofError(
+            f"{where}: '{name}' is not a host name (letters, digits, '.', '-', '_')"
+        )
     if slots < 1:
         raise PipeprofError(f"{where}: host '{name}' has {slots} slots; give it at least 1")
     return name, slots
@@ -59,7 +61,9 @@ def _unique(hosts: list[tuple[str, int]], where: str) -> list[tuple[str, int]]:
     seen = set()
     for name, _ in hosts:
         if name in seen:
-            raise PipeprofError(f"{where}: host '{name}' is listed twice; give it once with all its slots")
+            raise PipeprofError(
+                f"{where}: host '{name}' is listed twice; give it once with all its slots"
+            )
         seen.add(name)
     return hosts
 
@@ -76,7 +80,9 @@ def parse_hosts(hosts: str) -> list[tuple[str, int]]:
         try:
             out.append(_host(name, int(slots) if slots else 1, where))
         except ValueError:
-            raise PipeprofError(f"{where}: slots of '{name}' must be an integer, got '{slots}'") from None
+            raise PipeprofError(
+                f"{where}: slots of '{name}' must be an integer, got '{slots}'"
+            ) from None
     return _unique(out, where)
 
 
@@ -175,7 +181,9 @@ def assign(np: int, launch: LaunchConfig, cores: int | None = None) -> Topology:
     hosts, what = named if named is not None else ([("localhost", np)], "localhost")
     total = sum(s for _, s in hosts)
     if np > total:
-        raise PipeprofError(f"np={np} needs {np} slots but {what} offers {total}; add hosts or slots")
+        raise PipeprofError(
+            f"np={np} needs {np} slots but {what} offers {total}; add hosts or slots"
+        )
     slots: list[Slot] = []
     for host, n in hosts:
         here = min(n, np - len(slots))

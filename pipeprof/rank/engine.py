@@ -73,7 +73,9 @@ def register(name: str, factory: str | Callable[[], Engine]) -> None:
 def get(name: str = DEFAULT) -> Engine:
     factory = ENGINES.get(name)
     if factory is None:
-        raise PipeprofError(f"train.engine: unknown engine {name!r}; known: {', '.join(sorted(ENGINES))}")
+        raise PipeprofError(
+            f"train.engine: unknown engine {name!r}; known: {', '.join(sorted(ENGINES))}"
+        )
     if isinstance(factory, str):
         module, _, attr = factory.partition(":")
         factory = getattr(importlib.import_module(module), attr)

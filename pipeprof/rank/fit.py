@@ -75,11 +75,17 @@ class Choice:
 def _as_spec(spec):
     """A map function giving an element exactly ``spec``'s static shapes (a twin batch has
     full shapes where the dataset's may have unknown ones, e.g. the batch size)."""
+
     def relax(*parts):
         element = parts if isinstance(spec, tuple) else parts[0]
         return tf.nest.map_structure(
-            lambda t, s: tf.compat.v1.placeholder_with_default(t, s.shape) if isinstance(s, tf.TensorSpec) else t,
-            element, spec)
+            lambda t, s: tf.compat.v1.placeholder_with_default(t, s.shape)
+            if isinstance(s, tf.TensorSpec)
+            else t,
+            element,
+            spec,
+        )
+
     return relax
 
 
@@ -99,7 +105,13 @@ def train_config(job: ScriptJob) -> TrainConfig:
 class FitMeasurement:
     """The plans of one fit (the twin alone, then the real pipeline against it) and the records."""
 
-    def __init__(self, job: ScriptJob, *, engine: Engine, on_record: Callable[[StepRecord], None] | None = None) -> None:
+    def __init__(
+        self,
+        job: ScriptJob,
+        *,
+        engine: Engine,
+        on_record: Callable[[StepRecord], None] | None = None,
+    ) -> None:
         self.job, self.engine, self.rank, self.size = job, engine, engine.rank, engine.size
         self.train = train_config(job)
         self.on_record = on_record
@@ -124,14 +136,34 @@ class FitMeasurement:
         variant = self.phases[self.phase]
         t = self.train
         paired = variant == "real" and "synthetic" in self.phases
-        max_s = max(t.min_measure_s, RUNG_TIME_SHARE * t.max_measure_s) if variant == "synthetic" else t.max_measure_s
-        self.plan = Plan(variant, warmup_steps=t.warmup_steps, measure_steps=t.measure_steps,
-                         rule=stopping.Rule(t.target_ci_pct, t.min_measure_s, max_s), np=self.size,
-                         per_worker_batch=max(1, self.batch), average=self._average, paired=paired)
+        max_s = (
+            max(t.min_measure_s, RUNG_TIME_SHARE * t.max_measure_s)
+            if variant == "synthetic"
+            else t.max_measure_s
+        )
+        self.plan = Plan(
+            variant,
+            warmup_steps=t.warmup_steps,
+            measure_steps=t.measure_steps,
+            rule=stopping.Rule(t.target_ci_pct, t.min_measure_s, max_s),
+            np=self.size,
+            per_worker_batch=max(1, self.batch),
+            average=self._average,
+            paired=paired,
+        )
         self.started = time.perf_counter()
         if self.rank == 0:
-            emit(PROGRESS_TAG, {"event": "variant_start", "np": self.size, "variant": variant, "index": self.phase,
-                                "of_variants": len(self.phases), "steps": self.plan.total_steps})
+            emit(
+                PROGRESS_TAG,
+                {
+                    "event": "variant_start",
+                    "np": self.size,
+                    "variant": variant,
+                    "index": self.phase,
+                    "of_variants": len(self.phases),
+                    "steps": self.plan.total_steps,
+                },
+            )
 
     def before_step(self) -> None:
         """Set where the coming step's batch comes from."""
@@ -144,8 +176,15 @@ class FitMeasurement:
         synthetic_phase = self.phases[self.phase] == "synthetic"
         CHOICE.source = SYNTHETIC if (synthetic_phase or step.source == TWIN) else REAL
 
-    def after_step(self, step_ms: float, wait_ms: float, batch: int, loss: float, acc: float,
-                   cpu_ms: float = math.nan) -> bool:
+    def after_step(
+        self,
+        step_ms: float,
+        wait_ms: float,
+        batch: int,
+        loss: float,
+        acc: float,
+        cpu_ms: float = math.nan,
+    ) -> bool:
         """Record the step that ran; True once every phase is measured (then fit should stop)."""
         if self.done or self.step_announced is None:
             return self.done
@@ -153,9 +192,20 @@ class FitMeasurement:
         if not self.batch:
             self.batch = batch
             self.plan.batch = float(batch * self.size)
-        record = StepRecord(np=self.size, variant=step.variant, rank=self.rank, step=step.index, warmup=step.warmup,
-                            input_wait_ms=wait_ms, step_time_ms=step_ms, batch_size=batch, end_unix_s=time.time(),
-                            paired=step.paired, round=step.round, cpu_ms=cpu_ms)
+        record = StepRecord(
+            np=self.size,
+            variant=step.variant,
+            rank=self.rank,
+            step=step.index,
+            warmup=step.warmup,
+            input_wait_ms=wait_ms,
+            step_time_ms=step_ms,
+            batch_size=batch,
+            end_unix_s=time.time(),
+            paired=step.paired,
+            round=step.round,
+            cpu_ms=cpu_ms,
+        )
         self.records.append(record)
         if not step.warmup and not step.paired:
             self.losses.append(loss)
@@ -164,11 +214,21 @@ class FitMeasurement:
             self.on_record(record)
         check = self.plan.finish_step(step_ms)
         if check is not None and self.rank == 0:
-            emit(PROGRESS_TAG, {"event": "precision", "np": self.size, "variant": step.variant if not step.paired
-                                else step.paired, "index": self.phase, "of_variants": len(self.phases),
-                                "half_pct": check.half_pct, "target_pct": check.target_pct,
-                                "gap": self.phases[self.phase] == "real" and "synthetic" in self.phases,
-                                "steps": check.steps, "seconds": check.seconds})
+            emit(
+                PROGRESS_TAG,
+                {
+                    "event": "precision",
+                    "np": self.size,
+                    "variant": step.variant if not step.paired else step.paired,
+                    "index": self.phase,
+                    "of_variants": len(self.phases),
+                    "half_pct": check.half_pct,
+                    "target_pct": check.target_pct,
+                    "gap": self.phases[self.phase] == "real" and "synthetic" in self.phases,
+                    "steps": check.steps,
+                    "seconds": check.seconds,
+                },
+            )
         if self.plan.finished:
             return self._finish_phase()
         return False
@@ -179,16 +239,33 @@ class FitMeasurement:
     def _finish_phase(self, stop_reason: str | None = None) -> bool:
         plan, variant = self.plan, self.phases[self.phase]
         own = [r for r in self.records if not r.warmup and not r.paired]
-        seconds = plan.seconds if plan.seconds is not None else sum(r.step_time_ms for r in own) / 1e3
+        seconds = (
+            plan.seconds if plan.seconds is not None else sum(r.step_time_ms for r in own) / 1e3
+        )
         metrics = self._average([_mean(self.losses), _mean(self.accs)])
         every = gather_records(self.engine, self.records, name=f"pipeprof_fit_records_{self.phase}")
         if self.rank == 0:
-            write_variant(Path(self.job.run_dir), every, VariantRun(
-                np=self.size, variant=variant, synthetic=variant == "synthetic", per_worker_batch=self.batch,
-                global_batch=self.batch * self.size, learning_rate=math.nan, loss_mean=float(metrics[0]),
-                accuracy_mean=float(metrics[1]), wall_s=time.perf_counter() - self.started, measured_steps=len(own),
-                measured_s=seconds, stop_reason=stop_reason or plan.stop_reason, half_pct=plan.half_pct),
-                index=self.phase, of=len(self.phases))
+            write_variant(
+                Path(self.job.run_dir),
+                every,
+                VariantRun(
+                    np=self.size,
+                    variant=variant,
+                    synthetic=variant == "synthetic",
+                    per_worker_batch=self.batch,
+                    global_batch=self.batch * self.size,
+                    learning_rate=math.nan,
+                    loss_mean=float(metrics[0]),
+                    accuracy_mean=float(metrics[1]),
+                    wall_s=time.perf_counter() - self.started,
+                    measured_steps=len(own),
+                    measured_s=seconds,
+                    stop_reason=stop_reason or plan.stop_reason,
+                    half_pct=plan.half_pct,
+                ),
+                index=self.phase,
+                of=len(self.phases),
+            )
         self.plan = None
         self._next_phase()
         return self.done
@@ -197,7 +274,7 @@ class FitMeasurement:
         """fit returned before the plan finished (its epochs ran out): keep what was measured;
         the variants not reached are left to another launch."""
         if self.plan is not None and any(not r.warmup for r in self.records):
-            self.phases = self.phases[:self.phase + 1]
+            self.phases = self.phases[: self.phase + 1]
             self._finish_phase(stop_reason="fit ended")
         self.done, self.plan = True, None
         CHOICE.source = REAL

@@ -12,10 +12,16 @@ def check_controller(controller: str, built: bool) -> None:
     """pipeprof launches its ranks without horovodrun's build probe (``launch.hvdrun``): this
     is that check, made where Horovod is imported anyway."""
     if not built:
-        flag = "HOROVOD_WITH_GLOO=1" if controller == "gloo" else "HOROVOD_WITH_MPI=1 (with MPI installed)"
-        raise PipeprofError(f"this Horovod was built without {controller.upper()}, which launch.controller = "
-                            f"\"{controller}\" needs: reinstall it with {flag} (scripts/setup.sh), or pick the other "
-                            "controller")
+        flag = (
+            "HOROVOD_WITH_GLOO=1"
+            if controller == "gloo"
+            else "HOROVOD_WITH_MPI=1 (with MPI installed)"
+        )
+        raise PipeprofError(
+            f"this Horovod was built without {controller.upper()}, which launch.controller = "
+            f'"{controller}" needs: reinstall it with {flag} (scripts/setup.sh), or pick the other '
+            "controller"
+        )
 
 
 class HorovodEngine:
@@ -29,7 +35,10 @@ class HorovodEngine:
 
     def start(self, controller: str = "") -> None:
         if controller:
-            check_controller(controller, bool(self.hvd.gloo_built() if controller == "gloo" else self.hvd.mpi_built()))
+            check_controller(
+                controller,
+                bool(self.hvd.gloo_built() if controller == "gloo" else self.hvd.mpi_built()),
+            )
         self.keras.init()
 
     def attached(self) -> bool:
@@ -65,7 +74,9 @@ class HorovodEngine:
     def average(self, values: list[float], name: str) -> Any:
         import tensorflow as tf
 
-        return self.hvd.allreduce(tf.constant(values, tf.float64), op=self.hvd.Average, name=name).numpy()
+        return self.hvd.allreduce(
+            tf.constant(values, tf.float64), op=self.hvd.Average, name=name
+        ).numpy()
 
     def allreduce(self, tensor: Any, name: str) -> Any:
         return self.hvd.allreduce(tensor, name=name)

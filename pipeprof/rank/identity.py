@@ -18,8 +18,15 @@ from dataclasses import dataclass
 # (rank, size, local rank, local size) variables of each launcher, most specific first
 SOURCES: tuple[tuple[str, tuple[str, str, str, str]], ...] = (
     ("horovodrun", ("HOROVOD_RANK", "HOROVOD_SIZE", "HOROVOD_LOCAL_RANK", "HOROVOD_LOCAL_SIZE")),
-    ("Open MPI", ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
-                  "OMPI_COMM_WORLD_LOCAL_SIZE")),
+    (
+        "Open MPI",
+        (
+            "OMPI_COMM_WORLD_RANK",
+            "OMPI_COMM_WORLD_SIZE",
+            "OMPI_COMM_WORLD_LOCAL_RANK",
+            "OMPI_COMM_WORLD_LOCAL_SIZE",
+        ),
+    ),
     ("PMI", ("PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS")),
     ("PMIx", ("PMIX_RANK", "PMIX_SIZE", "PMIX_LOCAL_RANK", "PMIX_LOCAL_SIZE")),
     ("Slurm", ("SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "")),
@@ -72,6 +79,12 @@ def identity(env: Mapping[str, str] | None = None) -> Identity:
         size = _int(env, s) or rank + 1
         local_rank = _int(env, lr)
         local_size = _int(env, ls) or (slurm_local_size(env) if source == "Slurm" else None)
-        return Identity(rank, size, rank if local_rank is None else local_rank,
-                        local_size or (size if local_rank is None else local_rank + 1), host, source)
+        return Identity(
+            rank,
+            size,
+            rank if local_rank is None else local_rank,
+            local_size or (size if local_rank is None else local_rank + 1),
+            host,
+            source,
+        )
     return Identity(host=host)

@@ -36,14 +36,29 @@ class Stepper:
     """Timed training steps of one variant, recorded the same way whichever mode measures."""
 
     def __init__(self, step_fn, *, np: int, rank: int, per_worker_batch: int, on_step) -> None:
-        self.step_fn, self.np, self.rank, self.batch, self.on_step = step_fn, np, rank, per_worker_batch, on_step
+        self.step_fn, self.np, self.rank, self.batch, self.on_step = (
+            step_fn,
+            np,
+            rank,
+            per_worker_batch,
+            on_step,
+        )
         self.records: list[StepRecord] = []
         self.losses: list[float] = []
         self.accs: list[float] = []
         self.prev_end, self.prev_cpu = time.perf_counter(), time.process_time()
 
-    def step(self, batches, variant: str, index: int, warmup: bool, total: int, paired: str = "",
-             round_: int = -1, step_fn=None) -> float:
+    def step(
+        self,
+        batches,
+        variant: str,
+        index: int,
+        warmup: bool,
+        total: int,
+        paired: str = "",
+        round_: int = -1,
+        step_fn=None,
+    ) -> float:
         clock = time.perf_counter
         t0 = clock()
         x, y = next(batches)
@@ -58,21 +73,41 @@ class Stepper:
         if not paired:
             self.losses.append(loss)
             self.accs.append(float(logs.get("accuracy", float("nan"))))
-        record = StepRecord(np=self.np, variant=variant, rank=self.rank, step=index, warmup=warmup,
-                            input_wait_ms=(t1 - t0) * 1e3, step_time_ms=step_ms, batch_size=self.batch,
-                            end_unix_s=time.time(), paired=paired, round=round_, cpu_ms=cpu_ms)
+        record = StepRecord(
+            np=self.np,
+            variant=variant,
+            rank=self.rank,
+            step=index,
+            warmup=warmup,
+            input_wait_ms=(t1 - t0) * 1e3,
+            step_time_ms=step_ms,
+            batch_size=self.batch,
+            end_unix_s=time.time(),
+            paired=paired,
+            round=round_,
+            cpu_ms=cpu_ms,
+        )
         self.records.append(record)
         if self.on_step is not None:
             self.on_step(record, total)
         return step_ms
 
-    def measured(self, warmup: int, stop_reason: str, half_pct: float, seconds: float | None = None) -> Measured:
+    def measured(
+        self, warmup: int, stop_reason: str, half_pct: float, seconds: float | None = None
+    ) -> Measured:
         losses, accs = self.losses[warmup:] or self.losses, self.accs[warmup:] or self.accs
         own = [r for r in self.records if not r.warmup and not r.paired]
         if seconds is None:
             seconds = sum(r.step_time_ms for r in own) / 1e3
-        return Measured(self.records, sum(losses) / len(losses), sum(accs) / len(accs), len(own), seconds,
-                        stop_reason, half_pct)
+        return Measured(
+            self.records,
+            sum(losses) / len(losses),
+            sum(accs) / len(accs),
+            len(own),
+            seconds,
+            stop_reason,
+            half_pct,
+        )
 
 
 FLUSH_MAX_BATCHES = 256  # a flush takes at most this many batches
@@ -107,9 +142,22 @@ def flush(batches, twin_step_s: float) -> int:
     return taken
 
 
-def run_variant(step_fn, batches, *, np: int, variant: str, rank: int, train: TrainConfig,
-                per_worker_batch: int, on_step=None, average=None, max_measure_s: float = 0.0, twin=None,
-                on_check=None, twin_step_fn=None) -> Measured:
+def run_variant(
+    step_fn,
+    batches,
+    *,
+    np: int,
+    variant: str,
+    rank: int,
+    train: TrainConfig,
+    per_worker_batch: int,
+    on_step=None,
+    average=None,
+    max_measure_s: float = 0.0,
+    twin=None,
+    on_check=None,
+    twin_step_fn=None,
+) -> Measured:
     """Train ``warmup_steps`` steps, then measured steps: exactly ``measure_steps`` when set,
     else until ``analysis.stopping`` says the interval is narrow enough (``rank.plan``).
 
@@ -125,9 +173,19 @@ def run_variant(step_fn, batches, *, np: int, variant: str, rank: int, train: Tr
     meanwhile are dropped (``flush``): they would hide its cost.
     """
     stepper = Stepper(step_fn, np=np, rank=rank, per_worker_batch=per_worker_batch, on_step=on_step)
-    rule = stopping.Rule(train.target_ci_pct, train.min_measure_s, max_measure_s or train.max_measure_s)
-    plan = Plan(variant, warmup_steps=train.warmup_steps, measure_steps=train.measure_steps, rule=rule, np=np,
-                per_worker_batch=per_worker_batch, average=average, paired=twin is not None)
+    rule = stopping.Rule(
+        train.target_ci_pct, train.min_measure_s, max_measure_s or train.max_measure_s
+    )
+    plan = Plan(
+        variant,
+        warmup_steps=train.warmup_steps,
+        measure_steps=train.measure_steps,
+        rule=rule,
+        np=np,
+        per_worker_batch=per_worker_batch,
+        average=average,
+        paired=twin is not None,
+    )
     on_twin, twin_ms = False, []
     while not plan.finished:
         s = plan.next_step()
@@ -135,8 +193,16 @@ def run_variant(step_fn, batches, *, np: int, variant: str, rank: int, train: Tr
             flush(batches, statistics.median(twin_ms) / 1e3)
             twin_ms = []
         on_twin = s.source == TWIN
-        ms = stepper.step(twin if on_twin else batches, s.variant, s.index, s.warmup, plan.total_steps,
-                          s.paired, s.round, step_fn=twin_step_fn if on_twin else None)
+        ms = stepper.step(
+            twin if on_twin else batches,
+            s.variant,
+            s.index,
+            s.warmup,
+            plan.total_steps,
+            s.paired,
+            s.round,
+            step_fn=twin_step_fn if on_twin else None,
+        )
         if on_twin:
             twin_ms.append(ms)
         check = plan.finish_step(ms)

@@ -34,12 +34,25 @@ def gather_records(engine, records: list[StepRecord], name: str) -> list[StepRec
     return [StepRecord.from_dict(d) for part in gathered for d in part]
 
 
-def write_variant(run_dir: Path, records: list[StepRecord], result: VariantRun, *, index: int, of: int) -> None:
+def write_variant(
+    run_dir: Path, records: list[StepRecord], result: VariantRun, *, index: int, of: int
+) -> None:
     """Rank 0, once a variant is measured: its steps, its line in variants.jsonl, and the progress event."""
     run_dir = Path(run_dir)
     write_steps(run_dir / "steps" / f"np{result.np}-{result.variant}.csv", records)
     with (run_dir / "variants.jsonl").open("a") as fh:
         fh.write(json.dumps(result.to_dict()) + "\n")
-    emit(PROGRESS_TAG, {"event": "variant_done", "np": result.np, "variant": result.variant, "index": index,
-                        "of_variants": of, "wall_s": result.wall_s, "steps": result.measured_steps,
-                        "stop_reason": result.stop_reason, "half_pct": result.half_pct})
+    emit(
+        PROGRESS_TAG,
+        {
+            "event": "variant_done",
+            "np": result.np,
+            "variant": result.variant,
+            "index": index,
+            "of_variants": of,
+            "wall_s": result.wall_s,
+            "steps": result.measured_steps,
+            "stop_reason": result.stop_reason,
+            "half_pct": result.half_pct,
+        },
+    )

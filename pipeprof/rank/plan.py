@@ -46,9 +46,18 @@ class Step:
 class Plan:
     """One variant's measurement on one rank (see the module's docstring)."""
 
-    def __init__(self, variant: str, *, warmup_steps: int, measure_steps: int, rule: stopping.Rule, np: int,
-                 per_worker_batch: int, average: Callable[[list[float]], numpy.ndarray] | None = None,
-                 paired: bool = False) -> None:
+    def __init__(
+        self,
+        variant: str,
+        *,
+        warmup_steps: int,
+        measure_steps: int,
+        rule: stopping.Rule,
+        np: int,
+        per_worker_batch: int,
+        average: Callable[[list[float]], numpy.ndarray] | None = None,
+        paired: bool = False,
+    ) -> None:
         self.variant = variant
         self.warmup = warmup_steps
         self.fixed = measure_steps
@@ -86,8 +95,14 @@ class Plan:
         half = SETTLE_STEPS + self._every
         twin = self._pos < half
         settle = (self._pos % half) < SETTLE_STEPS
-        return Step(TWIN if twin else OWN, "synthetic" if twin else self.variant, self.variant if twin else "",
-                    settle, i, self._round)
+        return Step(
+            TWIN if twin else OWN,
+            "synthetic" if twin else self.variant,
+            self.variant if twin else "",
+            settle,
+            i,
+            self._round,
+        )
 
     def finish_step(self, step_ms: float) -> stopping.Check | None:
         """Take the time of the step ``next_step`` announced; returns the check made after it, if one was."""
@@ -109,8 +124,9 @@ class Plan:
             self._agreed += [float(v) for v in self._avg(self._chunk)]
             self._chunk = []
             seconds = numpy.asarray(self._agreed) / 1e3
-            check, self._streak = stopping.evaluate(self.rule, seconds, numpy.full(len(seconds), self.batch), None,
-                                                    self._streak)
+            check, self._streak = stopping.evaluate(
+                self.rule, seconds, numpy.full(len(seconds), self.batch), None, self._streak
+            )
             return self._checked(check)
         if not step.warmup:
             self._chunk.append(step_ms)
@@ -122,13 +138,22 @@ class Plan:
             return None
         twin, own = self._halves[0], self._chunk
         agreed = self._avg(twin + own) / 1e3
-        self._rounds.append((float(agreed[:self._every].sum()), float(agreed[self._every:].sum())))
+        self._rounds.append(
+            (float(agreed[: self._every].sum()), float(agreed[self._every :].sum()))
+        )
         self._chunk, self._halves, self._pos = [], [], 0
         self._round += 1
         s_sec, r_sec = (numpy.array(col) for col in zip(*self._rounds))
         per_round = numpy.full(len(self._rounds), self.batch * self._every)
-        check, self._streak = stopping.evaluate_paired(self.rule, self._every * len(self._rounds), per_round, s_sec,
-                                                       per_round, r_sec, self._streak)
+        check, self._streak = stopping.evaluate_paired(
+            self.rule,
+            self._every * len(self._rounds),
+            per_round,
+            s_sec,
+            per_round,
+            r_sec,
+            self._streak,
+        )
         return self._checked(check)
 
     def _start_measuring(self) -> None:
@@ -137,7 +162,9 @@ class Plan:
         self._every = stopping.check_every(float(self._avg([typical])[0]) / 1e3)
 
     def _avg(self, values: list[float]) -> numpy.ndarray:
-        return numpy.asarray(self.average(values) if self.average is not None else values, dtype=float)
+        return numpy.asarray(
+            self.average(values) if self.average is not None else values, dtype=float
+        )
 
     def _checked(self, check: stopping.Check) -> stopping.Check:
         self.last_check = check
@@ -146,4 +173,9 @@ class Plan:
         return check
 
     def _finish(self, reason: str, half_pct: float, seconds: float | None) -> None:
-        self.finished, self.stop_reason, self.half_pct, self.seconds = True, reason, half_pct, seconds
+        self.finished, self.stop_reason, self.half_pct, self.seconds = (
+            True,
+            reason,
+            half_pct,
+            seconds,
+        )

@@ -12,7 +12,6 @@ from __future__ import annotations
 import itertools
 import json
 import math
-import os
 import sys
 import threading
 import time
@@ -23,16 +22,16 @@ import numpy
 
 from pipeprof import atomic
 from pipeprof.analysis import stopping
+from pipeprof.config import build
 from pipeprof.errors import PipeprofError
 from pipeprof.launch.job import ERROR_TAG, PROGRESS_TAG, Job, VariantSpec
-from pipeprof.records import StepRecord, VariantRun
-from pipeprof.config import build
 from pipeprof.rank import engine as engines
 from pipeprof.rank.devices import emulated_step, setup_devices
 from pipeprof.rank.engine import Engine
 from pipeprof.rank.identity import identity
 from pipeprof.rank.measure import run_variant
 from pipeprof.rank.output import emit, gather_records, write_variant
+from pipeprof.records import StepRecord, VariantRun
 from pipeprof.scenario import PipelineConfig, Scenario, TrainConfig, emulated_ms
 
 
@@ -44,7 +43,9 @@ def batch_and_lr(train: TrainConfig, np: int) -> tuple[int, float]:
     """Per-worker batch size and the scaled learning rate at ``np`` workers."""
     per_worker = train.batch_size if train.batch_mode == "per_worker" else train.batch_size // np
     if per_worker < 1:
-        raise PipeprofError(f"train.batch_size {train.batch_size} (global) leaves no samples per worker at np={np}")
+        raise PipeprofError(
+            f"train.batch_size {train.batch_size} (global) leaves no samples per worker at np={np}"
+        )
     return per_worker, train.learning_rate * lr_factor(train.lr_scaling, np)
 
 
@@ -61,8 +62,11 @@ def main(argv: list[str] | None = None) -> int:
             print(me.error_line(ERROR_TAG, line), file=sys.stderr, flush=True)
             return 1
         traceback.print_exc()
-        print(me.error_line(ERROR_TAG, f"{type(exc).__name__}: {' '.join(str(exc).split())[:500]}"),
-              file=sys.stderr, flush=True)
+        print(
+            me.error_line(ERROR_TAG, f"{type(exc).__name__}: {' '.join(str(exc).split())[:500]}"),
+            file=sys.stderr,
+            flush=True,
+        )
     return 1
 
 
@@ -72,10 +76,15 @@ def _bad_files(run_dir: Path, np: int, variant: str, rank: int, telemetry=None):
     from pipeprof.data import badfiles
 
     def stream(path: str, reason: str) -> None:
-        telemetry.put("bad_file", {"rank": rank, "np": np, "variant": variant, "path": path, "reason": reason})
+        telemetry.put(
+            "bad_file", {"rank": rank, "np": np, "variant": variant, "path": path, "reason": reason}
+        )
 
-    return badfiles.BadFiles(badfiles.log_path(run_dir, np, variant, rank), variant=variant,
-                             listener=stream if telemetry is not None else None)
+    return badfiles.BadFiles(
+        badfiles.log_path(run_dir, np, variant, rank),
+        variant=variant,
+        listener=stream if telemetry is not None else None,
+    )
 
 
 def _input_failure(exc: BaseException) -> str | None:
@@ -86,23 +95,35 @@ def _input_failure(exc: BaseException) -> str | None:
     return badfiles.failure_line(exc)
 
 
-def _start_telemetry(job: Job, scenario: Scenario, rank: int, size: int, local_rank: int, local_size: int):
+def _start_telemetry(
+    job: Job, scenario: Scenario, rank: int, size: int, local_rank: int, local_size: int
+):
     from pipeprof.telemetry.agent import RankTelemetry
     from pipeprof.telemetry.stream import StreamClient
 
     if not scenario.telemetry.enabled or not job.stream:
         return None
     client = StreamClient(job.stream, token=job.stream_token, rank=rank, fallback_dir=job.run_dir)
-    return RankTelemetry(client, rank=rank, local_rank=local_rank, local_size=local_size, size=size,
-                         gpu_interval_s=scenario.telemetry.gpu_interval_ms / 1e3,
-                         host_interval_s=scenario.telemetry.host_interval_ms / 1e3).start()
+    return RankTelemetry(
+        client,
+        rank=rank,
+        local_rank=local_rank,
+        local_size=local_size,
+        size=size,
+        gpu_interval_s=scenario.telemetry.gpu_interval_ms / 1e3,
+        host_interval_s=scenario.telemetry.host_interval_ms / 1e3,
+    ).start()
 
 
 def _run(job: Job) -> int:
-    scenario = Scenario.from_dict({k: v for k, v in job.scenario.items() if k != "source_file"}, "job")
+    scenario = Scenario.from_dict(
+        {k: v for k, v in job.scenario.items() if k != "source_file"}, "job"
+    )
     engine = engines.get(scenario.train.engine)
     engine.start(scenario.launch.controller)
-    telemetry = _start_telemetry(job, scenario, engine.rank, engine.size, engine.local_rank, engine.local_size)
+    telemetry = _start_telemetry(
+        job, scenario, engine.rank, engine.size, engine.local_rank, engine.local_size
+    )
     try:
         return _train(job, scenario, engine, telemetry)
     finally:
@@ -127,17 +148,25 @@ def _train(job: Job, scenario: Scenario, engine: Engine, telemetry) -> int:
     data = scenario.data
     input_shape = (data.image_size, data.image_size, 3)
     model = build_model(scenario.model.name, input_shape, data.num_classes)
-    base_opt = (tf.keras.optimizers.SGD(learning_rate=lr, momentum=train.momentum) if train.optimizer == "sgd"
-                else tf.keras.optimizers.Adam(learning_rate=lr))
+    base_opt = (
+        tf.keras.optimizers.SGD(learning_rate=lr, momentum=train.momentum)
+        if train.optimizer == "sgd"
+        else tf.keras.optimizers.Adam(learning_rate=lr)
+    )
     opt = engine.wrap_optimizer(base_opt)
-    model.compile(optimizer=opt, loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-                  metrics=["accuracy"])
+    model.compile(
+        optimizer=opt,
+        loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        metrics=["accuracy"],
+    )
     step_fn = tf.function(lambda x, y: model.train_step((x, y)))
     gradient_floats = int(sum(int(tf.size(v)) for v in model.trainable_variables))
     device_ms = emulated_ms(train.device)
     if device_ms is not None:
         step_fn = emulated_step(tf, engine, device_ms, gradient_floats, seed=rank)
-        device = f"emulated ({device_ms:g} ms/step + allreduce of {gradient_floats * 4 / 2**20:.1f} MB)"
+        device = (
+            f"emulated ({device_ms:g} ms/step + allreduce of {gradient_floats * 4 / 2**20:.1f} MB)"
+        )
 
     device_steps: dict[str, object] = {}
 
@@ -145,7 +174,9 @@ def _train(job: Job, scenario: Scenario, engine: Engine, telemetry) -> int:
         """The training step a variant runs: the model's own, or, with augment.placement =
         "device", the same batch augmentation first, inside the step (on the GPU where there
         is one; on an emulated device, on the CPU before the device time)."""
-        pipe: PipelineConfig = build(PipelineConfig, spec.pipeline, "job", f"variants.{spec.name}.pipeline")
+        pipe: PipelineConfig = build(
+            PipelineConfig, spec.pipeline, "job", f"variants.{spec.name}.pipeline"
+        )
         if spec.synthetic or not pipe.augment.enabled or pipe.augment.placement != "device":
             return step_fn
         key = json.dumps(spec.pipeline["augment"], sort_keys=True)
@@ -155,34 +186,63 @@ def _train(job: Job, scenario: Scenario, engine: Engine, telemetry) -> int:
                 on_device = tf.function(lambda x, y: augment(x, y)[0])
                 device_steps[key] = lambda x, y: step_fn(on_device(x, y), y)
             else:
-                device_steps[key] = tf.function(lambda x, y: model.train_step((augment(x, y)[0], y)))
+                device_steps[key] = tf.function(
+                    lambda x, y: model.train_step((augment(x, y)[0], y))
+                )
         return device_steps[key]
 
     def real_dataset(spec: VariantSpec, epochs: int | None = None):
-        pipe: PipelineConfig = build(PipelineConfig, spec.pipeline, "job", f"variants.{spec.name}.pipeline")
-        return pipeline.build(data, pipe, data_root=job.data_root, shard=pipeline.Shard(rank, size),
-                              batch_size=per_worker_batch, epochs=epochs,
-                              cache_prefix=str(run_dir / "cache" / f"np{size}-{spec.name}"),
-                              bad_files=_bad_files(run_dir, size, spec.name, rank, telemetry),
-                              service=pipe.service.address if pipe.service.enabled else "")
+        pipe: PipelineConfig = build(
+            PipelineConfig, spec.pipeline, "job", f"variants.{spec.name}.pipeline"
+        )
+        return pipeline.build(
+            data,
+            pipe,
+            data_root=job.data_root,
+            shard=pipeline.Shard(rank, size),
+            batch_size=per_worker_batch,
+            epochs=epochs,
+            cache_prefix=str(run_dir / "cache" / f"np{size}-{spec.name}"),
+            bad_files=_bad_files(run_dir, size, spec.name, rank, telemetry),
+            service=pipe.service.address if pipe.service.enabled else "",
+        )
 
     # The synthetic twin takes its shapes from the real pipeline's element spec.
     first_real = next((v for v in job.variants if not v.synthetic), None)
     if first_real is not None:
         element_spec = real_dataset(first_real).element_spec
     else:
-        element_spec = (tf.TensorSpec([per_worker_batch, *input_shape], tf.float32),
-                        tf.TensorSpec([per_worker_batch], tf.int32))
+        element_spec = (
+            tf.TensorSpec([per_worker_batch, *input_shape], tf.float32),
+            tf.TensorSpec([per_worker_batch], tf.int32),
+        )
 
     # Same starting weights everywhere (what BroadcastGlobalVariablesCallback does in fit).
     engine.broadcast(model.variables, root=0)
     broadcast_opt_pending = True
     if rank == 0:
-        emit(PROGRESS_TAG, {"event": "start", "np": size, "device": device, "per_worker_batch": per_worker_batch,
-                             "learning_rate": lr})
-        atomic.write_text(run_dir / "model.json", json.dumps({
-            "model": scenario.model.name, "parameters": gradient_floats, "gradient_bytes": 4 * gradient_floats,
-            "device": train.device}) + "\n")
+        emit(
+            PROGRESS_TAG,
+            {
+                "event": "start",
+                "np": size,
+                "device": device,
+                "per_worker_batch": per_worker_batch,
+                "learning_rate": lr,
+            },
+        )
+        atomic.write_text(
+            run_dir / "model.json",
+            json.dumps(
+                {
+                    "model": scenario.model.name,
+                    "parameters": gradient_floats,
+                    "gradient_bytes": 4 * gradient_floats,
+                    "device": train.device,
+                }
+            )
+            + "\n",
+        )
 
     def average(values: list[float]) -> numpy.ndarray:
         return engine.average(values, name="pipeprof_check")
@@ -198,12 +258,25 @@ def _train(job: Job, scenario: Scenario, engine: Engine, telemetry) -> int:
             batches = iter(real_dataset(spec))
         engine.barrier(f"barrier_{k}")  # all ranks start the variant together
         started = time.perf_counter()
-        total = train.warmup_steps + train.measure_steps if train.measure_steps else 0  # 0: adaptive
+        total = (
+            train.warmup_steps + train.measure_steps if train.measure_steps else 0
+        )  # 0: adaptive
         if rank == 0:
-            emit(PROGRESS_TAG, {"event": "variant_start", "np": size, "variant": spec.name, "index": k,
-                                 "of_variants": len(job.variants), "steps": total})
+            emit(
+                PROGRESS_TAG,
+                {
+                    "event": "variant_start",
+                    "np": size,
+                    "variant": spec.name,
+                    "index": k,
+                    "of_variants": len(job.variants),
+                    "steps": total,
+                },
+            )
 
-        def on_step(record: StepRecord, of: int, name: str = spec.name) -> None:
+        def on_step(
+            record: StepRecord, of: int, name: str = spec.name, k: int = k, total: int = total
+        ) -> None:
             nonlocal broadcast_opt_pending, global_step
             done = record.step + 1
             if telemetry is not None:
@@ -215,8 +288,18 @@ def _train(job: Job, scenario: Scenario, engine: Engine, telemetry) -> int:
             if warm_lr_steps and global_step <= warm_lr_steps:
                 opt.learning_rate.assign(lr / size + (lr - lr / size) * global_step / warm_lr_steps)
             if rank == 0 and (done % job.progress_every == 0 or done == of):
-                emit(PROGRESS_TAG, {"event": "progress", "np": size, "variant": name, "index": k,
-                                     "of_variants": len(job.variants), "step": done, "steps": total})
+                emit(
+                    PROGRESS_TAG,
+                    {
+                        "event": "progress",
+                        "np": size,
+                        "variant": name,
+                        "index": k,
+                        "of_variants": len(job.variants),
+                        "step": done,
+                        "steps": total,
+                    },
+                )
 
         if warm_lr_steps and global_step == 0:
             opt.learning_rate.assign(lr / size)
@@ -224,17 +307,42 @@ def _train(job: Job, scenario: Scenario, engine: Engine, telemetry) -> int:
         # A real variant measures in alternation with the twin once the twin ran at this np.
         alternates = twin_ran and spec.paired and not spec.synthetic
 
-        def on_check(check: stopping.Check, name: str = spec.name, gap: bool = alternates) -> None:
+        def on_check(
+            check: stopping.Check, name: str = spec.name, gap: bool = alternates, k: int = k
+        ) -> None:
             if rank == 0:
-                emit(PROGRESS_TAG, {"event": "precision", "np": size, "variant": name, "index": k,
-                                     "of_variants": len(job.variants), "half_pct": check.half_pct,
-                                     "target_pct": check.target_pct, "gap": gap,
-                                     "steps": check.steps, "seconds": check.seconds})
+                emit(
+                    PROGRESS_TAG,
+                    {
+                        "event": "precision",
+                        "np": size,
+                        "variant": name,
+                        "index": k,
+                        "of_variants": len(job.variants),
+                        "half_pct": check.half_pct,
+                        "target_pct": check.target_pct,
+                        "gap": gap,
+                        "steps": check.steps,
+                        "seconds": check.seconds,
+                    },
+                )
 
         twin = itertools.repeat(noise) if alternates else None
-        measured = run_variant(step_for(spec), batches, np=size, variant=spec.name, rank=rank, train=train,
-                               per_worker_batch=per_worker_batch, on_step=on_step, average=average,
-                               max_measure_s=spec.max_measure_s, twin=twin, on_check=on_check, twin_step_fn=step_fn)
+        measured = run_variant(
+            step_for(spec),
+            batches,
+            np=size,
+            variant=spec.name,
+            rank=rank,
+            train=train,
+            per_worker_batch=per_worker_batch,
+            on_step=on_step,
+            average=average,
+            max_measure_s=spec.max_measure_s,
+            twin=twin,
+            on_check=on_check,
+            twin_step_fn=step_fn,
+        )
         wall = time.perf_counter() - started
         # Drop the variant's iterator on a side thread: deleting it cancels its pipeline's
         # threads at once, then may block ~5 s (no CPU spent) while they wind down, which the
@@ -246,11 +354,27 @@ def _train(job: Job, scenario: Scenario, engine: Engine, telemetry) -> int:
         all_records = gather_records(engine, measured.records, name=f"records_{k}")
         twin_ran = twin_ran or spec.synthetic
         if rank == 0:
-            write_variant(run_dir, all_records, VariantRun(
-                np=size, variant=spec.name, synthetic=spec.synthetic, per_worker_batch=per_worker_batch,
-                global_batch=per_worker_batch * size, learning_rate=lr, loss_mean=float(avg[0]),
-                accuracy_mean=float(avg[1]), wall_s=wall, measured_steps=measured.steps, measured_s=measured.seconds,
-                stop_reason=measured.stop_reason, half_pct=measured.half_pct), index=k, of=len(job.variants))
+            write_variant(
+                run_dir,
+                all_records,
+                VariantRun(
+                    np=size,
+                    variant=spec.name,
+                    synthetic=spec.synthetic,
+                    per_worker_batch=per_worker_batch,
+                    global_batch=per_worker_batch * size,
+                    learning_rate=lr,
+                    loss_mean=float(avg[0]),
+                    accuracy_mean=float(avg[1]),
+                    wall_s=wall,
+                    measured_steps=measured.steps,
+                    measured_s=measured.seconds,
+                    stop_reason=measured.stop_reason,
+                    half_pct=measured.half_pct,
+                ),
+                index=k,
+                of=len(job.variants),
+            )
     engine.barrier("barrier_end")
     return 0
 

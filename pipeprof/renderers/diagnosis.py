@@ -12,42 +12,79 @@ from pipeprof.renderers.table import fmt
 def stage_cost_table(summary: pd.DataFrame) -> Table | None:
     if "stage_marginal_ms" not in summary or summary["stage_marginal_ms"].isna().all():
         return None
-    t = Table(title="what each stage costs (training, ablation ladder)", title_justify="left", header_style="bold")
+    t = Table(
+        title="what each stage costs (training, ablation ladder)",
+        title_justify="left",
+        header_style="bold",
+    )
     for name in ("np", "rung", "step ms", "marginal ms/step", "% of gap"):
         t.add_column(name, justify="left" if name == "rung" else "right")
     for _, r in summary[summary["stage_marginal_ms"].notna()].iterrows():
-        t.add_row(str(r["np"]), str(r["variant"]), fmt(r["step_time_ms_mean"]), fmt(r["stage_marginal_ms"], 2),
-                  fmt(r["stage_pct_of_gap"], 0, "%"))
+        t.add_row(
+            str(r["np"]),
+            str(r["variant"]),
+            fmt(r["step_time_ms_mean"]),
+            fmt(r["stage_marginal_ms"], 2),
+            fmt(r["stage_pct_of_gap"], 0, "%"),
+        )
     return t
 
 
 def script_stage_table(stages: pd.DataFrame) -> Table:
-    t = Table(title=f"each transformation of the script's dataset alone ({int(stages['cores'].iloc[0])} core(s))",
-              title_justify="left", header_style="bold")
+    t = Table(
+        title=f"each transformation of the script's dataset alone ({int(stages['cores'].iloc[0])} core(s))",
+        title_justify="left",
+        header_style="bold",
+    )
     for name in ("#", "transformation", "samples/s", "core-ms/sample", "marginal core-ms", "note"):
         t.add_column(name, justify="left" if name in ("transformation", "note") else "right")
     for _, r in stages.iterrows():
         note = r["note"] if isinstance(r["note"], str) else ""
-        t.add_row(str(r["index"]), str(r["transformation"]), fmt(r["samples_per_s"], 0), fmt(r["core_ms_per_sample"], 3),
-                  fmt(r["marginal_core_ms"], 3), note)
+        t.add_row(
+            str(r["index"]),
+            str(r["transformation"]),
+            fmt(r["samples_per_s"], 0),
+            fmt(r["core_ms_per_sample"], 3),
+            fmt(r["marginal_core_ms"], 3),
+            note,
+        )
     return t
 
 
-def print_diagnosis(summary: pd.DataFrame, verdicts: list, stages: pd.DataFrame | None, console: Console,
-                    script_stages: pd.DataFrame | None = None) -> None:
+def print_diagnosis(
+    summary: pd.DataFrame,
+    verdicts: list,
+    stages: pd.DataFrame | None,
+    console: Console,
+    script_stages: pd.DataFrame | None = None,
+) -> None:
     table = stage_cost_table(summary)
     if table is not None:
         console.print(table)
     if script_stages is not None and not script_stages.empty:
         console.print(script_stage_table(script_stages))
     if stages is not None and not stages.empty:
-        t = Table(title=f"each stage alone (pipeline only, {int(stages['cores'].iloc[0])} core(s))",
-                  title_justify="left", header_style="bold")
-        for name in ("stage", "samples/s 1 thread", "samples/s configured", "core-ms/sample", "marginal core-ms"):
+        t = Table(
+            title=f"each stage alone (pipeline only, {int(stages['cores'].iloc[0])} core(s))",
+            title_justify="left",
+            header_style="bold",
+        )
+        for name in (
+            "stage",
+            "samples/s 1 thread",
+            "samples/s configured",
+            "core-ms/sample",
+            "marginal core-ms",
+        ):
             t.add_column(name, justify="left" if name == "stage" else "right")
         for _, r in stages.iterrows():
-            t.add_row(r["stage"], fmt(r["samples_per_s_1"], 0), fmt(r["samples_per_s_configured"], 0),
-                      fmt(r["core_ms_per_sample_1"], 3), fmt(r["marginal_core_ms_1"], 3))
+            t.add_row(
+                r["stage"],
+                fmt(r["samples_per_s_1"], 0),
+                fmt(r["samples_per_s_configured"], 0),
+                fmt(r["core_ms_per_sample_1"], 3),
+                fmt(r["marginal_core_ms_1"], 3),
+            )
         console.print(t)
     for v in verdicts:
         style = "bold red" if v.input_bound else "bold green"

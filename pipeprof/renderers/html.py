@@ -36,8 +36,13 @@ th{background:#f5f5f5} td.l,th.l{text-align:left} details pre{background:#f7f7f7
 .advice{color:#225;margin-left:1em} .wide{overflow-x:auto;max-width:100%}
 """
 
-VERDICT_CLASS = {"not input-bound": "notbound", "moderately input-bound": "moderate", "highly input-bound": "bound",
-                 "on the 5% line": "moderate", "on the 20% line": "moderate"}
+VERDICT_CLASS = {
+    "not input-bound": "notbound",
+    "moderately input-bound": "moderate",
+    "highly input-bound": "bound",
+    "on the 5% line": "moderate",
+    "on the 20% line": "moderate",
+}
 
 
 def esc(value: object) -> str:
@@ -52,9 +57,23 @@ def _num(value: object, digits: int = 1) -> str:
     return esc(value)
 
 
-def table(frame: pd.DataFrame, columns: list[str] | None = None, digits: dict[str, int] | None = None,
-          left: tuple[str, ...] = ("variant", "stage", "dominant", "advice", "phase", "stop", "warning",
-                                   "verdict", "device", "error")) -> str:
+def table(
+    frame: pd.DataFrame,
+    columns: list[str] | None = None,
+    digits: dict[str, int] | None = None,
+    left: tuple[str, ...] = (
+        "variant",
+        "stage",
+        "dominant",
+        "advice",
+        "phase",
+        "stop",
+        "warning",
+        "verdict",
+        "device",
+        "error",
+    ),
+) -> str:
     cols = [c for c in (columns or list(frame.columns)) if c in frame.columns]
     digits = digits or {}
     head = "".join(f'<th class="{"l" if c in left else ""}">{esc(c)}</th>' for c in cols)
@@ -63,7 +82,12 @@ def table(frame: pd.DataFrame, columns: list[str] | None = None, digits: dict[st
     for values in frame[cols].itertuples(index=False, name=None):
         cells = []
         for c, v in zip(cols, values):
-            if isinstance(v, bool) or v is None or (isinstance(v, float) and math.isnan(v)) or isinstance(v, str):
+            if (
+                isinstance(v, bool)
+                or v is None
+                or (isinstance(v, float) and math.isnan(v))
+                or isinstance(v, str)
+            ):
                 text = esc("" if v is None or (isinstance(v, float) and math.isnan(v)) else v)
             else:
                 text = _num(v, 0 if c in ints else digits.get(c, 1))
@@ -82,12 +106,18 @@ def _partial_banner(run: Run) -> str:
     if not run.partial:
         return ""
     state = run.status.get("state")
-    why = {"running": "the run is still in progress", "stopped": "the run's process ended before it finished",
-           "failed": "the run failed", "interrupted": "the run was interrupted"}.get(state, state)
+    why = {
+        "running": "the run is still in progress",
+        "stopped": "the run's process ended before it finished",
+        "failed": "the run failed",
+        "interrupted": "the run was interrupted",
+    }.get(state, state)
     detail = run.status.get("detail") or ""
-    return (f'<div class="partial" id="partial"><b>Partial report</b>: {esc(why)}'
-            f'{": " + esc(detail) if detail else ""}. It shows what was measured until it was rendered; '
-            f"run <code>pipeprof report {esc(run.path)}</code> again once the run has ended.</div>")
+    return (
+        f'<div class="partial" id="partial"><b>Partial report</b>: {esc(why)}'
+        f'{": " + esc(detail) if detail else ""}. It shows what was measured until it was rendered; '
+        f"run <code>pipeprof report {esc(run.path)}</code> again once the run has ended.</div>"
+    )
 
 
 def _verdicts(run: Run) -> str:
@@ -105,9 +135,17 @@ def _verdicts(run: Run) -> str:
             else:
                 # the ceiling the gap was taken against: the twin measured beside the row, if it was
                 twin = r.get("twin_samples_per_s", math.nan)
-                ceiling = twin if not math.isnan(twin) else synth.loc[n, "samples_per_s"] if n in synth.index else twin
-                what = (f"gap {r['gap_pct']:.1f}% ±{_num(r['gap_pct_ci95'])}: {_num(r['samples_per_s'])} samples/s "
-                        f"against a ceiling of {_num(ceiling)} on synthetic data")
+                ceiling = (
+                    twin
+                    if not math.isnan(twin)
+                    else synth.loc[n, "samples_per_s"]
+                    if n in synth.index
+                    else twin
+                )
+                what = (
+                    f"gap {r['gap_pct']:.1f}% ±{_num(r['gap_pct_ci95'])}: {_num(r['samples_per_s'])} samples/s "
+                    f"against a ceiling of {_num(ceiling)} on synthetic data"
+                )
             line = f'<li><b>np={n} · {esc(r["variant"])}</b>: <span class="{cls}">{esc(verdict or "no verdict")}</span>, {what}'
             if isinstance(r.get("warning"), str) and r["warning"]:
                 line += f'<div class="warn">warning: {esc(r["warning"])}</div>'
@@ -121,8 +159,12 @@ def _verdicts(run: Run) -> str:
             continue
         advice = "".join(f'<div class="advice">→ {esc(a)}</div>' for a in v.get("advice") or [])
         cls = "bound" if v.get("input_bound") else "notbound"
-        items.append(f'<li><b>np={v.get("np")} · which stage</b>: <span class="{cls}">{esc(text[0])}</span>'
-                     + "".join(f"<div>{esc(t)}</div>" for t in text[1:]) + advice + "</li>")
+        items.append(
+            f'<li><b>np={v.get("np")} · which stage</b>: <span class="{cls}">{esc(text[0])}</span>'
+            + "".join(f"<div>{esc(t)}</div>" for t in text[1:])
+            + advice
+            + "</li>"
+        )
     if not items:
         return ""
     return f'<section id="verdicts"><h2>Verdict</h2><ul class="verdicts">{"".join(items)}</ul></section>'
@@ -139,12 +181,18 @@ def _rank_section(run: Run) -> str:
     splits = [(n, reference, views.rank_split(run.steps, n, reference)) for n in nps]
     largest = nps[-1]
     grid = views.binned_steps(run.steps, largest, reference)
-    bars = figure("ranks", plots.rank_split(splits),
-                  "Each rank's mean step, split into input wait (red) and the rest (compute, allreduce, update). "
-                  "In lock-step every rank's step lasts as long as the slowest's: the rank that waits longest on "
-                  "its input holds the others in the allreduce.")
-    heat = figure("rank-timeline", plots.step_heatmap(grid, largest, reference),
-                  f"Input wait of every rank over the measurement at np={largest}: a straggling rank is a dark band.")
+    bars = figure(
+        "ranks",
+        plots.rank_split(splits),
+        "Each rank's mean step, split into input wait (red) and the rest (compute, allreduce, update). "
+        "In lock-step every rank's step lasts as long as the slowest's: the rank that waits longest on "
+        "its input holds the others in the allreduce.",
+    )
+    heat = figure(
+        "rank-timeline",
+        plots.step_heatmap(grid, largest, reference),
+        f"Input wait of every rank over the measurement at np={largest}: a straggling rank is a dark band.",
+    )
     if not bars and not heat:
         return ""
     return f'<section id="ranks"><h2>Ranks: where the step time goes</h2>{bars}{heat}</section>'
@@ -154,14 +202,32 @@ def _prediction_section(run: Run) -> str:
     pred = run.prediction
     if pred is None or pred.empty:
         return ""
-    target = (run.prediction_info.get("target") or {})
-    what = ", ".join(f"{k} {v}" for k, v in target.items() if v not in (None, "", {}) and k != "ceiling")
-    cols = ["np", "device", "synthetic_samples_per_s", "real_samples_per_s", "gap_pct", "dominant", "advice"]
+    target = run.prediction_info.get("target") or {}
+    what = ", ".join(
+        f"{k} {v}" for k, v in target.items() if v not in (None, "", {}) and k != "ceiling"
+    )
+    cols = [
+        "np",
+        "device",
+        "synthetic_samples_per_s",
+        "real_samples_per_s",
+        "gap_pct",
+        "dominant",
+        "advice",
+    ]
     notes = "".join(f"<li>{esc(n)}</li>" for n in run.prediction_info.get("notes") or [])
-    return (f'<section id="prediction"><h2>predict: the target cluster</h2><p class="meta">target: {esc(what)}</p>'
-            + figure("predict", plots.prediction(pred), "Predicted gap per worker count on the target, each point "
-                     "labelled with the term that dominates its real step.")
-            + table(pred, cols) + (f"<ul>{notes}</ul>" if notes else "") + "</section>")
+    return (
+        f'<section id="prediction"><h2>predict: the target cluster</h2><p class="meta">target: {esc(what)}</p>'
+        + figure(
+            "predict",
+            plots.prediction(pred),
+            "Predicted gap per worker count on the target, each point "
+            "labelled with the term that dominates its real step.",
+        )
+        + table(pred, cols)
+        + (f"<ul>{notes}</ul>" if notes else "")
+        + "</section>"
+    )
 
 
 def _tune_section(run: Run) -> str:
@@ -169,22 +235,38 @@ def _tune_section(run: Run) -> str:
     if trials is None or trials.empty:
         return ""
     info = run.tune_info
-    knobs = [c for c in trials.columns if c not in ("samples_per_s", "half_pct", "cpu_cores_used", "seconds", "stop",
-                                                   "phase", "error")]
+    knobs = [
+        c
+        for c in trials.columns
+        if c
+        not in ("samples_per_s", "half_pct", "cpu_cores_used", "seconds", "stop", "phase", "error")
+    ]
     best = trials.sort_values("samples_per_s", ascending=False).head(10)
     head = ""
     if info.get("winner"):
         auto = (info.get("autotune") or {}).get("samples_per_s")
         default = (info.get("scenario_default") or {}).get("samples_per_s")
-        head = (f'<p><b>winner</b> ({_num(info.get("winner_samples_per_s"), 0)} samples/s on '
-                f'{esc(info.get("cores_per_rank"))} core(s); AUTOTUNE {_num(auto, 0)}, the scenario\'s settings '
-                f'{_num(default, 0)}): ' + ", ".join(f"{esc(k)}={esc(v)}" for k, v in info["winner"].items()) + "</p>")
-    return ('<section id="tune"><h2>tune: the trials</h2>' + head
-            + figure("tune", plots.tune_trials(trials.reset_index(drop=True)),
-                     "Every trial's pipeline-only rate, in the order the search ran them; circled: cache on.")
-            + "<p>The ten fastest trials:</p>"
-            + table(best, knobs + ["samples_per_s", "cpu_cores_used", "phase", "stop"], {"samples_per_s": 0})
-            + "</section>")
+        head = (
+            f'<p><b>winner</b> ({_num(info.get("winner_samples_per_s"), 0)} samples/s on '
+            f'{esc(info.get("cores_per_rank"))} core(s); AUTOTUNE {_num(auto, 0)}, the scenario\'s settings '
+            f'{_num(default, 0)}): '
+            + ", ".join(f"{esc(k)}={esc(v)}" for k, v in info["winner"].items())
+            + "</p>"
+        )
+    return (
+        '<section id="tune"><h2>tune: the trials</h2>'
+        + head
+        + figure(
+            "tune",
+            plots.tune_trials(trials.reset_index(drop=True)),
+            "Every trial's pipeline-only rate, in the order the search ran them; circled: cache on.",
+        )
+        + "<p>The ten fastest trials:</p>"
+        + table(
+            best, knobs + ["samples_per_s", "cpu_cores_used", "phase", "stop"], {"samples_per_s": 0}
+        )
+        + "</section>"
+    )
 
 
 def render_html(run: Run) -> str:
@@ -195,53 +277,121 @@ def render_html(run: Run) -> str:
     when = time.strftime("%Y-%m-%d %H:%M", time.localtime(started)) if started else "?"
     device = m.get("device", "real")
     summary = run.summary
-    parts = [f"<h1>pipeprof · {esc(name)}</h1>",
-             f'<p class="meta">{esc(" ".join(m.get("command_line") or []))}<br>started {esc(when)} on '
-             f'{esc(m.get("host", "?"))} ({esc(m.get("cpu_cores", "?"))} CPU cores, {len(m.get("gpus") or [])} GPU(s))'
-             + (f' · <b>EMULATED device: {esc(device)}</b>' if device not in ("real", None) else "")
-             + f" · pipeprof {esc(m.get('pipeprof', __version__))}</p>",
-             _partial_banner(run), _verdicts(run)]
+    parts = [
+        f"<h1>pipeprof · {esc(name)}</h1>",
+        f'<p class="meta">{esc(" ".join(m.get("command_line") or []))}<br>started {esc(when)} on '
+        f'{esc(m.get("host", "?"))} ({esc(m.get("cpu_cores", "?"))} CPU cores, {len(m.get("gpus") or [])} GPU(s))'
+        + (f" · <b>EMULATED device: {esc(device)}</b>" if device not in ("real", None) else "")
+        + f" · pipeprof {esc(m.get('pipeprof', __version__))}</p>",
+        _partial_banner(run),
+        _verdicts(run),
+    ]
     if summary is not None and not summary.empty:
-        parts.append('<section id="scaling"><h2>Gap and scaling</h2>'
-                     + figure("gap", plots.gap_vs_np(summary),
-                              "gap = 100 × (1 − real ÷ synthetic) at each worker count, with its 95% interval; "
-                              "the dashed lines are the 5% and 20% thresholds.")
-                     + figure("throughput", plots.throughput_vs_np(summary),
-                              "Samples/s of all workers, synthetic (the ceiling) and real, against the ideal "
-                              "linear line from synthetic np=1; right: scaling efficiency.")
-                     + "</section>")
+        parts.append(
+            '<section id="scaling"><h2>Gap and scaling</h2>'
+            + figure(
+                "gap",
+                plots.gap_vs_np(summary),
+                "gap = 100 × (1 − real ÷ synthetic) at each worker count, with its 95% interval; "
+                "the dashed lines are the 5% and 20% thresholds.",
+            )
+            + figure(
+                "throughput",
+                plots.throughput_vs_np(summary),
+                "Samples/s of all workers, synthetic (the ceiling) and real, against the ideal "
+                "linear line from synthetic np=1; right: scaling efficiency.",
+            )
+            + "</section>"
+        )
     parts.append(_rank_section(run))
     gpu, host = run.telemetry.get("gpu"), run.telemetry.get("host")
     t0 = views.run_start(run.steps, gpu, host)
     tel = plots.telemetry_over_time(gpu, host, views.variant_spans(run.steps), t0)
     if tel:
-        parts.append('<section id="telemetry"><h2>GPU and CPU over the run</h2>'
-                     + figure("telemetry", tel, "Sampled while training ran; shaded bands: one (np, variant) each.")
-                     + "</section>")
+        parts.append(
+            '<section id="telemetry"><h2>GPU and CPU over the run</h2>'
+            + figure(
+                "telemetry",
+                tel,
+                "Sampled while training ran; shaded bands: one (np, variant) each.",
+            )
+            + "</section>"
+        )
     if summary is not None and not summary.empty:
         abl = plots.ablation(summary, run.stages)
         if abl:
-            stages = table(run.stages, ["stage", "cores", "samples_per_s_1", "samples_per_s_configured",
-                                        "core_ms_per_sample_1", "marginal_core_ms_1"],
-                           {"samples_per_s_1": 0, "samples_per_s_configured": 0, "core_ms_per_sample_1": 3,
-                            "marginal_core_ms_1": 3}) if run.stages is not None else ""
-            parts.append('<section id="ablation"><h2>Which stage costs what</h2>'
-                         + figure("ablation", abl, "Left: each rung of the ladder adds one stage; its bar is the ms "
-                                  "per step it adds (negative: it saves time). Right: each stage measured alone, "
-                                  "without the model, on one rank's cores.") + stages + "</section>")
+            stages = (
+                table(
+                    run.stages,
+                    [
+                        "stage",
+                        "cores",
+                        "samples_per_s_1",
+                        "samples_per_s_configured",
+                        "core_ms_per_sample_1",
+                        "marginal_core_ms_1",
+                    ],
+                    {
+                        "samples_per_s_1": 0,
+                        "samples_per_s_configured": 0,
+                        "core_ms_per_sample_1": 3,
+                        "marginal_core_ms_1": 3,
+                    },
+                )
+                if run.stages is not None
+                else ""
+            )
+            parts.append(
+                '<section id="ablation"><h2>Which stage costs what</h2>'
+                + figure(
+                    "ablation",
+                    abl,
+                    "Left: each rung of the ladder adds one stage; its bar is the ms "
+                    "per step it adds (negative: it saves time). Right: each stage measured alone, "
+                    "without the model, on one rank's cores.",
+                )
+                + stages
+                + "</section>"
+            )
     parts += [_prediction_section(run), _tune_section(run)]
     if summary is not None and not summary.empty:
-        cols = ["np", "variant", "device", "samples_per_s", "samples_per_s_ci95", "samples_per_s_per_worker",
-                "twin_samples_per_s", "gap_pct", "gap_pct_ci95", "scaling_efficiency_pct", "step_time_ms_p50", "step_time_ms_p95",
-                "input_wait_pct", "gpu_util_pct", "cpu_util_pct", "cpu_cores_per_rank", "measured_steps", "measured_s",
-                "stop_reason", "bad_files", "gap_closed_pct", "verdict"]
-        parts.append('<section id="summary"><h2>summary.csv</h2>' + table(summary, cols) + "</section>")
-    parts.append('<section id="manifest"><h2>Manifest</h2><details><summary>versions, host, scenario, command line'
-                 f"</summary><pre>{esc(json.dumps(m, indent=2, default=str))}</pre></details></section>")
+        cols = [
+            "np",
+            "variant",
+            "device",
+            "samples_per_s",
+            "samples_per_s_ci95",
+            "samples_per_s_per_worker",
+            "twin_samples_per_s",
+            "gap_pct",
+            "gap_pct_ci95",
+            "scaling_efficiency_pct",
+            "step_time_ms_p50",
+            "step_time_ms_p95",
+            "input_wait_pct",
+            "gpu_util_pct",
+            "cpu_util_pct",
+            "cpu_cores_per_rank",
+            "measured_steps",
+            "measured_s",
+            "stop_reason",
+            "bad_files",
+            "gap_closed_pct",
+            "verdict",
+        ]
+        parts.append(
+            '<section id="summary"><h2>summary.csv</h2>' + table(summary, cols) + "</section>"
+        )
+    parts.append(
+        '<section id="manifest"><h2>Manifest</h2><details><summary>versions, host, scenario, command line'
+        f"</summary><pre>{esc(json.dumps(m, indent=2, default=str))}</pre></details></section>"
+    )
     body = "\n".join(p for p in parts if p)
-    return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>pipeprof · {esc(name)}</title>'
-            f'<meta name="viewport" content="width=device-width, initial-scale=1"><style>{CSS}</style></head>'
-            f"<body>\n{body}\n</body></html>\n")
+    return (
+        f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>pipeprof · {esc(name)}</title>'
+        f'<meta name="viewport" content="width=device-width, initial-scale=1"><style>{CSS}</style></head>'
+        f"<body>\n{body}\n</body></html>\n"
+    )
 
 
 class HtmlReport:

@@ -39,39 +39,96 @@ STEP_BUCKETS_S = (0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0)
 class MetricsExporter(Reporter):
     """Serve the run's live metrics on ``addr:port`` until ``close()``; ``port=0`` picks a free one."""
 
-    def __init__(self, port: int, addr: str = "127.0.0.1", *, command: str = "compare", scenario: str = "",
-                 run_dir: str = "") -> None:
+    def __init__(
+        self,
+        port: int,
+        addr: str = "127.0.0.1",
+        *,
+        command: str = "compare",
+        scenario: str = "",
+        run_dir: str = "",
+    ) -> None:
         self.registry = r = CollectorRegistry(auto_describe=True)
         self.steps = Counter("pipeprof_steps", "Training steps finished", RANK_LABELS, registry=r)
         self.samples = Counter("pipeprof_samples", "Samples trained", RANK_LABELS, registry=r)
-        self.wait = Counter("pipeprof_input_wait_seconds", "Time blocked on the input pipeline", RANK_LABELS,
-                            registry=r)
-        self.step_time = Histogram("pipeprof_step_duration_seconds", "Duration of one training step", RANK_LABELS,
-                                   buckets=STEP_BUCKETS_S, registry=r)
-        self.rate = Gauge("pipeprof_samples_per_second", f"Samples per second over the rank's last {WINDOW_STEPS} "
-                          "steps", RANK_LABELS, registry=r)
-        self.wait_ratio = Gauge("pipeprof_input_wait_ratio", f"Share of step time blocked on input over the rank's "
-                                f"last {WINDOW_STEPS} steps", RANK_LABELS, registry=r)
+        self.wait = Counter(
+            "pipeprof_input_wait_seconds",
+            "Time blocked on the input pipeline",
+            RANK_LABELS,
+            registry=r,
+        )
+        self.step_time = Histogram(
+            "pipeprof_step_duration_seconds",
+            "Duration of one training step",
+            RANK_LABELS,
+            buckets=STEP_BUCKETS_S,
+            registry=r,
+        )
+        self.rate = Gauge(
+            "pipeprof_samples_per_second",
+            f"Samples per second over the rank's last {WINDOW_STEPS} " "steps",
+            RANK_LABELS,
+            registry=r,
+        )
+        self.wait_ratio = Gauge(
+            "pipeprof_input_wait_ratio",
+            f"Share of step time blocked on input over the rank's " f"last {WINDOW_STEPS} steps",
+            RANK_LABELS,
+            registry=r,
+        )
         gpu_labels = ("host", "gpu", "rank", "np", "variant")
-        self.gpu_util = Gauge("pipeprof_gpu_utilization_ratio", "NVML GPU utilisation (share of time a kernel ran)",
-                              gpu_labels, registry=r)
-        self.gpu_mem = Gauge("pipeprof_gpu_memory_used_bytes", "GPU memory in use", gpu_labels, registry=r)
+        self.gpu_util = Gauge(
+            "pipeprof_gpu_utilization_ratio",
+            "NVML GPU utilisation (share of time a kernel ran)",
+            gpu_labels,
+            registry=r,
+        )
+        self.gpu_mem = Gauge(
+            "pipeprof_gpu_memory_used_bytes", "GPU memory in use", gpu_labels, registry=r
+        )
         host_labels = ("host", "np", "variant")
-        self.host_cpu = Gauge("pipeprof_host_cpu_utilization_ratio", "Host CPU utilisation, all cores", host_labels,
-                              registry=r)
-        self.host_mem = Gauge("pipeprof_host_memory_used_bytes", "Host memory in use", host_labels, registry=r)
-        self.rss = Gauge("pipeprof_process_resident_memory_bytes", "A rank's process tree resident memory",
-                         ("rank", "host"), registry=r)
-        self.bad = Counter("pipeprof_bad_files", "Bad files skipped by the input pipeline", RANK_LABELS, registry=r)
-        self.gap = Gauge("pipeprof_gap_ratio", "Synthetic-vs-real gap: 1 - real / synthetic samples per second",
-                         ("np", "variant"), registry=r)
-        self.gap_ci = Gauge("pipeprof_gap_ci95_ratio", "Half-width of the gap's 95% interval", ("np", "variant"),
-                            registry=r)
-        self.progress_ratio = Gauge("pipeprof_run_progress_ratio", "Share of the run's variants finished", registry=r)
-        self.completed = Counter("pipeprof_variants_completed", "(np, variant) measurements finished", registry=r)
-        self.workers = Gauge("pipeprof_worker_count", "Horovod ranks in the launch now running", registry=r)
+        self.host_cpu = Gauge(
+            "pipeprof_host_cpu_utilization_ratio",
+            "Host CPU utilisation, all cores",
+            host_labels,
+            registry=r,
+        )
+        self.host_mem = Gauge(
+            "pipeprof_host_memory_used_bytes", "Host memory in use", host_labels, registry=r
+        )
+        self.rss = Gauge(
+            "pipeprof_process_resident_memory_bytes",
+            "A rank's process tree resident memory",
+            ("rank", "host"),
+            registry=r,
+        )
+        self.bad = Counter(
+            "pipeprof_bad_files", "Bad files skipped by the input pipeline", RANK_LABELS, registry=r
+        )
+        self.gap = Gauge(
+            "pipeprof_gap_ratio",
+            "Synthetic-vs-real gap: 1 - real / synthetic samples per second",
+            ("np", "variant"),
+            registry=r,
+        )
+        self.gap_ci = Gauge(
+            "pipeprof_gap_ci95_ratio",
+            "Half-width of the gap's 95% interval",
+            ("np", "variant"),
+            registry=r,
+        )
+        self.progress_ratio = Gauge(
+            "pipeprof_run_progress_ratio", "Share of the run's variants finished", registry=r
+        )
+        self.completed = Counter(
+            "pipeprof_variants_completed", "(np, variant) measurements finished", registry=r
+        )
+        self.workers = Gauge(
+            "pipeprof_worker_count", "Horovod ranks in the launch now running", registry=r
+        )
         Info("pipeprof_run", "The run being served", registry=r).info(
-            {"command": command, "scenario": scenario, "run_dir": run_dir})
+            {"command": command, "scenario": scenario, "run_dir": run_dir}
+        )
         self._lock = threading.Lock()
         self._hosts: dict[int, str] = {}  # rank -> host, from the ranks' hellos
         self._local: dict[tuple[str, str], int] = {}  # (host, local rank) -> rank
@@ -84,7 +141,9 @@ class MetricsExporter(Reporter):
             self._server, self._thread = start_http_server(port, addr=addr, registry=r)
         except OSError as exc:
             why = "already in use" if exc.errno == errno.EADDRINUSE else (exc.strerror or str(exc))
-            raise PipeprofError(f"--metrics-port {port}: cannot serve metrics on {addr}:{port}: {why}") from None
+            raise PipeprofError(
+                f"--metrics-port {port}: cannot serve metrics on {addr}:{port}: {why}"
+            ) from None
         self.port = self._server.server_port
         self.addr = addr
 
@@ -99,13 +158,18 @@ class MetricsExporter(Reporter):
         kind = event.get("event")
         with self._lock:
             if kind == "plan":
-                self._total = len(event.get("worker_counts") or []) * len(event.get("variants") or [])
+                self._total = len(event.get("worker_counts") or []) * len(
+                    event.get("variants") or []
+                )
                 self.progress_ratio.set(0.0)
             elif kind == "launch" and event.get("np") is not None:
                 self._np = str(event["np"])
                 self.workers.set(float(event["np"]))
             elif kind == "variant_start":
-                self._np, self._variant = str(event.get("np", self._np)), str(event.get("variant", ""))
+                self._np, self._variant = (
+                    str(event.get("np", self._np)),
+                    str(event.get("variant", "")),
+                )
             elif kind == "variant_done":
                 self._done += 1
                 self.completed.inc()
@@ -117,7 +181,9 @@ class MetricsExporter(Reporter):
         with self._lock:
             if kind == "hello":
                 self._hosts[int(record["rank"])] = str(record.get("host", ""))
-                self._local[(str(record.get("host", "")), str(record.get("local_rank", "")))] = int(record["rank"])
+                self._local[(str(record.get("host", "")), str(record.get("local_rank", "")))] = int(
+                    record["rank"]
+                )
             elif kind == "variant_start":  # pipeprof watch: the callback says what runs
                 self._np, self._variant = str(record.get("np", "")), str(record.get("variant", ""))
                 self.workers.set(float(record.get("np") or 0))
@@ -131,12 +197,19 @@ class MetricsExporter(Reporter):
                 _set(self.host_mem, labels, _mb(record.get("mem_used_mb")))
             elif kind == "proc":
                 rank = int(record["rank"])
-                _set(self.rss, (str(rank), self._hosts.get(rank, str(record.get("host", "")))),
-                     _mb(record.get("rss_mb")))
+                _set(
+                    self.rss,
+                    (str(rank), self._hosts.get(rank, str(record.get("host", "")))),
+                    _mb(record.get("rss_mb")),
+                )
             elif kind == "bad_file":
                 rank = int(record.get("rank", -1))
-                self.bad.labels(str(rank), self._hosts.get(rank, ""), str(record.get("np", self._np)),
-                                str(record.get("variant", self._variant))).inc()
+                self.bad.labels(
+                    str(rank),
+                    self._hosts.get(rank, ""),
+                    str(record.get("np", self._np)),
+                    str(record.get("variant", self._variant)),
+                ).inc()
 
     def _step(self, rec: dict[str, Any]) -> None:
         rank = int(rec["rank"])
@@ -144,7 +217,10 @@ class MetricsExporter(Reporter):
         if rec.get("paired"):  # a twin's step measured in alternation with a real variant
             variant = f"synthetic (paired with {rec['paired']})"
         labels = (str(rank), self._hosts.get(rank, ""), str(rec.get("np", self._np)), variant)
-        step_s, wait_s = float(rec["step_time_ms"]) / 1e3, max(0.0, float(rec["input_wait_ms"]) / 1e3)
+        step_s, wait_s = (
+            float(rec["step_time_ms"]) / 1e3,
+            max(0.0, float(rec["input_wait_ms"]) / 1e3),
+        )
         self.steps.labels(*labels).inc()
         self.samples.labels(*labels).inc(float(rec["batch_size"]))
         if not math.isnan(wait_s):
@@ -155,13 +231,21 @@ class MetricsExporter(Reporter):
         total = sum(s for s, _, _ in recent)
         if total > 0:
             self.rate.labels(*labels).set(sum(b for _, _, b in recent) / total)
-            self.wait_ratio.labels(*labels).set(sum(w for _, w, _ in recent if not math.isnan(w)) / total)
+            self.wait_ratio.labels(*labels).set(
+                sum(w for _, w, _ in recent if not math.isnan(w)) / total
+            )
 
     def _gpu(self, rec: dict[str, Any]) -> None:
         host = str(rec.get("host", ""))
         local = str(rec.get("local_ranks", "")).split(";")[0]
         rank = self._local.get((host, local))
-        labels = (host, str(rec.get("gpu", "")), "" if rank is None else str(rank), self._np, self._variant)
+        labels = (
+            host,
+            str(rec.get("gpu", "")),
+            "" if rank is None else str(rank),
+            self._np,
+            self._variant,
+        )
         _set(self.gpu_util, labels, _ratio(rec.get("gpu_util_pct")))
         _set(self.gpu_mem, labels, _mb(rec.get("mem_used_mb")))
 
@@ -182,7 +266,9 @@ class MetricsExporter(Reporter):
 
 
 def _ratio(pct: Any) -> float | None:
-    return None if pct is None or (isinstance(pct, float) and math.isnan(pct)) else float(pct) / 100.0
+    return (
+        None if pct is None or (isinstance(pct, float) and math.isnan(pct)) else float(pct) / 100.0
+    )
 
 
 def _mb(mb: Any) -> float | None:

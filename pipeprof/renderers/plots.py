@@ -19,8 +19,16 @@ from pipeprof.analysis.stats import VERDICT_THRESHOLDS_PCT
 
 # One look for every chart: text as SVG text (smaller files, the browser's font), and a
 # fixed hash salt so the same run renders to the same bytes.
-STYLE = {"svg.fonttype": "none", "font.size": 9, "axes.spines.top": False, "axes.spines.right": False,
-         "axes.grid": True, "grid.alpha": 0.3, "path.simplify": True, "figure.dpi": 96}
+STYLE = {
+    "svg.fonttype": "none",
+    "font.size": 9,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "axes.grid": True,
+    "grid.alpha": 0.3,
+    "path.simplify": True,
+    "figure.dpi": 96,
+}
 SYNTHETIC_COLOUR, IDEAL_COLOUR = "#555555", "#999999"
 PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf"]
 WAIT_COLOUR, COMPUTE_COLOUR = "#e45756", "#4c78a8"
@@ -31,7 +39,7 @@ def _svg(fig: Figure, name: str) -> str:
     with rc_context({**STYLE, "svg.hashsalt": f"pipeprof-{name}"}):
         fig.savefig(buf, format="svg", bbox_inches="tight")
     text = buf.getvalue()
-    return text[text.index("<svg"):]
+    return text[text.index("<svg") :]
 
 
 def _figure(width: float = 7.0, height: float = 3.2, cols: int = 1) -> tuple[Figure, list]:
@@ -61,15 +69,38 @@ def gap_vs_np(summary: pd.DataFrame) -> str | None:
         for i, (variant, rows) in enumerate(real.groupby("variant", sort=False)):
             rows = rows.sort_values("np")
             err = rows["gap_pct_ci95"].fillna(0.0).to_numpy(float)
-            ax.errorbar(rows["np"], rows["gap_pct"], yerr=err, marker="o", capsize=4, color=PALETTE[i % 8],
-                        label=f"{variant} (95% interval)")
+            ax.errorbar(
+                rows["np"],
+                rows["gap_pct"],
+                yerr=err,
+                marker="o",
+                capsize=4,
+                color=PALETTE[i % 8],
+                label=f"{variant} (95% interval)",
+            )
         low, high = VERDICT_THRESHOLDS_PCT
         ax.axhline(low, color="#e9a100", ls="--", lw=1)
         ax.axhline(high, color="#c0392b", ls="--", lw=1)
-        ax.text(1.0, low, f" {low:g}%: moderately input-bound", transform=ax.get_yaxis_transform(),
-                va="bottom", ha="right", fontsize=8, color="#9a6a00")
-        ax.text(1.0, high, f" {high:g}%: highly input-bound", transform=ax.get_yaxis_transform(),
-                va="bottom", ha="right", fontsize=8, color="#c0392b")
+        ax.text(
+            1.0,
+            low,
+            f" {low:g}%: moderately input-bound",
+            transform=ax.get_yaxis_transform(),
+            va="bottom",
+            ha="right",
+            fontsize=8,
+            color="#9a6a00",
+        )
+        ax.text(
+            1.0,
+            high,
+            f" {high:g}%: highly input-bound",
+            transform=ax.get_yaxis_transform(),
+            va="bottom",
+            ha="right",
+            fontsize=8,
+            color="#c0392b",
+        )
         top = float((real["gap_pct"] + real["gap_pct_ci95"].fillna(0)).max())
         bottom = float((real["gap_pct"] - real["gap_pct_ci95"].fillna(0)).min())
         ax.set_ylim(min(0.0, bottom) - 2, max(top, high) + 5)
@@ -89,18 +120,32 @@ def throughput_vs_np(summary: pd.DataFrame) -> str | None:
         rows = pd.concat([synth, real])
         nps = sorted(int(n) for n in rows["np"].unique())
         series = [("synthetic", synth, SYNTHETIC_COLOUR)] + [
-            (v, r, PALETTE[i % 8]) for i, (v, r) in enumerate(real.groupby("variant", sort=False))]
+            (v, r, PALETTE[i % 8]) for i, (v, r) in enumerate(real.groupby("variant", sort=False))
+        ]
         for name, r, colour in series:
             if r.empty:
                 continue
             r = r.sort_values("np")
-            ax.errorbar(r["np"], r["samples_per_s"], yerr=r["samples_per_s_ci95"].fillna(0.0), marker="o",
-                        capsize=3, color=colour, label=name)
+            ax.errorbar(
+                r["np"],
+                r["samples_per_s"],
+                yerr=r["samples_per_s_ci95"].fillna(0.0),
+                marker="o",
+                capsize=3,
+                color=colour,
+                label=name,
+            )
             eff.plot(r["np"], r["scaling_efficiency_pct"], marker="o", color=colour, label=name)
         base = synth[synth["np"] == 1]
         if not base.empty and len(nps) > 1:
             one = float(base.iloc[0]["samples_per_s"])
-            ax.plot(nps, [one * n for n in nps], ls=":", color=IDEAL_COLOUR, label="ideal (synthetic np=1 × np)")
+            ax.plot(
+                nps,
+                [one * n for n in nps],
+                ls=":",
+                color=IDEAL_COLOUR,
+                label="ideal (synthetic np=1 × np)",
+            )
         _np_axis(ax, nps)
         _np_axis(eff, nps)
         ax.set_ylabel("samples/s (all workers)")
@@ -126,12 +171,25 @@ def rank_split(splits: list[tuple[int, str, pd.DataFrame]]) -> str | None:
             ax = fig.add_subplot(rows_n, cols, i + 1)
             ranks = split["rank"].to_numpy()
             ax.bar(ranks, split["compute_ms"], color=COMPUTE_COLOUR, label="compute + allreduce")
-            ax.bar(ranks, split["input_wait_ms"], bottom=split["compute_ms"], color=WAIT_COLOUR, label="input wait")
+            ax.bar(
+                ranks,
+                split["input_wait_ms"],
+                bottom=split["compute_ms"],
+                color=WAIT_COLOUR,
+                label="input wait",
+            )
             slow = views.straggler(split)
             title = f"np={np_} · {variant}"
             if slow is not None:
-                ax.annotate("straggler", (slow, float(split.set_index("rank").loc[slow, "step_ms"])),
-                            xytext=(0, 6), textcoords="offset points", ha="center", fontsize=8, color=WAIT_COLOUR)
+                ax.annotate(
+                    "straggler",
+                    (slow, float(split.set_index("rank").loc[slow, "step_ms"])),
+                    xytext=(0, 6),
+                    textcoords="offset points",
+                    ha="center",
+                    fontsize=8,
+                    color=WAIT_COLOUR,
+                )
                 title += f" · rank {slow} waits most"
             ax.set_title(title, fontsize=9)
             ax.set_xlabel("rank")
@@ -158,10 +216,20 @@ def step_heatmap(grid: pd.DataFrame, np_: int, variant: str) -> str | None:
         span = float(grid["t_s"].max() + grid["t_s"].min())
         fig, (ax,) = _figure(width=9.0, height=max(1.8, 0.18 * len(ranks) + 1.2))
         ax.grid(False)
-        im = ax.imshow(values, aspect="auto", cmap="magma_r", interpolation="nearest",
-                       extent=(0, span, len(ranks) - 0.5, -0.5))
+        im = ax.imshow(
+            values,
+            aspect="auto",
+            cmap="magma_r",
+            interpolation="nearest",
+            extent=(0, span, len(ranks) - 0.5, -0.5),
+        )
         ax.set_yticks(range(len(ranks)) if len(ranks) <= 32 else range(0, len(ranks), 4))
-        ax.set_yticklabels([str(ranks[i]) for i in (range(len(ranks)) if len(ranks) <= 32 else range(0, len(ranks), 4))])
+        ax.set_yticklabels(
+            [
+                str(ranks[i])
+                for i in (range(len(ranks)) if len(ranks) <= 32 else range(0, len(ranks), 4))
+            ]
+        )
         ax.set_ylabel("rank")
         ax.set_xlabel("seconds into the variant's measurement")
         ax.set_title(f"Input wait per rank over time · np={np_} · {variant}")
@@ -169,8 +237,9 @@ def step_heatmap(grid: pd.DataFrame, np_: int, variant: str) -> str | None:
         return _svg(fig, "heatmap")
 
 
-def telemetry_over_time(gpu: pd.DataFrame | None, host: pd.DataFrame | None, spans: pd.DataFrame,
-                        t0: float) -> str | None:
+def telemetry_over_time(
+    gpu: pd.DataFrame | None, host: pd.DataFrame | None, spans: pd.DataFrame, t0: float
+) -> str | None:
     has_gpu = gpu is not None and not gpu.empty and gpu["gpu_util_pct"].notna().any()
     has_host = host is not None and not host.empty
     if not (has_gpu or has_host):
@@ -183,7 +252,13 @@ def telemetry_over_time(gpu: pd.DataFrame | None, host: pd.DataFrame | None, spa
             if panel == "gpu":
                 for i, ((h, g), s) in enumerate(gpu.groupby(["host", "gpu"], sort=True)):
                     s = views.downsample(s.dropna(subset=["gpu_util_pct"]), "t_unix_s")
-                    ax.plot(s["t_unix_s"] - t0, s["gpu_util_pct"], lw=1, color=PALETTE[i % 8], label=f"{h} GPU {g}")
+                    ax.plot(
+                        s["t_unix_s"] - t0,
+                        s["gpu_util_pct"],
+                        lw=1,
+                        color=PALETTE[i % 8],
+                        label=f"{h} GPU {g}",
+                    )
                 ax.set_ylabel("GPU utilisation (%)")
                 ax.set_title("GPU utilisation (NVML)")
             else:
@@ -197,8 +272,16 @@ def telemetry_over_time(gpu: pd.DataFrame | None, host: pd.DataFrame | None, spa
                 if k % 2 == 0:
                     ax.axvspan(span.start - t0, span.end - t0, color="#000000", alpha=0.04, lw=0)
                 if panel == panels[0]:
-                    ax.text((span.start + span.end) / 2 - t0, 103, f"np{span.np} {span.variant}", fontsize=6,
-                            ha="center", va="top", rotation=90, color="#666666")
+                    ax.text(
+                        (span.start + span.end) / 2 - t0,
+                        103,
+                        f"np{span.np} {span.variant}",
+                        fontsize=6,
+                        ha="center",
+                        va="top",
+                        rotation=90,
+                        color="#666666",
+                    )
             ax.legend(fontsize=7, frameon=False, loc="lower left", ncol=4)
         axes[-1].set_xlabel("seconds into the run")
         fig.tight_layout()
@@ -206,7 +289,11 @@ def telemetry_over_time(gpu: pd.DataFrame | None, host: pd.DataFrame | None, spa
 
 
 def ablation(summary: pd.DataFrame, stages: pd.DataFrame | None) -> str | None:
-    ladder = summary[summary["stage_marginal_ms"].notna()] if "stage_marginal_ms" in summary else summary.iloc[0:0]
+    ladder = (
+        summary[summary["stage_marginal_ms"].notna()]
+        if "stage_marginal_ms" in summary
+        else summary.iloc[0:0]
+    )
     has_stages = stages is not None and not stages.empty
     if ladder.empty and not has_stages:
         return None
@@ -222,8 +309,13 @@ def ablation(summary: pd.DataFrame, stages: pd.DataFrame | None) -> str | None:
             rungs = list(dict.fromkeys(ladder["variant"]))
             for i, n in enumerate(nps):
                 r = ladder[ladder["np"] == n].set_index("variant").reindex(rungs)
-                ax.bar(np.arange(len(rungs)) + i * width, r["stage_marginal_ms"], width=width,
-                       color=PALETTE[i % 8], label=f"np={n}")
+                ax.bar(
+                    np.arange(len(rungs)) + i * width,
+                    r["stage_marginal_ms"],
+                    width=width,
+                    color=PALETTE[i % 8],
+                    label=f"np={n}",
+                )
             ax.axhline(0, color="#333333", lw=0.8)
             ax.set_xticks(np.arange(len(rungs)) + width * (len(nps) - 1) / 2)
             ax.set_xticklabels(rungs, rotation=30, ha="right")
@@ -246,13 +338,18 @@ def prediction(pred: pd.DataFrame) -> str | None:
         nps = [int(n) for n in pred["np"]]
         ax.plot(nps, pred["gap_pct"], marker="o", color=PALETTE[1], label="predicted gap")
         for n, g, d in zip(nps, pred["gap_pct"], pred["dominant"]):
-            ax.annotate(str(d), (n, g), xytext=(0, 6), textcoords="offset points", ha="center", fontsize=7)
+            ax.annotate(
+                str(d), (n, g), xytext=(0, 6), textcoords="offset points", ha="center", fontsize=7
+            )
         low, high = VERDICT_THRESHOLDS_PCT
         ax.axhline(low, color="#e9a100", ls="--", lw=1)
         ax.axhline(high, color="#c0392b", ls="--", lw=1)
         _np_axis(ax, nps)
         ax.set_ylabel("predicted gap (%)")
-        ax.set_ylim(bottom=min(0.0, float(pred["gap_pct"].min()) - 2), top=max(high, float(pred["gap_pct"].max())) + 8)
+        ax.set_ylim(
+            bottom=min(0.0, float(pred["gap_pct"].min()) - 2),
+            top=max(high, float(pred["gap_pct"].max())) + 8,
+        )
         ax.set_title("predict: the gap on the target, labelled with the term it comes from")
         return _svg(fig, "predict")
 
@@ -264,11 +361,20 @@ def tune_trials(trials: pd.DataFrame) -> str | None:
         fig, (ax,) = _figure(width=9.0)
         ok = trials[trials.get("error", pd.Series("", index=trials.index)).fillna("") == ""]
         for i, (phase, rows) in enumerate(ok.groupby("phase", sort=False)):
-            ax.scatter(rows.index + 1, rows["samples_per_s"], s=18, color=PALETTE[i % 8], label=phase)
+            ax.scatter(
+                rows.index + 1, rows["samples_per_s"], s=18, color=PALETTE[i % 8], label=phase
+            )
         if "cache" in ok:
             cached = ok[ok["cache"].astype(str) != "off"]
-            ax.scatter(cached.index + 1, cached["samples_per_s"], s=60, facecolors="none", edgecolors="#333333",
-                       lw=0.6, label="cache on")
+            ax.scatter(
+                cached.index + 1,
+                cached["samples_per_s"],
+                s=60,
+                facecolors="none",
+                edgecolors="#333333",
+                lw=0.6,
+                label="cache on",
+            )
         ax.set_xlabel("trial")
         ax.set_ylabel("samples/s (pipeline only)")
         ax.set_title("tune: every trial, in order")

@@ -29,8 +29,15 @@ from pipeprof.analysis import views
 from pipeprof.rundir import Run
 
 DIR = "tensorboard"
-BY_NP = ("samples_per_s", "samples_per_s_per_worker", "gap_pct", "input_wait_pct", "scaling_efficiency_pct",
-         "gpu_util_pct", "cpu_util_pct")
+BY_NP = (
+    "samples_per_s",
+    "samples_per_s_per_worker",
+    "gap_pct",
+    "input_wait_pct",
+    "scaling_efficiency_pct",
+    "gpu_util_pct",
+    "cpu_util_pct",
+)
 
 
 def _file_name() -> str:
@@ -56,7 +63,9 @@ class _Events:
     def scalar(self, tag: str, value: float, step: int, wall_time: float) -> None:
         if value is None or math.isnan(value):
             return
-        summary = summary_pb2.Summary(value=[summary_pb2.Summary.Value(tag=tag, simple_value=float(value))])
+        summary = summary_pb2.Summary(
+            value=[summary_pb2.Summary.Value(tag=tag, simple_value=float(value))]
+        )
         self._add(event_pb2.Event(wall_time=wall_time, step=int(step), summary=summary))
 
     def save(self, folder: Path) -> Path:
@@ -85,14 +94,22 @@ class TensorBoardEvents:
         own = views.own_steps(run.steps)
         for (n, variant), rows in own.groupby(["np", "variant"], sort=True):
             per_step = rows.groupby("step", sort=True).agg(
-                step_time_ms=("step_time_ms", "mean"), input_wait_ms=("input_wait_ms", "mean"),
-                samples=("batch_size", "sum"), wall=("end_unix_s", "max"))
+                step_time_ms=("step_time_ms", "mean"),
+                input_wait_ms=("input_wait_ms", "mean"),
+                samples=("batch_size", "sum"),
+                wall=("end_unix_s", "max"),
+            )
             ev = _Events()
             for step, r in per_step.iterrows():
                 ev.scalar("step_time_ms", r["step_time_ms"], int(step), float(r["wall"]))
                 ev.scalar("input_wait_ms", r["input_wait_ms"], int(step), float(r["wall"]))
                 if r["step_time_ms"] > 0:
-                    ev.scalar("samples_per_s", 1e3 * r["samples"] / r["step_time_ms"], int(step), float(r["wall"]))
+                    ev.scalar(
+                        "samples_per_s",
+                        1e3 * r["samples"] / r["step_time_ms"],
+                        int(step),
+                        float(r["wall"]),
+                    )
             written.append(ev.save(root / f"np{int(n)}" / _safe(str(variant))))
         return written
 
@@ -103,5 +120,7 @@ def read_scalars(folder: Path) -> dict[str, pd.DataFrame]:
 
     acc = EventAccumulator(str(folder))
     acc.Reload()
-    return {tag: pd.DataFrame([(e.step, e.value) for e in acc.Scalars(tag)], columns=["step", "value"])
-            for tag in acc.Tags().get("scalars", [])}
+    return {
+        tag: pd.DataFrame([(e.step, e.value) for e in acc.Scalars(tag)], columns=["step", "value"])
+        for tag in acc.Tags().get("scalars", [])
+    }

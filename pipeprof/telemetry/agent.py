@@ -18,11 +18,13 @@ from typing import Any
 from pipeprof.telemetry.gpu import GpuSampler, gpu_for_local_rank
 from pipeprof.telemetry.host import HostSampler, ProcSampler
 from pipeprof.telemetry.nvml import Nvml
-from pipeprof.telemetry.stream import StreamClient
 from pipeprof.telemetry.priority import lower_this_thread
+from pipeprof.telemetry.stream import StreamClient
 
 
-def gpu_targets(local_rank: int, local_size: int, cuda_visible_devices: str | None) -> dict[int | str, list[int]]:
+def gpu_targets(
+    local_rank: int, local_size: int, cuda_visible_devices: str | None
+) -> dict[int | str, list[int]]:
     """The GPUs this rank samples, each with the local ranks that use it."""
     entries = [e for e in (cuda_visible_devices or "").split(",") if e.strip()]
     per_rank_narrowed = cuda_visible_devices is not None and len(entries) == 1 and local_size > 1
@@ -40,26 +42,51 @@ def gpu_targets(local_rank: int, local_size: int, cuda_visible_devices: str | No
 
 
 class RankTelemetry:
-    def __init__(self, stream: StreamClient, *, rank: int, local_rank: int, local_size: int, size: int = 0,
-                 gpu_interval_s: float = 0.1, host_interval_s: float = 0.5,
-                 nvml_factory: Callable[[], Nvml] = Nvml) -> None:
+    def __init__(
+        self,
+        stream: StreamClient,
+        *,
+        rank: int,
+        local_rank: int,
+        local_size: int,
+        size: int = 0,
+        gpu_interval_s: float = 0.1,
+        host_interval_s: float = 0.5,
+        nvml_factory: Callable[[], Nvml] = Nvml,
+    ) -> None:
         self.stream = stream
         self.rank, self.local_rank = rank, local_rank
         self.gpu_interval_s, self.host_interval_s = gpu_interval_s, host_interval_s
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name=f"pipeprof-sampler-rank{rank}", daemon=True)
+        self._thread = threading.Thread(
+            target=self._loop, name=f"pipeprof-sampler-rank{rank}", daemon=True
+        )
         targets = gpu_targets(local_rank, local_size, os.environ.get("CUDA_VISIBLE_DEVICES"))
         self.nvml = nvml_factory() if targets else None
-        self.gpu = GpuSampler(self.nvml, targets) if self.nvml is not None and self.nvml.available else None
+        self.gpu = (
+            GpuSampler(self.nvml, targets)
+            if self.nvml is not None and self.nvml.available
+            else None
+        )
         self.host = HostSampler() if local_rank == 0 else None
         self.proc = ProcSampler(rank)
         self.cpu_time_s = 0.0  # the sampler thread's own CPU time, for the overhead benchmark
-        stream.put("hello", {"rank": rank, "local_rank": local_rank, "host": socket.gethostname(), "np": size,
-                             "t_unix_s": time.time(),
-                             "nvml": "ok" if self.gpu is not None else (self.nvml.reason if self.nvml else "not sampled"),
-                             "gpus": list(map(str, targets))})
+        stream.put(
+            "hello",
+            {
+                "rank": rank,
+                "local_rank": local_rank,
+                "host": socket.gethostname(),
+                "np": size,
+                "t_unix_s": time.time(),
+                "nvml": "ok"
+                if self.gpu is not None
+                else (self.nvml.reason if self.nvml else "not sampled"),
+                "gpus": list(map(str, targets)),
+            },
+        )
 
-    def start(self) -> "RankTelemetry":
+    def start(self) -> RankTelemetry:
         self._thread.start()
         return self
 
@@ -85,7 +112,9 @@ class RankTelemetry:
                     next_slow = now + self.host_interval_s
                 for s in self.gpu.sample(slow=slow):
                     self.stream.put("gpu", s.to_dict())
-            if host_due:  # the stream is flushed at the host interval too: one send, not one per GPU tick
+            if (
+                host_due
+            ):  # the stream is flushed at the host interval too: one send, not one per GPU tick
                 next_host = now + self.host_interval_s
                 if self.host is not None:
                     self.stream.put("host", self.host.sample().to_dict())

@@ -62,14 +62,23 @@ class GpuSampler:
         for gpu, ranks, h in self._handles:
             util = q("nvmlDeviceGetUtilizationRates", h)
             mem = q("nvmlDeviceGetMemoryInfo", h) if slow else NA
-            out.append(GpuSample(
-                t_unix_s=now, host=self.host, gpu=gpu, local_ranks=ranks,
-                gpu_util_pct=None if util is NA else float(util.gpu),
-                mem_util_pct=None if util is NA else float(util.memory),
-                mem_used_mb=None if mem is NA else mem.used / 2**20,
-                mem_total_mb=None if mem is NA else mem.total / 2**20,
-                sm_clock_mhz=_num(q("nvmlDeviceGetClockInfo", h, NVML_CLOCK_SM)) if slow else None,
-                power_w=_num(q("nvmlDeviceGetPowerUsage", h), 1e-3) if slow else None,
-                temp_c=_num(q("nvmlDeviceGetTemperature", h, NVML_TEMPERATURE_GPU)) if slow else None,
-            ))
+            out.append(
+                GpuSample(
+                    t_unix_s=now,
+                    host=self.host,
+                    gpu=gpu,
+                    local_ranks=ranks,
+                    gpu_util_pct=None if util is NA else float(util.gpu),
+                    mem_util_pct=None if util is NA else float(util.memory),
+                    mem_used_mb=None if mem is NA else mem.used / 2**20,
+                    mem_total_mb=None if mem is NA else mem.total / 2**20,
+                    sm_clock_mhz=_num(q("nvmlDeviceGetClockInfo", h, NVML_CLOCK_SM))
+                    if slow
+                    else None,
+                    power_w=_num(q("nvmlDeviceGetPowerUsage", h), 1e-3) if slow else None,
+                    temp_c=_num(q("nvmlDeviceGetTemperature", h, NVML_TEMPERATURE_GPU))
+                    if slow
+                    else None,
+                )
+            )
         return out

@@ -28,14 +28,21 @@ class HostSampler:
         per_core = psutil.cpu_percent(percpu=True)
         disk, net = psutil.disk_io_counters(), psutil.net_io_counters()
         read_mb = (disk.read_bytes - self._disk.read_bytes) / 2**20 if disk and self._disk else 0.0
-        net_mb = ((net.bytes_recv + net.bytes_sent) - (self._net.bytes_recv + self._net.bytes_sent)) / 2**20
+        net_mb = (
+            (net.bytes_recv + net.bytes_sent) - (self._net.bytes_recv + self._net.bytes_sent)
+        ) / 2**20
         self._last, self._disk, self._net = now, disk, net
         vm = psutil.virtual_memory()
         return HostSample(
-            t_unix_s=time.time(), host=self.host, cpu_pct=sum(per_core) / max(1, len(per_core)),
+            t_unix_s=time.time(),
+            host=self.host,
+            cpu_pct=sum(per_core) / max(1, len(per_core)),
             cpu_per_core_pct=";".join(f"{c:.0f}" for c in per_core),
-            mem_used_mb=(vm.total - vm.available) / 2**20, mem_total_mb=vm.total / 2**20,
-            disk_read_mb_per_s=read_mb / dt, net_mb_per_s=net_mb / dt)
+            mem_used_mb=(vm.total - vm.available) / 2**20,
+            mem_total_mb=vm.total / 2**20,
+            disk_read_mb_per_s=read_mb / dt,
+            net_mb_per_s=net_mb / dt,
+        )
 
 
 # Listing a process's children scans every process on the host (psutil reads each
@@ -84,4 +91,6 @@ class ProcSampler:
                 rss += p.memory_info().rss
             except psutil.Error:
                 continue  # exited between listing and reading
-        return ProcSample(t_unix_s=time.time(), host=self.host, rank=self.rank, cpu_pct=cpu, rss_mb=rss / 2**20)
+        return ProcSample(
+            t_unix_s=time.time(), host=self.host, rank=self.rank, cpu_pct=cpu, rss_mb=rss / 2**20
+        )

@@ -9,7 +9,8 @@ false with a reason, and everything else in pipeprof works on. The backend is th
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 log = logging.getLogger("pipeprof.nvml")
 
@@ -19,7 +20,7 @@ class _NotAvailable:
 
     _instance = None
 
-    def __new__(cls) -> "_NotAvailable":
+    def __new__(cls) -> _NotAvailable:
         if cls._instance is None:
             cls._instance = super().__new__(cls)
         return cls._instance
@@ -53,7 +54,9 @@ class Nvml:
             self.available = True
         except ImportError:
             self.reason = "no NVML on this host (nvidia-ml-py is not installed)"
-        except Exception as exc:  # NVMLError_LibraryNotFound, DriverNotLoaded, ...: any means no NVML
+        except (
+            Exception
+        ) as exc:  # NVMLError_LibraryNotFound, DriverNotLoaded, ...: any means no NVML
             self.reason = f"no NVML on this host ({_describe(exc)})"
         if not self.available:
             log.info(self.reason)
@@ -77,7 +80,11 @@ class Nvml:
 
     def _mark_unsupported(self, fn_name: str, why: str) -> None:
         self._unsupported.add(fn_name)
-        log.warning("NVML %s is not available on this driver (%s); reported as n/a from now on", fn_name, why)
+        log.warning(
+            "NVML %s is not available on this driver (%s); reported as n/a from now on",
+            fn_name,
+            why,
+        )
 
     def device_count(self) -> int:
         n = self.query("nvmlDeviceGetCount")
@@ -91,12 +98,14 @@ class Nvml:
             if h is NA:
                 continue
             mem = self.query("nvmlDeviceGetMemoryInfo", h)
-            out.append({
-                "index": i,
-                "name": _text(self.query("nvmlDeviceGetName", h)),
-                "uuid": _text(self.query("nvmlDeviceGetUUID", h)),
-                "memory_total_mb": None if mem is NA else round(mem.total / 2**20),
-            })
+            out.append(
+                {
+                    "index": i,
+                    "name": _text(self.query("nvmlDeviceGetName", h)),
+                    "uuid": _text(self.query("nvmlDeviceGetUUID", h)),
+                    "memory_total_mb": None if mem is NA else round(mem.total / 2**20),
+                }
+            )
         return out
 
     def shutdown(self) -> None:

@@ -1,11 +1,11 @@
 """Launcher side: keep every streamed record in the run directory as CSV.
 
-    RUN_DIR/live/steps.csv        step records as they streamed in (all ranks, all variants)
-    RUN_DIR/telemetry/gpu.csv     NVML samples, one row per GPU and sample
-    RUN_DIR/telemetry/host.csv    host samples (CPU per core, memory, disk and network rates)
-    RUN_DIR/telemetry/proc.csv    each rank's process tree (CPU %, RSS)
-    RUN_DIR/live/events.jsonl     hellos and progress events
-    RUN_DIR/live/malformed.txt    the first streamed line that was not a record, and why (if any)
+RUN_DIR/live/steps.csv        step records as they streamed in (all ranks, all variants)
+RUN_DIR/telemetry/gpu.csv     NVML samples, one row per GPU and sample
+RUN_DIR/telemetry/host.csv    host samples (CPU per core, memory, disk and network rates)
+RUN_DIR/telemetry/proc.csv    each rank's process tree (CPU %, RSS)
+RUN_DIR/live/events.jsonl     hellos and progress events
+RUN_DIR/live/malformed.txt    the first streamed line that was not a record, and why (if any)
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import json
 import threading
 import time
 from pathlib import Path
-from typing import Any, IO
+from typing import IO, Any
 
 from pipeprof.records import STEP_COLUMNS
 from pipeprof.telemetry.samples import GpuSample, HostSample, ProcSample
@@ -71,7 +71,9 @@ class Recorder:
                 return
             text = line.decode("utf-8", "backslashreplace") if isinstance(line, bytes) else line
             self.malformed_path.parent.mkdir(parents=True, exist_ok=True)
-            self.malformed_path.write_text(f"the first malformed stream record: {reason}\n{text[:4096]}\n")
+            self.malformed_path.write_text(
+                f"the first malformed stream record: {reason}\n{text[:4096]}\n"
+            )
 
     def flush(self) -> None:
         with self._lock:
@@ -93,7 +95,9 @@ class Recorder:
                     continue
                 try:
                     record = json.loads(line)
-                except ValueError:  # a line cut short when the rank died, or bytes that are not JSON
+                except (
+                    ValueError
+                ):  # a line cut short when the rank died, or bytes that are not JSON
                     self.malformed(f"not JSON, in {path.name}", line)
                     continue
                 if (problem := record_problem(record)) is not None:

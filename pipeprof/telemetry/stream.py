@@ -24,6 +24,7 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
 from pipeprof.telemetry.priority import lower_this_thread
 
 log = logging.getLogger("pipeprof.stream")
@@ -49,7 +50,9 @@ def record_problem(record: Any) -> str | None:
     kind = record.get("kind")
     if not isinstance(kind, str) or not kind:
         return "an object without a 'kind'"
-    if kind in _RANKED_KINDS and not (isinstance(record.get("rank"), int) and not isinstance(record["rank"], bool)):
+    if kind in _RANKED_KINDS and not (
+        isinstance(record.get("rank"), int) and not isinstance(record["rank"], bool)
+    ):
         return f"a '{kind}' record without an integer 'rank'"
     if kind == "step" and (bad := [f for f in _STEP_NUMBERS if not _is_number(record.get(f))]):
         return f"a 'step' record without numbers in {', '.join(bad)}"
@@ -62,9 +65,15 @@ class Collector:
     """Launcher side: accepts ranks and passes every record they send to ``on_record``;
     ``on_malformed(reason, line)`` gets what cannot be a record (``malformed`` counts them)."""
 
-    def __init__(self, on_record: Callable[[dict[str, Any]], None], *, bind: str = "127.0.0.1",
-                 advertise: str | None = None, token: str = "",
-                 on_malformed: Callable[[str, bytes], None] | None = None) -> None:
+    def __init__(
+        self,
+        on_record: Callable[[dict[str, Any]], None],
+        *,
+        bind: str = "127.0.0.1",
+        advertise: str | None = None,
+        token: str = "",
+        on_malformed: Callable[[str, bytes], None] | None = None,
+    ) -> None:
         self.on_record = on_record
         self.on_malformed = on_malformed
         self.token = token
@@ -80,7 +89,7 @@ class Collector:
         self.rejected = 0
         self.malformed = 0
 
-    def __enter__(self) -> "Collector":
+    def __enter__(self) -> Collector:
         self.start()
         return self
 
@@ -144,7 +153,10 @@ class Collector:
             try:
                 record = json.loads(line)
             except ValueError as exc:
-                record, problem = None, "undecodable bytes" if isinstance(exc, UnicodeDecodeError) else "not JSON"
+                record, problem = (
+                    None,
+                    "undecodable bytes" if isinstance(exc, UnicodeDecodeError) else "not JSON",
+                )
             else:
                 problem = record_problem(record) if state["hello"] else None
             if not state["hello"]:  # the first line must be the hello with our token
@@ -160,13 +172,20 @@ class Collector:
                 continue
             try:
                 self.on_record(record)
-            except (KeyError, ValueError, TypeError, AttributeError) as exc:  # one odd record must not end the stream
+            except (
+                KeyError,
+                ValueError,
+                TypeError,
+                AttributeError,
+            ) as exc:  # one odd record must not end the stream
                 self._malformed(f"{type(exc).__name__} while handling it: {exc}", line)
 
     def _malformed(self, reason: str, line: bytes) -> None:
         self.malformed += 1
         if self.malformed == 1:
-            log.warning("dropped a malformed stream record (%s); later ones are only counted", reason)
+            log.warning(
+                "dropped a malformed stream record (%s); later ones are only counted", reason
+            )
         if self.on_malformed is not None:
             self.on_malformed(reason, line)
 
@@ -174,13 +193,21 @@ class Collector:
 class StreamClient:
     """Rank side: buffer records, send them in one write per ``flush``."""
 
-    def __init__(self, address: str | None, *, token: str = "", rank: int = 0,
-                 fallback_dir: str | Path | None = None) -> None:
+    def __init__(
+        self,
+        address: str | None,
+        *,
+        token: str = "",
+        rank: int = 0,
+        fallback_dir: str | Path | None = None,
+    ) -> None:
         self.rank = rank
         self._lock = threading.Lock()
         self._buf: list[tuple[str, Any]] = []
         self._sock: socket.socket | None = None
-        self._fallback: Path | None = Path(fallback_dir) / "stream" / f"rank{rank}.jsonl" if fallback_dir else None
+        self._fallback: Path | None = (
+            Path(fallback_dir) / "stream" / f"rank{rank}.jsonl" if fallback_dir else None
+        )
         self.mode = "none"
         if address:
             host, _, port = address.rpartition(":")
@@ -189,8 +216,12 @@ class StreamClient:
                 self._sock.sendall((json.dumps({"hello": token, "rank": rank}) + "\n").encode())
                 self.mode = "tcp"
             except (OSError, ValueError) as exc:
-                log.warning("rank %d cannot reach the launcher at %s (%s); writing to the run directory", rank,
-                            address, exc)
+                log.warning(
+                    "rank %d cannot reach the launcher at %s (%s); writing to the run directory",
+                    rank,
+                    address,
+                    exc,
+                )
                 self._sock = None
         if self._sock is None and self._fallback is not None:
             self.mode = "file"
@@ -206,15 +237,23 @@ class StreamClient:
             queued, self._buf = self._buf, []
         if not queued:
             return
-        lines = [json.dumps({"kind": kind, **(p if isinstance(p, dict) else p.to_dict())}, separators=(",", ":"))
-                 for kind, p in queued]
+        lines = [
+            json.dumps(
+                {"kind": kind, **(p if isinstance(p, dict) else p.to_dict())}, separators=(",", ":")
+            )
+            for kind, p in queued
+        ]
         data = ("\n".join(lines) + "\n").encode()
         if self._sock is not None:
             try:
                 self._sock.sendall(data)
                 return
             except OSError as exc:
-                log.warning("rank %d lost the launcher connection (%s); writing to the run directory", self.rank, exc)
+                log.warning(
+                    "rank %d lost the launcher connection (%s); writing to the run directory",
+                    self.rank,
+                    exc,
+                )
                 self._sock.close()
                 self._sock = None
                 self.mode = "file" if self._fallback else "none"

@@ -13,8 +13,8 @@ from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
-from pipeprof.tui.state import DashboardState
 from pipeprof.telemetry.priority import lower_this_thread
+from pipeprof.tui.state import DashboardState
 
 MAX_REFRESH_PER_S = 4
 # The dashboard spaces its redraws so that rendering takes at most this share of one core:
@@ -33,7 +33,11 @@ def _clock(seconds: float | None) -> str:
     if seconds is None:
         return "–"
     s = int(seconds)
-    return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}" if s >= 3600 else f"{s // 60:02d}:{s % 60:02d}"
+    return (
+        f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
+        if s >= 3600
+        else f"{s // 60:02d}:{s % 60:02d}"
+    )
 
 
 def bar(pct: float | None, width: int = 10) -> Text:
@@ -42,7 +46,11 @@ def bar(pct: float | None, width: int = 10) -> Text:
         return Text("n/a", style="dim")
     filled = max(0, min(width, round(pct / 100 * width)))
     style = "green" if pct >= 70 else "yellow" if pct >= 30 else "red"
-    return Text("█" * filled, style=style) + Text("░" * (width - filled), style="dim") + Text(f" {pct:3.0f}%")
+    return (
+        Text("█" * filled, style=style)
+        + Text("░" * (width - filled), style="dim")
+        + Text(f" {pct:3.0f}%")
+    )
 
 
 def header(s: DashboardState) -> RenderableType:
@@ -57,30 +65,64 @@ def header(s: DashboardState) -> RenderableType:
     line.add_column(justify="right")
     if s.steps_total or s.target_pct is None:
         done = f"{s.steps_done}/{s.steps_total} steps" if s.steps_total else f"{s.steps_done} steps"
-        line.add_row(ProgressBar(total=max(1, s.steps_total), completed=min(s.steps_done, s.steps_total or 1)),
-                     f" {done} · elapsed {_clock(s.elapsed_s)} · ETA {_clock(s.eta_s)}")
+        line.add_row(
+            ProgressBar(
+                total=max(1, s.steps_total), completed=min(s.steps_done, s.steps_total or 1)
+            ),
+            f" {done} · elapsed {_clock(s.elapsed_s)} · ETA {_clock(s.eta_s)}",
+        )
     else:  # adaptive measurement: the bar fills as the 95% interval narrows to its target
         unit, what = ("", "gap") if s.precision_is_gap else ("%", "samples/s")
         now = "–" if s.half_pct is None else f"±{s.half_pct:.1f}{unit}"
         filled = 0.0 if s.half_pct is None else min(1.0, s.target_pct / max(s.half_pct, 1e-9))
-        line.add_row(ProgressBar(total=100, completed=round(100 * filled)),
-                     f" {what} {now} (95%) → ±{s.target_pct:g}{unit} · {s.steps_done} steps · "
-                     f"elapsed {_clock(s.elapsed_s)}")
+        line.add_row(
+            ProgressBar(total=100, completed=round(100 * filled)),
+            f" {what} {now} (95%) → ±{s.target_pct:g}{unit} · {s.steps_done} steps · "
+            f"elapsed {_clock(s.elapsed_s)}",
+        )
     return Group(title, line)
 
 
 def ranks_table(s: DashboardState) -> Table:
     t = Table(title="ranks (last 20 steps)", title_justify="left", expand=True, header_style="bold")
-    for name, just in [("rank", "right"), ("host", "left"), ("samples/s", "right"), ("step p50 ms", "right"),
-                       ("p95 ms", "right"), ("input wait", "right"), ("GPU util", "left"), ("GPU mem", "right"),
-                       ("CPU", "right"), ("RSS MB", "right")]:
+    for name, just in [
+        ("rank", "right"),
+        ("host", "left"),
+        ("samples/s", "right"),
+        ("step p50 ms", "right"),
+        ("p95 ms", "right"),
+        ("input wait", "right"),
+        ("GPU util", "left"),
+        ("GPU mem", "right"),
+        ("CPU", "right"),
+        ("RSS MB", "right"),
+    ]:
         t.add_column(name, justify=just, no_wrap=True)
     for r in s.ranks:
-        mem = "–" if r.gpu_mem_used_mb is None else f"{r.gpu_mem_used_mb / 1024:.1f}/{(r.gpu_mem_total_mb or 0) / 1024:.0f} GB"
-        wait_style = "red" if (r.input_wait_pct or 0) >= 20 else "yellow" if (r.input_wait_pct or 0) >= 5 else ""
-        t.add_row(str(r.rank), r.host, _n(r.samples_per_s), _n(r.step_time_ms_p50), _n(r.step_time_ms_p95),
-                  Text(_n(r.input_wait_pct, 1, "%"), style=wait_style), bar(r.gpu_util_pct), mem,
-                  _n(r.cpu_pct, 0, "%"), _n(r.rss_mb, 0))
+        mem = (
+            "–"
+            if r.gpu_mem_used_mb is None
+            else f"{r.gpu_mem_used_mb / 1024:.1f}/{(r.gpu_mem_total_mb or 0) / 1024:.0f} GB"
+        )
+        wait_style = (
+            "red"
+            if (r.input_wait_pct or 0) >= 20
+            else "yellow"
+            if (r.input_wait_pct or 0) >= 5
+            else ""
+        )
+        t.add_row(
+            str(r.rank),
+            r.host,
+            _n(r.samples_per_s),
+            _n(r.step_time_ms_p50),
+            _n(r.step_time_ms_p95),
+            Text(_n(r.input_wait_pct, 1, "%"), style=wait_style),
+            bar(r.gpu_util_pct),
+            mem,
+            _n(r.cpu_pct, 0, "%"),
+            _n(r.rss_mb, 0),
+        )
     if not s.ranks:
         t.add_row("", "waiting for ranks…", *[""] * 8)
     return t
@@ -96,20 +138,36 @@ def hosts_panel(s: DashboardState) -> RenderableType:
         for i, c in enumerate(h.cpu_per_core_pct):
             cores += Text(f"cpu{i:<2}") + bar(c, 8) + Text("  ")
         grid.add_row(Text(h.host, style="bold"), cores)
-        grid.add_row("", f"memory {_n((h.mem_used_mb or 0) / 1024)}/{_n((h.mem_total_mb or 0) / 1024, 0)} GB · "
-                         f"ranks RSS {_n(h.ranks_rss_mb, 0)} MB · disk read {_n(h.disk_read_mb_per_s)} MB/s · "
-                         f"network {_n(h.net_mb_per_s)} MB/s")
+        grid.add_row(
+            "",
+            f"memory {_n((h.mem_used_mb or 0) / 1024)}/{_n((h.mem_total_mb or 0) / 1024, 0)} GB · "
+            f"ranks RSS {_n(h.ranks_rss_mb, 0)} MB · disk read {_n(h.disk_read_mb_per_s)} MB/s · "
+            f"network {_n(h.net_mb_per_s)} MB/s",
+        )
         parts.append(grid)
-    return Panel(Group(*parts) if parts else Text("no host samples yet", style="dim"), title="hosts",
-                 title_align="left")
+    return Panel(
+        Group(*parts) if parts else Text("no host samples yet", style="dim"),
+        title="hosts",
+        title_align="left",
+    )
 
 
 def results_table(s: DashboardState) -> Table:
     t = Table(title="results so far", title_justify="left", header_style="bold")
-    for name, just in [("np", "right"), ("variant", "left"), ("samples/s", "right"), ("gap", "right")]:
+    for name, just in [
+        ("np", "right"),
+        ("variant", "left"),
+        ("samples/s", "right"),
+        ("gap", "right"),
+    ]:
         t.add_column(name, justify=just)
     for r in s.results:
-        t.add_row(str(r.np), r.variant, _n(r.samples_per_s), "" if r.gap_pct is None else _n(r.gap_pct, 1, "%"))
+        t.add_row(
+            str(r.np),
+            r.variant,
+            _n(r.samples_per_s),
+            "" if r.gap_pct is None else _n(r.gap_pct, 1, "%"),
+        )
     return t
 
 
@@ -125,17 +183,27 @@ class LiveDashboard:
     """Redraws ``snapshot()`` on its own low-priority thread, at most ``MAX_REFRESH_PER_S`` times a
     second, and less often when a redraw costs more CPU than ``CPU_BUDGET`` allows."""
 
-    def __init__(self, snapshot: Callable[[], DashboardState], console: Console,
-                 refresh_per_s: float = MAX_REFRESH_PER_S) -> None:
+    def __init__(
+        self,
+        snapshot: Callable[[], DashboardState],
+        console: Console,
+        refresh_per_s: float = MAX_REFRESH_PER_S,
+    ) -> None:
         self._snapshot = snapshot
         self._interval = 1.0 / min(refresh_per_s, MAX_REFRESH_PER_S)
-        self._live = Live(render(snapshot()), console=console, auto_refresh=False, transient=False,
-                          redirect_stdout=False, redirect_stderr=False)
+        self._live = Live(
+            render(snapshot()),
+            console=console,
+            auto_refresh=False,
+            transient=False,
+            redirect_stdout=False,
+            redirect_stderr=False,
+        )
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="pipeprof-dashboard", daemon=True)
         self.frames = 0
 
-    def __enter__(self) -> "LiveDashboard":
+    def __enter__(self) -> LiveDashboard:
         self._live.start()
         self._thread.start()
         return self

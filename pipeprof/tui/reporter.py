@@ -9,10 +9,9 @@ import pandas as pd
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-from pipeprof.workflows.events import Reporter
 from pipeprof.tui.dashboard import LiveDashboard
 from pipeprof.tui.state import LiveState, ResultRow
-
+from pipeprof.workflows.events import Reporter
 
 PRECISION_LINE_EVERY_S = 10.0  # plain output: how often to say how narrow the interval is
 
@@ -44,8 +43,14 @@ class PlainReporter(Reporter):
 
     def data_progress(self, done: int, total: int) -> None:
         if self._bar is None:
-            self._bar = Progress(TextColumn("data"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-                                 console=self.console, transient=False)
+            self._bar = Progress(
+                TextColumn("data"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeRemainingColumn(),
+                console=self.console,
+                transient=False,
+            )
             self._bar.start()
             self._task = self._bar.add_task("data", total=total)
         self._bar.update(self._task, completed=done)
@@ -57,31 +62,51 @@ class PlainReporter(Reporter):
         elapsed = time.monotonic() - self._t0
         kind = event.get("event")
         if kind == "launch":
-            self.console.print(f"[{elapsed:6.0f}s] np={event['np']}: starting {event['np']} Horovod rank(s), "
-                               f"{event['of_variants']} variant(s)")
+            self.console.print(
+                f"[{elapsed:6.0f}s] np={event['np']}: starting {event['np']} Horovod rank(s), "
+                f"{event['of_variants']} variant(s)"
+            )
         elif kind == "start":
-            self.console.print(f"[{elapsed:6.0f}s] np={event['np']}: ranks up on {event['device']}, "
-                               f"batch {event['per_worker_batch']}/worker, lr {event['learning_rate']:g}")
+            self.console.print(
+                f"[{elapsed:6.0f}s] np={event['np']}: ranks up on {event['device']}, "
+                f"batch {event['per_worker_batch']}/worker, lr {event['learning_rate']:g}"
+            )
         elif kind == "progress" and event["steps"] and event["step"] == event["steps"] // 2:
-            self.console.print(f"[{elapsed:6.0f}s] np={event['np']}: {event['variant']} "
-                               f"({event['index'] + 1}/{event['of_variants']}) step {event['step']}/{event['steps']}")
+            self.console.print(
+                f"[{elapsed:6.0f}s] np={event['np']}: {event['variant']} "
+                f"({event['index'] + 1}/{event['of_variants']}) step {event['step']}/{event['steps']}"
+            )
         elif kind == "precision" and elapsed - self._last_precision >= PRECISION_LINE_EVERY_S:
             self._last_precision = elapsed
-            self.console.print(f"[{elapsed:6.0f}s] np={event['np']}: {event['variant']} "
-                               f"({event['index'] + 1}/{event['of_variants']}) {precision_text(event)}")
+            self.console.print(
+                f"[{elapsed:6.0f}s] np={event['np']}: {event['variant']} "
+                f"({event['index'] + 1}/{event['of_variants']}) {precision_text(event)}"
+            )
         elif kind == "variant_done":
-            how = f", {event['steps']} steps, stopped: {event['stop_reason']}" if event.get("stop_reason") else ""
-            self.console.print(f"[{elapsed:6.0f}s] np={event['np']}: {event['variant']} done in "
-                               f"{event['wall_s']:.1f}s{how}")
+            how = (
+                f", {event['steps']} steps, stopped: {event['stop_reason']}"
+                if event.get("stop_reason")
+                else ""
+            )
+            self.console.print(
+                f"[{elapsed:6.0f}s] np={event['np']}: {event['variant']} done in "
+                f"{event['wall_s']:.1f}s{how}"
+            )
 
     def close(self) -> None:
         """Nothing to tear down."""
 
 
 def result_rows(summary: pd.DataFrame) -> list[ResultRow]:
-    return [ResultRow(np=int(r["np"]), variant=str(r["variant"]), samples_per_s=float(r["samples_per_s"]),
-                      gap_pct=None if math.isnan(r["gap_pct"]) else float(r["gap_pct"]))
-            for _, r in summary.iterrows()]
+    return [
+        ResultRow(
+            np=int(r["np"]),
+            variant=str(r["variant"]),
+            samples_per_s=float(r["samples_per_s"]),
+            gap_pct=None if math.isnan(r["gap_pct"]) else float(r["gap_pct"]),
+        )
+        for _, r in summary.iterrows()
+    ]
 
 
 class DashboardReporter(PlainReporter):

@@ -76,8 +76,14 @@ class DashboardState:
 class LiveState:
     """Applies streamed records (from the collector thread) and progress events; snapshots on demand."""
 
-    def __init__(self, *, command: str = "compare", scenario: str = "", steps_total: int = 0,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        *,
+        command: str = "compare",
+        scenario: str = "",
+        steps_total: int = 0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._lock = threading.Lock()
         self._clock = clock
         self._t0 = clock()
@@ -108,7 +114,10 @@ class LiveState:
                     self._steps.clear()
                 self._steps.setdefault(rank, deque(maxlen=RECENT_STEPS)).append(record)
             elif kind == "hello":
-                self._rank_host[int(record["rank"])] = (record.get("host", ""), int(record.get("local_rank", 0)))
+                self._rank_host[int(record["rank"])] = (
+                    record.get("host", ""),
+                    int(record.get("local_rank", 0)),
+                )
                 if record.get("nvml") not in (None, "ok", "not sampled"):
                     self._notes["nvml"] = str(record["nvml"])
             elif kind == "gpu":
@@ -116,8 +125,10 @@ class LiveState:
                     if lr != "":
                         key = (record.get("host", ""), int(lr))
                         # fast samples carry utilisation only: keep the slow fields of the last full one
-                        self._gpu[key] = {**self._gpu.get(key, {}),
-                                          **{k: v for k, v in record.items() if v is not None}}
+                        self._gpu[key] = {
+                            **self._gpu.get(key, {}),
+                            **{k: v for k, v in record.items() if v is not None},
+                        }
             elif kind == "host":
                 self._host[record.get("host", "")] = record
             elif kind == "proc":
@@ -147,24 +158,42 @@ class LiveState:
     def snapshot(self) -> DashboardState:
         with self._lock:
             elapsed = self._clock() - self._t0
-            ranks = [self._rank_view(r) for r in sorted(set(self._steps) | set(self._rank_host) | set(self._proc))]
+            ranks = [
+                self._rank_view(r)
+                for r in sorted(set(self._steps) | set(self._rank_host) | set(self._proc))
+            ]
             hosts = [self._host_view(h, rec) for h, rec in sorted(self._host.items())]
             eta = None
             if self.steps_total and self._steps_done:
                 eta = elapsed / self._steps_done * max(0, self.steps_total - self._steps_done)
             return DashboardState(
-                command=self.command, scenario=self.scenario, np=self._np, variant=self._variant,
-                variant_index=self._vi, variants_total=self._vn, elapsed_s=elapsed, steps_done=self._steps_done,
-                steps_total=self.steps_total, eta_s=eta, ranks=ranks, hosts=hosts, results=list(self._results),
-                notes=list(self._notes.values()), **self._precision_view())
+                command=self.command,
+                scenario=self.scenario,
+                np=self._np,
+                variant=self._variant,
+                variant_index=self._vi,
+                variants_total=self._vn,
+                elapsed_s=elapsed,
+                steps_done=self._steps_done,
+                steps_total=self.steps_total,
+                eta_s=eta,
+                ranks=ranks,
+                hosts=hosts,
+                results=list(self._results),
+                notes=list(self._notes.values()),
+                **self._precision_view(),
+            )
 
     def _precision_view(self) -> dict[str, Any]:
         p = self._precision
         if p is None:
             return {}
         half = p.get("half_pct")
-        return dict(half_pct=None if half is None or half != half else float(half),
-                    target_pct=float(p["target_pct"]), precision_is_gap=bool(p.get("gap")))
+        return dict(
+            half_pct=None if half is None or half != half else float(half),
+            target_pct=float(p["target_pct"]),
+            precision_is_gap=bool(p.get("gap")),
+        )
 
     def _rank_view(self, rank: int) -> RankView:
         host, local_rank = self._rank_host.get(rank, ("", rank))
@@ -173,14 +202,20 @@ class LiveState:
         if recent:
             times = np.array([r["step_time_ms"] for r in recent], dtype=float)
             waits = np.array([r["input_wait_ms"] for r in recent], dtype=float)
-            kw = dict(samples_per_s=1e3 * sum(r["batch_size"] for r in recent) / times.sum(),
-                      step_time_ms_p50=float(np.percentile(times, 50)),
-                      step_time_ms_p95=float(np.percentile(times, 95)),
-                      input_wait_pct=float(100 * waits.sum() / times.sum()), steps=int(recent[-1]["step"]) + 1)
+            kw = dict(
+                samples_per_s=1e3 * sum(r["batch_size"] for r in recent) / times.sum(),
+                step_time_ms_p50=float(np.percentile(times, 50)),
+                step_time_ms_p95=float(np.percentile(times, 95)),
+                input_wait_pct=float(100 * waits.sum() / times.sum()),
+                steps=int(recent[-1]["step"]) + 1,
+            )
         gpu = self._gpu.get((host, local_rank))
         if gpu:
-            kw.update(gpu_util_pct=gpu.get("gpu_util_pct"), gpu_mem_used_mb=gpu.get("mem_used_mb"),
-                      gpu_mem_total_mb=gpu.get("mem_total_mb"))
+            kw.update(
+                gpu_util_pct=gpu.get("gpu_util_pct"),
+                gpu_mem_used_mb=gpu.get("mem_used_mb"),
+                gpu_mem_total_mb=gpu.get("mem_total_mb"),
+            )
         proc = self._proc.get(rank)
         if proc:
             kw.update(cpu_pct=proc.get("cpu_pct"), rss_mb=proc.get("rss_mb"))
@@ -188,7 +223,17 @@ class LiveState:
 
     def _host_view(self, host: str, rec: dict[str, Any]) -> HostView:
         cores = [float(c) for c in str(rec.get("cpu_per_core_pct", "")).split(";") if c != ""]
-        rss = [p.get("rss_mb") or 0.0 for r, p in self._proc.items() if self._rank_host.get(r, ("",))[0] == host]
-        return HostView(host=host, cpu_per_core_pct=cores, mem_used_mb=rec.get("mem_used_mb"),
-                        mem_total_mb=rec.get("mem_total_mb"), ranks_rss_mb=sum(rss) if rss else None,
-                        disk_read_mb_per_s=rec.get("disk_read_mb_per_s"), net_mb_per_s=rec.get("net_mb_per_s"))
+        rss = [
+            p.get("rss_mb") or 0.0
+            for r, p in self._proc.items()
+            if self._rank_host.get(r, ("",))[0] == host
+        ]
+        return HostView(
+            host=host,
+            cpu_per_core_pct=cores,
+            mem_used_mb=rec.get("mem_used_mb"),
+            mem_total_mb=rec.get("mem_total_mb"),
+            ranks_rss_mb=sum(rss) if rss else None,
+            disk_read_mb_per_s=rec.get("disk_read_mb_per_s"),
+            net_mb_per_s=rec.get("net_mb_per_s"),
+        )

@@ -47,6 +47,7 @@ class Trial:
 class Window:
     """How long one trial measures: at least ``min_s``, at most ``max_s``; in between it stops
     once its interval is within ``target_pct`` % or wholly below ``beat`` (samples/s)."""
+
     min_s: float
     max_s: float
     target_pct: float = 0.0
@@ -62,7 +63,9 @@ class SearchResult:
     margin_pct: float = float("nan")  # the margin a move had to clear at the end of the search
 
 
-Evaluate = Callable[[Point, Window], dict[str, Any]]  # -> {"samples_per_s", "cpu_cores_used", ...} or {"error"}
+Evaluate = Callable[
+    [Point, Window], dict[str, Any]
+]  # -> {"samples_per_s", "cpu_cores_used", ...} or {"error"}
 
 RECHECK_TRIALS = 3  # the incumbent's figure is re-measured once this many trials old
 RUNOFF_ROUNDS = 2
@@ -82,7 +85,12 @@ class Noise:
         self.log_ratios: list[float] = []
 
     def add(self, before: Trial, after: Trial) -> None:
-        if not before.error and not after.error and before.samples_per_s > 0 and after.samples_per_s > 0:
+        if (
+            not before.error
+            and not after.error
+            and before.samples_per_s > 0
+            and after.samples_per_s > 0
+        ):
             self.log_ratios.append(math.log(after.samples_per_s / before.samples_per_s))
 
     @property
@@ -96,12 +104,21 @@ class Noise:
         return floor if math.isnan(spread) else max(floor, NOISE_FACTOR * spread)
 
 
-def coordinate_descent(space: list[Dimension], start: Point, evaluate: Evaluate, *, budget_s: float,
-                       trial_s: float = 1.5, margin: float = 0.02, runoff: int = 3, max_passes: int = 3,
-                       max_trials: int = 0,
-                       allowed: Callable[[Point], bool] = lambda p: True,
-                       on_trial: Callable[[Trial], None] | None = None,
-                       clock: Callable[[], float] = time.monotonic) -> SearchResult:
+def coordinate_descent(
+    space: list[Dimension],
+    start: Point,
+    evaluate: Evaluate,
+    *,
+    budget_s: float,
+    trial_s: float = 1.5,
+    margin: float = 0.02,
+    runoff: int = 3,
+    max_passes: int = 3,
+    max_trials: int = 0,
+    allowed: Callable[[Point], bool] = lambda p: True,
+    on_trial: Callable[[Trial], None] | None = None,
+    clock: Callable[[], float] = time.monotonic,
+) -> SearchResult:
     result = SearchResult()
     seen: dict[tuple, Trial] = {}
     deadline = clock() + budget_s
@@ -112,10 +129,16 @@ def coordinate_descent(space: list[Dimension], start: Point, evaluate: Evaluate,
 
     def run(point: Point, window: Window, phase: str) -> Trial:
         res = evaluate(point, window)
-        t = Trial(point=dict(point), samples_per_s=float(res.get("samples_per_s", 0.0)),
-                  cpu_cores_used=float(res.get("cpu_cores_used", float("nan"))), phase=phase, error=res.get("error", ""),
-                  seconds=float(res.get("seconds", float("nan"))), half_pct=float(res.get("half_pct", float("nan"))),
-                  stop=str(res.get("stop", "")))
+        t = Trial(
+            point=dict(point),
+            samples_per_s=float(res.get("samples_per_s", 0.0)),
+            cpu_cores_used=float(res.get("cpu_cores_used", float("nan"))),
+            phase=phase,
+            error=res.get("error", ""),
+            seconds=float(res.get("seconds", float("nan"))),
+            half_pct=float(res.get("half_pct", float("nan"))),
+            stop=str(res.get("stop", "")),
+        )
         result.trials.append(t)
         if on_trial is not None:
             on_trial(t)
@@ -179,15 +202,29 @@ def coordinate_descent(space: list[Dimension], start: Point, evaluate: Evaluate,
     result.noise_pct, result.margin_pct = 100 * noise.spread, 100 * noise.margin(margin)
     # run-off: the best few again, in alternating rounds of equal length; the best mean wins
     # (the search's own winner always among them: the others' figures may come from a faster spell)
-    others = sorted((t for k, t in seen.items() if not t.error and k != key(current)), key=lambda t: -t.samples_per_s)
-    finalists = ([best] if not best.error else []) + others[:runoff - (0 if best.error else 1)]
+    others = sorted(
+        (t for k, t in seen.items() if not t.error and k != key(current)),
+        key=lambda t: -t.samples_per_s,
+    )
+    finalists = ([best] if not best.error else []) + others[: runoff - (0 if best.error else 1)]
     if len(finalists) > 1:
-        rounds = [[run(t.point, Window(trial_s, trial_s), "run-off") for t in finalists] for _ in range(RUNOFF_ROUNDS)]
-        means = [sum(r[i].samples_per_s for r in rounds) / len(rounds) for i in range(len(finalists))]
+        rounds = [
+            [run(t.point, Window(trial_s, trial_s), "run-off") for t in finalists]
+            for _ in range(RUNOFF_ROUNDS)
+        ]
+        means = [
+            sum(r[i].samples_per_s for r in rounds) / len(rounds) for i in range(len(finalists))
+        ]
         i = max(range(len(finalists)), key=lambda j: means[j])
         last = rounds[-1][i]
-        result.best = Trial(point=last.point, samples_per_s=means[i], cpu_cores_used=last.cpu_cores_used,
-                            phase="run-off", seconds=sum(r[i].seconds for r in rounds), stop="fixed")
+        result.best = Trial(
+            point=last.point,
+            samples_per_s=means[i],
+            cpu_cores_used=last.cpu_cores_used,
+            phase="run-off",
+            seconds=sum(r[i].seconds for r in rounds),
+            stop="fixed",
+        )
     else:
         result.best = finalists[0] if finalists else best
     return result

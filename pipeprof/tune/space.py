@@ -44,7 +44,9 @@ def point_of(pipe: PipelineConfig, space: list[Dimension]) -> Point:
         "prefetch": pipe.prefetch.depth if pipe.prefetch.enabled else 1,
         "private_threadpool_size": pipe.private_threadpool_size,
         "max_intra_op_parallelism": pipe.max_intra_op_parallelism,
-        "cache": "off" if not (pipe.cache.enabled and pipe.cache.kind == "memory") else pipe.cache.placement,
+        "cache": "off"
+        if not (pipe.cache.enabled and pipe.cache.kind == "memory")
+        else pipe.cache.placement,
         "shuffle_buffer": pipe.shuffle.buffer_size,
     }
     return {d.name: full[d.name] for d in space}
@@ -53,8 +55,18 @@ def point_of(pipe: PipelineConfig, space: list[Dimension]) -> Point:
 def autotune_point(pipe: PipelineConfig, space: list[Dimension]) -> Point:
     """tf.data left to itself: AUTOTUNE everywhere, default thread pools, the scenario's cache and buffer."""
     p = point_of(pipe, space)
-    p.update({k: v for k, v in {"parallel_calls": "autotune", "prefetch": "autotune", "private_threadpool_size": 0,
-                                "max_intra_op_parallelism": 0}.items() if k in p})
+    p.update(
+        {
+            k: v
+            for k, v in {
+                "parallel_calls": "autotune",
+                "prefetch": "autotune",
+                "private_threadpool_size": 0,
+                "max_intra_op_parallelism": 0,
+            }.items()
+            if k in p
+        }
+    )
     return p
 
 
@@ -63,16 +75,24 @@ def apply(pipe: PipelineConfig, point: Point) -> PipelineConfig:
     if "parallel_calls" in point:
         p = dataclasses.replace(p, parallel_calls=point["parallel_calls"])
     if "prefetch" in point:
-        p = dataclasses.replace(p, prefetch=dataclasses.replace(p.prefetch, enabled=True, depth=point["prefetch"]))
+        p = dataclasses.replace(
+            p, prefetch=dataclasses.replace(p.prefetch, enabled=True, depth=point["prefetch"])
+        )
     if "private_threadpool_size" in point:
         p = dataclasses.replace(p, private_threadpool_size=point["private_threadpool_size"])
     if "max_intra_op_parallelism" in point:
         p = dataclasses.replace(p, max_intra_op_parallelism=point["max_intra_op_parallelism"])
     if "cache" in point:
-        p = dataclasses.replace(p, cache=CacheConfig(enabled=False) if point["cache"] == "off"
-                                else CacheConfig(enabled=True, kind="memory", placement=point["cache"]))
+        p = dataclasses.replace(
+            p,
+            cache=CacheConfig(enabled=False)
+            if point["cache"] == "off"
+            else CacheConfig(enabled=True, kind="memory", placement=point["cache"]),
+        )
     if "shuffle_buffer" in point and p.shuffle.enabled:
-        p = dataclasses.replace(p, shuffle=dataclasses.replace(p.shuffle, buffer_size=point["shuffle_buffer"]))
+        p = dataclasses.replace(
+            p, shuffle=dataclasses.replace(p.shuffle, buffer_size=point["shuffle_buffer"])
+        )
     return p
 
 
@@ -89,16 +109,32 @@ def grid(space: list[Dimension]) -> list[Point]:
 
 def fragment_toml(pipe: PipelineConfig) -> str:
     """The tuned settings as a scenario fragment (``pipeprof compare --overlay``)."""
-    def val(v: Any) -> str:
-        return str(v).lower() if isinstance(v, bool) else (f'"{v}"' if isinstance(v, str) else str(v))
 
-    lines = ["# written by pipeprof tune: merge with `pipeprof compare SCENARIO --overlay THIS_FILE`", "[pipeline]"]
+    def val(v: Any) -> str:
+        return (
+            str(v).lower() if isinstance(v, bool) else (f'"{v}"' if isinstance(v, str) else str(v))
+        )
+
+    lines = [
+        "# written by pipeprof tune: merge with `pipeprof compare SCENARIO --overlay THIS_FILE`",
+        "[pipeline]",
+    ]
     for k in ("parallel_calls", "private_threadpool_size", "max_intra_op_parallelism"):
         lines.append(f"{k} = {val(getattr(pipe, k))}")
-    lines += ["", "[pipeline.prefetch]", f"enabled = {val(pipe.prefetch.enabled)}", f"depth = {val(pipe.prefetch.depth)}",
-              "", "[pipeline.cache]", f"enabled = {val(pipe.cache.enabled)}", f"kind = {val(pipe.cache.kind)}",
-              f"placement = {val(pipe.cache.placement)}",
-              "", "[pipeline.shuffle]", f"buffer_size = {pipe.shuffle.buffer_size}"]
+    lines += [
+        "",
+        "[pipeline.prefetch]",
+        f"enabled = {val(pipe.prefetch.enabled)}",
+        f"depth = {val(pipe.prefetch.depth)}",
+        "",
+        "[pipeline.cache]",
+        f"enabled = {val(pipe.cache.enabled)}",
+        f"kind = {val(pipe.cache.kind)}",
+        f"placement = {val(pipe.cache.placement)}",
+        "",
+        "[pipeline.shuffle]",
+        f"buffer_size = {pipe.shuffle.buffer_size}",
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -110,7 +146,9 @@ def tfdata_code(pipe: PipelineConfig) -> str:
     if pipe.private_threadpool_size:
         lines.append(f"options.threading.private_threadpool_size = {pipe.private_threadpool_size}")
     if pipe.max_intra_op_parallelism:
-        lines.append(f"options.threading.max_intra_op_parallelism = {pipe.max_intra_op_parallelism}")
+        lines.append(
+            f"options.threading.max_intra_op_parallelism = {pipe.max_intra_op_parallelism}"
+        )
     lines.append(f"ds = ds.map(read_decode_and_label, num_parallel_calls={par})")
     if pipe.cache.enabled and pipe.cache.placement == "before_augment":
         lines.append("ds = ds.cache()")
@@ -119,6 +157,9 @@ def tfdata_code(pipe: PipelineConfig) -> str:
     lines.append("ds = ds.repeat()")
     if pipe.augment.enabled:
         lines.append(f"ds = ds.map(augment, num_parallel_calls={par})")
-    lines += ["ds = ds.batch(batch_size, drop_remainder=True)", f"ds = ds.prefetch({depth})",
-              "ds = ds.with_options(options)"]
+    lines += [
+        "ds = ds.batch(batch_size, drop_remainder=True)",
+        f"ds = ds.prefetch({depth})",
+        "ds = ds.with_options(options)",
+    ]
     return "\n".join(lines)

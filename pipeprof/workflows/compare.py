@@ -13,17 +13,18 @@ from pathlib import Path
 
 import pandas as pd
 
-from pipeprof.launch import launcher as launchers, runner, signals, topology
 from pipeprof.errors import PipeprofError
+from pipeprof.launch import launcher as launchers
+from pipeprof.launch import runner, signals, topology
 from pipeprof.launch.job import Job, VariantSpec
+from pipeprof.launch.service import port_in_use
 from pipeprof.rundir import FAILED, FINISHED, INTERRUPTED, RUNNING, RunDir, manifest
 from pipeprof.scenario import Scenario, cache_warning, emulated_ms
 from pipeprof.telemetry.nvml import Nvml
+from pipeprof.workflows import service
 from pipeprof.workflows.data import prepare_data
 from pipeprof.workflows.events import Reporter
 from pipeprof.workflows.live import RecordStream, progress_lines
-from pipeprof.launch.service import port_in_use
-from pipeprof.workflows import service
 from pipeprof.workflows.plan import check_memory, stream_endpoint, variant_specs
 from pipeprof.workflows.summary import bad_files_warning, device_label, write_summary
 
@@ -33,15 +34,31 @@ class CompareResult:
     run_dir: Path
     summary: pd.DataFrame
     failure: str | None = None  # one line, when a launch failed; what ran before it is kept
-    verdicts: list = field(default_factory=list)  # analysis.verdict.Verdict per np, with --ablation or --verdict
+    verdicts: list = field(
+        default_factory=list
+    )  # analysis.verdict.Verdict per np, with --ablation or --verdict
     signum: int | None = None  # the stop signal (SIGINT, SIGTERM, SIGHUP) that ended it early
 
 
-def compare(scenario: Scenario, nps: list[int], *, out: str | None = None, argv: list[str] | None = None,
-            reporter: Reporter | None = None, nvml: Nvml | None = None, only_variants: list[str] | None = None,
-            synthetic: bool = True, stream_host: str | None = None, ablation: bool = False,
-            cores_per_rank: float | None = None, ram_budget_bytes: int | None = None, real: bool = True,
-            report: bool = True, remedies: str | None = None, verdict: bool = False) -> CompareResult:
+def compare(
+    scenario: Scenario,
+    nps: list[int],
+    *,
+    out: str | None = None,
+    argv: list[str] | None = None,
+    reporter: Reporter | None = None,
+    nvml: Nvml | None = None,
+    only_variants: list[str] | None = None,
+    synthetic: bool = True,
+    stream_host: str | None = None,
+    ablation: bool = False,
+    cores_per_rank: float | None = None,
+    ram_budget_bytes: int | None = None,
+    real: bool = True,
+    report: bool = True,
+    remedies: str | None = None,
+    verdict: bool = False,
+) -> CompareResult:
     """``verdict``: measure the stages alone after the run and give the verdict per np (as
     ``ablation`` does, without its rungs). ``remedies``: None, "auto" (the remedies for the stage that costs most per sample,
     measured alone before the launch) or "all" (every remedy that applies)."""
@@ -52,7 +69,9 @@ def compare(scenario: Scenario, nps: list[int], *, out: str | None = None, argv:
     for n in nps:  # refuse before spending anything
         launcher.check(n, scenario.launch, len(gpus))
     specs = variant_specs(scenario, only_variants, synthetic, ablation, real)
-    for spec_warning in {w for v in scenario.variants if (w := cache_warning(scenario.variant_pipeline(v)))}:
+    for spec_warning in {
+        w for v in scenario.variants if (w := cache_warning(scenario.variant_pipeline(v)))
+    }:
         reporter.warning(spec_warning)
     data_root = prepare_data(scenario, reporter)
     check_memory(scenario, specs, data_root, nps, ram_budget_bytes)
@@ -60,42 +79,85 @@ def compare(scenario: Scenario, nps: list[int], *, out: str | None = None, argv:
     run_dir = run.path
     stage_rows = None
     if remedies is not None:
-        stage_rows, remedy_specs = plan_remedies(scenario, remedies, data_root, nps, run_dir, reporter,
-                                                 cores_per_rank, ram_budget_bytes)
+        stage_rows, remedy_specs = plan_remedies(
+            scenario, remedies, data_root, nps, run_dir, reporter, cores_per_rank, ram_budget_bytes
+        )
         specs += remedy_specs
-    run.write_manifest(manifest(scenario.to_dict(), list(argv or []), gpus, {
-        "worker_counts": nps, "variants": [s.name for s in specs], "data_root": data_root,
-        "launcher": launcher.name, "controller": scenario.launch.controller,
-        "device": device_label(scenario.train.device)}))
+    run.write_manifest(
+        manifest(
+            scenario.to_dict(),
+            list(argv or []),
+            gpus,
+            {
+                "worker_counts": nps,
+                "variants": [s.name for s in specs],
+                "data_root": data_root,
+                "launcher": launcher.name,
+                "controller": scenario.launch.controller,
+                "device": device_label(scenario.train.device),
+            },
+        )
+    )
     run.write_status(RUNNING)
-    reporter.progress({"event": "plan", "worker_counts": list(nps), "variants": [s.name for s in specs]})
+    reporter.progress(
+        {"event": "plan", "worker_counts": list(nps), "variants": [s.name for s in specs]}
+    )
     # every host's ranks must reach the rendezvous in time: size it for the busiest host
     local = max(topology.assign(n, scenario.launch).ranks_per_host for n in nps)
-    env = launcher.env(dict(os.environ), str(Path.cwd()), emulated=emulated_ms(scenario.train.device) is not None,
-                       local_ranks=local)
+    env = launcher.env(
+        dict(os.environ),
+        str(Path.cwd()),
+        emulated=emulated_ms(scenario.train.device) is not None,
+        local_ranks=local,
+    )
     synthetic_names = {s.name for s in specs if s.synthetic}
     order = [s.name for s in specs]
     reference = scenario.variants[0].name if ablation else None
-    summarise = functools.partial(write_summary, run_dir, synthetic_names, order, reference, scenario.train.device,
-                                  remedy_reference=scenario.variants[0].name if remedies else None, gpus=len(gpus))
+    summarise = functools.partial(
+        write_summary,
+        run_dir,
+        synthetic_names,
+        order,
+        reference,
+        scenario.train.device,
+        remedy_reference=scenario.variants[0].name if remedies else None,
+        gpus=len(gpus),
+    )
     failure = None
     signum = None
     caught = signals.Catch()  # a stop signal between launches ends them; what was measured is kept
     remote = bool(scenario.launch.hosts or scenario.launch.hostfile)
     stream = RecordStream(run_dir, reporter, remote=remote, stream_host=stream_host)
-    service_host = stream_endpoint(remote, stream_host)[1]  # where the ranks reach a tf.data service
+    service_host = stream_endpoint(remote, stream_host)[
+        1
+    ]  # where the ranks reach a tf.data service
     with caught, stream:
         for n in nps:
             try:
-                with service.around_launch(specs, scenario.service, run_dir, n, service_host) as launch_specs:
-                    job = Job(run_dir=str(run_dir), np=n, scenario=scenario.to_dict(), data_root=data_root,
-                              variants=launch_specs, stream=stream.address if scenario.telemetry.enabled else "",
-                              stream_token=stream.token)
-                    argv_n = launcher.ranks_argv(n, scenario.launch,
-                                                  [sys.executable, "-m", "pipeprof.rank", job.encode()])
+                with service.around_launch(
+                    specs, scenario.service, run_dir, n, service_host
+                ) as launch_specs:
+                    job = Job(
+                        run_dir=str(run_dir),
+                        np=n,
+                        scenario=scenario.to_dict(),
+                        data_root=data_root,
+                        variants=launch_specs,
+                        stream=stream.address if scenario.telemetry.enabled else "",
+                        stream_token=stream.token,
+                    )
+                    argv_n = launcher.ranks_argv(
+                        n, scenario.launch, [sys.executable, "-m", "pipeprof.rank", job.encode()]
+                    )
                     reporter.progress({"event": "launch", "np": n, "of_variants": len(specs)})
-                    result = runner.run(argv_n, env=env, log_path=run.log_path(f"np{n}"), program=launcher.name,
-                                        timeout_s=scenario.launch.timeout_s, on_line=progress_lines(reporter))
+                    result = runner.run(
+                        argv_n,
+                        env=env,
+                        log_path=run.log_path(f"np{n}"),
+                        program=launcher.name,
+                        timeout_s=scenario.launch.timeout_s,
+                        on_line=progress_lines(reporter),
+                    )
             except PipeprofError as exc:  # the launch could not start (e.g. its tf.data service): nothing ran at this np
                 failure = f"np={n}: {exc.message}"
                 break
@@ -112,12 +174,21 @@ def compare(scenario: Scenario, nps: list[int], *, out: str | None = None, argv:
         reporter.warning(skipped)
     verdicts = []
     if (ablation or verdict or stage_rows is not None) and failure is None and not summary.empty:
-        from pipeprof.workflows.diagnose import diagnose  # TensorFlow's stage benchmark: only when asked
+        from pipeprof.workflows.diagnose import (
+            diagnose,  # TensorFlow's stage benchmark: only when asked
+        )
 
         if stage_rows is None:
             reporter.message("measuring each stage alone (pipeline only, no model) for the verdict")
         with caught:
-            verdicts = diagnose(scenario, data_root, summary, run_dir, cores_override=cores_per_rank, rows=stage_rows)
+            verdicts = diagnose(
+                scenario,
+                data_root,
+                summary,
+                run_dir,
+                cores_override=cores_per_rank,
+                rows=stage_rows,
+            )
         if caught.signum is not None:
             signum = caught.signum
             failure = f"{signals.Interrupted(signum)} while measuring the stages (run directory: {run_dir})"
@@ -125,8 +196,16 @@ def compare(scenario: Scenario, nps: list[int], *, out: str | None = None, argv:
     return CompareResult(run_dir, summary, failure, verdicts, signum=signum)
 
 
-def plan_remedies(scenario: Scenario, which: str, data_root: str, nps: list[int], run_dir: Path, reporter: Reporter,
-                  cores_per_rank: float | None, ram_budget_bytes: int | None) -> tuple[list[dict] | None, list[VariantSpec]]:
+def plan_remedies(
+    scenario: Scenario,
+    which: str,
+    data_root: str,
+    nps: list[int],
+    run_dir: Path,
+    reporter: Reporter,
+    cores_per_rank: float | None,
+    ram_budget_bytes: int | None,
+) -> tuple[list[dict] | None, list[VariantSpec]]:
     """The remedy variants to run after the real ones, and the stage costs when they were
     measured to choose them. A remedy that does not apply, or whose cache would not fit the RAM
     budget, is skipped with its reason."""
@@ -137,19 +216,32 @@ def plan_remedies(scenario: Scenario, which: str, data_root: str, nps: list[int]
     if which == "auto":
         from pipeprof.workflows.diagnose import measure_stages  # TensorFlow's stage benchmark
 
-        reporter.message("measuring each stage alone (pipeline only, no model) to choose the remedies")
+        reporter.message(
+            "measuring each stage alone (pipeline only, no model) to choose the remedies"
+        )
         rows = measure_stages(scenario, data_root, nps, run_dir, cores_override=cores_per_rank)
         stages = [bounding_stage(rows)]
         reporter.message(f"remedies for the {stages[0]} stage, the costliest per sample")
     specs = []
-    for planned in remedies.plan(scenario.variant_pipeline(scenario.variants[0]), stages, scenario.data.on_bad_file,
-                                 service_hosts=bool(scenario.service.hosts), data=stored_data(scenario, data_root)):
+    for planned in remedies.plan(
+        scenario.variant_pipeline(scenario.variants[0]),
+        stages,
+        scenario.data.on_bad_file,
+        service_hosts=bool(scenario.service.hosts),
+        data=stored_data(scenario, data_root),
+    ):
         skipped = planned.skipped
-        if planned.pipeline is not None and planned.pipeline.service.enabled and scenario.service.port \
-                and port_in_use(scenario.service.port):
+        if (
+            planned.pipeline is not None
+            and planned.pipeline.service.enabled
+            and scenario.service.port
+            and port_in_use(scenario.service.port)
+        ):
             skipped = f"the tf.data service's port {scenario.service.port} is in use (service.port)"
         elif planned.pipeline is not None:
-            spec = VariantSpec(name=planned.variant, synthetic=False, pipeline=dataclasses.asdict(planned.pipeline))
+            spec = VariantSpec(
+                name=planned.variant, synthetic=False, pipeline=dataclasses.asdict(planned.pipeline)
+            )
             try:
                 check_memory(scenario, [spec], data_root, nps, ram_budget_bytes)
                 specs.append(spec)
@@ -158,7 +250,9 @@ def plan_remedies(scenario: Scenario, which: str, data_root: str, nps: list[int]
         if skipped:
             reporter.warning(f"remedy {planned.remedy.name} skipped: {skipped}")
     if not specs:
-        reporter.warning("no remedy applies to this scenario" + (f"'s {stages[0]} stage" if stages else ""))
+        reporter.warning(
+            "no remedy applies to this scenario" + (f"'s {stages[0]} stage" if stages else "")
+        )
     return rows, specs
 
 
@@ -180,12 +274,19 @@ def launch_failure(n: int, result: runner.LaunchResult, run: RunDir) -> str | No
     return None if result.ok else f"np={n}: {result.reason()} (log: {run.log_path(f'np{n}')})"
 
 
-def finish_run(run: RunDir, failure: str | None, signum: int | None, reporter: Reporter, report: bool) -> None:
+def finish_run(
+    run: RunDir, failure: str | None, signum: int | None, reporter: Reporter, report: bool
+) -> None:
     """Say how the run ended in its status, then render its report (partial when it did not finish)."""
-    run.write_status(FINISHED if failure is None else INTERRUPTED if signum is not None else FAILED, failure or "")
+    run.write_status(
+        FINISHED if failure is None else INTERRUPTED if signum is not None else FAILED,
+        failure or "",
+    )
     if report:
         from pipeprof.workflows.report import report_quietly
 
         done = report_quietly(run.path, reporter.warning)
         if done is not None:
-            reporter.message(f"report: {run.path / 'report.html'}" + (" (partial)" if done.partial else ""))
+            reporter.message(
+                f"report: {run.path / 'report.html'}" + (" (partial)" if done.partial else "")
+            )

@@ -35,17 +35,23 @@ def prepare_data(scenario: Scenario, reporter: Reporter) -> str:
     if data.source == "factory":
         return ""
     if data.source == "generated":
-        root = generate.dataset_dir(data.generate, str(resolve_data_path(scenario, data.path)) if data.path else "")
+        root = generate.dataset_dir(
+            data.generate, str(resolve_data_path(scenario, data.path)) if data.path else ""
+        )
         if not generate.is_complete(root, data.generate):
             where = f"{scenario.source_file or 'scenario'}: data.path" if data.path else ""
-            generate.check_target(root, data.generate, where)  # a user's folder is refused before any output
-            reporter.message(f"generating {data.generate.images} {data.generate.format.upper()} images "
-                             f"({data.generate.size}px, {data.generate.classes} classes) in {root}")
+            generate.check_target(
+                root, data.generate, where
+            )  # a user's folder is refused before any output
+            reporter.message(
+                f"generating {data.generate.images} {data.generate.format.upper()} images "
+                f"({data.generate.size}px, {data.generate.classes} classes) in {root}"
+            )
             generate.generate(data.generate, root, progress=reporter.data_progress, where=where)
         return str(root)
     root = resolve_data_path(scenario, data.path)
     if data.source == "folder" and not root.is_dir():
-        raise PipeprofError(f"{scenario.source_file or 'scenario'}: data.path '{data.path}' is not a directory")
+        raise PipeprofError(
+            f"{scenario.source_file or 'scenario'}: data.path '{data.path}' is not a directory"
+        )
     return str(root) if data.source == "folder" else (str(root) if root.exists() else data.path)
-
-

@@ -34,12 +34,22 @@ def cached_stages(pipe: PipelineConfig) -> set[str]:
     (the scenario's own map included)."""
     if not pipe.cache.enabled:
         return set()
-    return {"read", "label"} if pipe.cache.placement == "before_augment" else {"read", "label", "shuffle", "map",
-                                                                                "augment"}
+    return (
+        {"read", "label"}
+        if pipe.cache.placement == "before_augment"
+        else {"read", "label", "shuffle", "map", "augment"}
+    )
 
 
-def measure_stages(scenario: Scenario, data_root: str, nps: list[int], run_dir: Path, *,
-                   cores_override: float | None = None, seconds: float = 2.0) -> list[dict]:
+def measure_stages(
+    scenario: Scenario,
+    data_root: str,
+    nps: list[int],
+    run_dir: Path,
+    *,
+    cores_override: float | None = None,
+    seconds: float = 2.0,
+) -> list[dict]:
     """Each stage of the scenario's first variant alone (pipeline only, no model) on the cores
     one rank has at the largest np; written to ``stages.csv``."""
     run = RunDir(run_dir)
@@ -48,9 +58,15 @@ def measure_stages(scenario: Scenario, data_root: str, nps: list[int], run_dir: 
     per_worker = scenario.train.batch_size  # the pipeline's batch on one rank
     if scenario.train.batch_mode == "global":
         per_worker = scenario.train.batch_size // max(nps)
-    with StageBench(scenario.data, data_root, per_worker, cores=bench_cores, seconds=seconds,
-                    cache_dir=str(run_dir / "cache" / "stagebench"),
-                    log_path=run.log_path("stagebench")) as bench:
+    with StageBench(
+        scenario.data,
+        data_root,
+        per_worker,
+        cores=bench_cores,
+        seconds=seconds,
+        cache_dir=str(run_dir / "cache" / "stagebench"),
+        log_path=run.log_path("stagebench"),
+    ) as bench:
         rows = stage_costs(bench, base)
     for row in rows:  # stages whose output the cache holds are paid once, not per epoch
         row["cached"] = row["stage"] in cached_stages(base)
@@ -60,16 +76,25 @@ def measure_stages(scenario: Scenario, data_root: str, nps: list[int], run_dir: 
     return rows
 
 
-def diagnose(scenario: Scenario, data_root: str, summary: pd.DataFrame, run_dir: Path, *,
-             cores_override: float | None = None, seconds: float = 2.0,
-             rows: list[dict] | None = None) -> list[Verdict]:
+def diagnose(
+    scenario: Scenario,
+    data_root: str,
+    summary: pd.DataFrame,
+    run_dir: Path,
+    *,
+    cores_override: float | None = None,
+    seconds: float = 2.0,
+    rows: list[dict] | None = None,
+) -> list[Verdict]:
     """The verdict per np from the stage costs (measured now unless ``rows`` were, before the
     launch) and the run's gaps; remedies that ran are cited with their figures."""
     run = RunDir(run_dir)
     reference = scenario.variants[0].name
     nps = sorted(int(n) for n in summary["np"].unique())
     if rows is None:
-        rows = measure_stages(scenario, data_root, nps, run_dir, cores_override=cores_override, seconds=seconds)
+        rows = measure_stages(
+            scenario, data_root, nps, run_dir, cores_override=cores_override, seconds=seconds
+        )
     verdicts = []
     for n in nps:
         at = summary[summary["np"] == n].set_index("variant")
@@ -78,10 +103,23 @@ def diagnose(scenario: Scenario, data_root: str, summary: pd.DataFrame, run_dir:
         synth_per_rank = float(at.loc["synthetic", "samples_per_s"]) / n
         gap = float(at.loc[reference, "gap_pct"]) if reference in at.index else math.nan
         half = float(at.loc[reference, "gap_pct_ci95"]) if reference in at.index else math.nan
-        busy = float(at.loc["synthetic", "cpu_util_pct"]) if "cpu_util_pct" in at.columns else math.nan
-        verdicts.append(decide(rows, np=n, synthetic_per_rank=synth_per_rank,
-                               cores_per_rank=cores_per_rank(scenario, n, cores_override), gap_pct=gap, gap_ci95=half,
-                               host_busy_pct=busy, measured_remedies=remedies.measured_lines(summary, reference, n)))
-    run.write_verdicts([v.to_dict() for v in verdicts], "\n\n".join(
-        "\n".join(v.text + [f"  - {a}" for a in v.advice]) for v in verdicts) + "\n")
+        busy = (
+            float(at.loc["synthetic", "cpu_util_pct"]) if "cpu_util_pct" in at.columns else math.nan
+        )
+        verdicts.append(
+            decide(
+                rows,
+                np=n,
+                synthetic_per_rank=synth_per_rank,
+                cores_per_rank=cores_per_rank(scenario, n, cores_override),
+                gap_pct=gap,
+                gap_ci95=half,
+                host_busy_pct=busy,
+                measured_remedies=remedies.measured_lines(summary, reference, n),
+            )
+        )
+    run.write_verdicts(
+        [v.to_dict() for v in verdicts],
+        "\n\n".join("\n".join(v.text + [f"  - {a}" for a in v.advice]) for v in verdicts) + "\n",
+    )
     return verdicts

@@ -22,13 +22,20 @@ class RecordStream:
     ``stream.address`` with ``stream.token``; call ``after_launch()`` once a launch ended
     (takes in the files of ranks that could not connect) and ``close()`` at the end."""
 
-    def __init__(self, run_dir: Path, reporter: Reporter, *, remote: bool, stream_host: str | None = None) -> None:
+    def __init__(
+        self, run_dir: Path, reporter: Reporter, *, remote: bool, stream_host: str | None = None
+    ) -> None:
         self.recorder = Recorder(run_dir)
         self.reporter = reporter
         self.token = secrets.token_hex(8)
         bind, advertise = stream_endpoint(remote, stream_host)
-        self._collector = Collector(self._on_record, bind=bind, advertise=advertise, token=self.token,
-                                    on_malformed=self.recorder.malformed)
+        self._collector = Collector(
+            self._on_record,
+            bind=bind,
+            advertise=advertise,
+            token=self.token,
+            on_malformed=self.recorder.malformed,
+        )
 
     def _on_record(self, record: dict) -> None:
         self.recorder.write(record)
@@ -38,7 +45,7 @@ class RecordStream:
     def address(self) -> str:
         return self._collector.address
 
-    def __enter__(self) -> "RecordStream":
+    def __enter__(self) -> RecordStream:
         self._collector.start()
         return self
 
@@ -52,17 +59,21 @@ class RecordStream:
     def close(self) -> None:
         """Say how many malformed records were dropped, if any, and close the recorder's files."""
         if self.recorder.malformed_count:
-            self.reporter.warning(f"{self.recorder.malformed_count} malformed stream record(s) dropped; the first "
-                                  f"is in {self.recorder.malformed_path}")
+            self.reporter.warning(
+                f"{self.recorder.malformed_count} malformed stream record(s) dropped; the first "
+                f"is in {self.recorder.malformed_path}"
+            )
         self.recorder.close()
 
 
 def progress_lines(reporter: Reporter) -> Callable[[str], None]:
     """A launch's output line handler: the ranks' progress lines go to the reporter."""
+
     def on_line(line: str) -> None:
         if PROGRESS_TAG in line:
             try:
                 reporter.progress(json.loads(line.split(PROGRESS_TAG, 1)[1]))
             except ValueError:
                 pass  # a progress line cut by another rank's output: the next one will do
+
     return on_line

@@ -16,34 +16,71 @@ from pipeprof.launch.job import VariantSpec
 from pipeprof.scenario import PipelineConfig, Scenario
 
 
-def variant_specs(scenario: Scenario, only: list[str] | None = None, synthetic: bool = True,
-                  ablation: bool = False, real: bool = True) -> list[VariantSpec]:
+def variant_specs(
+    scenario: Scenario,
+    only: list[str] | None = None,
+    synthetic: bool = True,
+    ablation: bool = False,
+    real: bool = True,
+) -> list[VariantSpec]:
     """The synthetic twin first (the ceiling), then the ablation ladder if asked, then each real
     variant with its resolved pipeline (none when ``real`` is false)."""
     known = [v.name for v in scenario.variants]
     if ablation and (clash := set(known) & set(LADDER)):
-        raise PipeprofError(f"--ablation: the scenario has variants named like ladder rungs: {sorted(clash)}")
+        raise PipeprofError(
+            f"--ablation: the scenario has variants named like ladder rungs: {sorted(clash)}"
+        )
     for name in only or []:
         if name not in known:
-            raise PipeprofError(f"--variant {name}: the scenario has no such variant (it has: {', '.join(known)})")
+            raise PipeprofError(
+                f"--variant {name}: the scenario has no such variant (it has: {', '.join(known)})"
+            )
     chosen = [v for v in scenario.variants if not only or v.name in only]
     train = scenario.train
     short_s = max(train.min_measure_s, RUNG_TIME_SHARE * train.max_measure_s)
     # Real variants re-measure the twin in alternation with themselves, so their gaps do not
     # rest on the twin's own run; it then only gives the ceiling's row and may be shorter.
-    specs = [VariantSpec(name="synthetic", synthetic=True, pipeline=dataclasses.asdict(scenario.variant_pipeline(
-        chosen[0])), max_measure_s=short_s if real or ablation else 0.0)] if synthetic else []
+    specs = (
+        [
+            VariantSpec(
+                name="synthetic",
+                synthetic=True,
+                pipeline=dataclasses.asdict(scenario.variant_pipeline(chosen[0])),
+                max_measure_s=short_s if real or ablation else 0.0,
+            )
+        ]
+        if synthetic
+        else []
+    )
     if ablation:
-        specs += [VariantSpec(name=name, synthetic=False, pipeline=dataclasses.asdict(p), max_measure_s=short_s,
-                              paired=False)
-                  for name, p in ladder_pipelines(scenario.variant_pipeline(scenario.variants[0]))]
+        specs += [
+            VariantSpec(
+                name=name,
+                synthetic=False,
+                pipeline=dataclasses.asdict(p),
+                max_measure_s=short_s,
+                paired=False,
+            )
+            for name, p in ladder_pipelines(scenario.variant_pipeline(scenario.variants[0]))
+        ]
     for v in chosen if real else []:
-        specs.append(VariantSpec(name=v.name, synthetic=False, pipeline=dataclasses.asdict(scenario.variant_pipeline(v))))
+        specs.append(
+            VariantSpec(
+                name=v.name,
+                synthetic=False,
+                pipeline=dataclasses.asdict(scenario.variant_pipeline(v)),
+            )
+        )
     return specs
 
 
-def check_memory(scenario: Scenario, specs: list[VariantSpec], data_root: str, nps: list[int],
-                 budget_bytes: int | None) -> None:
+def check_memory(
+    scenario: Scenario,
+    specs: list[VariantSpec],
+    data_root: str,
+    nps: list[int],
+    budget_bytes: int | None,
+) -> None:
     """Refuse cache/shuffle settings that cannot fit in RAM, before anything runs."""
     if scenario.data.source not in ("folder", "generated") or not data_root:
         return
@@ -51,12 +88,19 @@ def check_memory(scenario: Scenario, specs: list[VariantSpec], data_root: str, n
 
     images = count_images(data_root)
     for n in nps:
-        budget = budget_bytes or default_ram_budget_bytes(topology.assign(n, scenario.launch).ranks_per_host)
+        budget = budget_bytes or default_ram_budget_bytes(
+            topology.assign(n, scenario.launch).ranks_per_host
+        )
         for spec in specs:
             if not spec.synthetic:
                 pipe = build(PipelineConfig, spec.pipeline, "job", spec.name)
-                check(pipe, scenario.data.image_size, -(-images // n), budget,
-                      f"{scenario.source_file or 'scenario'}: variant '{spec.name}' at np={n}")
+                check(
+                    pipe,
+                    scenario.data.image_size,
+                    -(-images // n),
+                    budget,
+                    f"{scenario.source_file or 'scenario'}: variant '{spec.name}' at np={n}",
+                )
 
 
 def stream_endpoint(remote: bool, stream_host: str | None) -> tuple[str, str]:

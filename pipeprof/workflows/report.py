@@ -18,7 +18,9 @@ from pipeprof.rundir import Run, RunDir
 class ReportResult:
     run_dir: Path
     paths: list[Path] = field(default_factory=list)
-    partial: str = ""  # why the report is partial (the run still in progress, interrupted, failed), if it is
+    partial: str = (
+        ""  # why the report is partial (the run still in progress, interrupted, failed), if it is
+    )
     seconds: float = 0.0
 
 
@@ -28,12 +30,21 @@ def load_run(run_dir: Path) -> Run:
     if not path.is_dir():
         raise PipeprofError(f"pipeprof report: {run_dir} is not a directory")
     run = RunDir(path).load()
-    measured = ((run.summary is not None and not run.summary.empty) or not run.steps.empty
-                or (run.trials is not None and not run.trials.empty))
+    measured = (
+        (run.summary is not None and not run.summary.empty)
+        or not run.steps.empty
+        or (run.trials is not None and not run.trials.empty)
+    )
     if not measured:
         state = run.status.get("state")
-        when = "yet (the run is still starting)" if state == "running" else "(the run ended before any step was measured)"
-        raise PipeprofError(f"pipeprof report: {path} has no results {when}: no summary.csv, steps or trials")
+        when = (
+            "yet (the run is still starting)"
+            if state == "running"
+            else "(the run ended before any step was measured)"
+        )
+        raise PipeprofError(
+            f"pipeprof report: {path} has no results {when}: no summary.csv, steps or trials"
+        )
     return run
 
 
@@ -56,5 +67,7 @@ def report_quietly(run_dir: Path, warn) -> ReportResult | None:
     except PipeprofError as exc:
         warn(f"no report: {exc.message}")
     except (OSError, ValueError, KeyError) as exc:  # a renderer's bug must not cost the run
-        warn(f"the report could not be rendered ({type(exc).__name__}: {exc}); the results are in {run_dir}")
+        warn(
+            f"the report could not be rendered ({type(exc).__name__}: {exc}); the results are in {run_dir}"
+        )
     return None

@@ -21,7 +21,8 @@ import pandas as pd
 
 from pipeprof.analysis.verdict import Verdict, decide
 from pipeprof.errors import PipeprofError
-from pipeprof.launch import launcher as launchers, runner, signals, topology
+from pipeprof.launch import launcher as launchers
+from pipeprof.launch import runner, signals, topology
 from pipeprof.launch.job import ENV_SCRIPT_JOB, ScriptJob
 from pipeprof.rundir import RUNNING, RunDir, manifest
 from pipeprof.scenario import Scenario
@@ -34,58 +35,117 @@ from pipeprof.workflows.live import RecordStream, progress_lines
 from pipeprof.workflows.summary import write_summary
 
 VARIANTS = ("synthetic", "real")
-ADD_BOTH = ("add `dataset = pipeprof.keras.instrument(dataset)` before model.fit and "
-            "`pipeprof.keras.PipeprofCallback()` to its callbacks")
-MEASUREMENT_KEYS = ("warmup_steps", "measure_steps", "target_ci_pct", "min_measure_s", "max_measure_s")
+ADD_BOTH = (
+    "add `dataset = pipeprof.keras.instrument(dataset)` before model.fit and "
+    "`pipeprof.keras.PipeprofCallback()` to its callbacks"
+)
+MEASUREMENT_KEYS = (
+    "warmup_steps",
+    "measure_steps",
+    "target_ci_pct",
+    "min_measure_s",
+    "max_measure_s",
+)
 
 
 def script_name(cmd: list[str]) -> str:
     """What names the run: the script a Python command runs, else the program."""
-    args = [a for a in cmd[1:] if not a.startswith("-")] if Path(cmd[0]).name.startswith("python") else cmd
+    args = (
+        [a for a in cmd[1:] if not a.startswith("-")]
+        if Path(cmd[0]).name.startswith("python")
+        else cmd
+    )
     return Path(args[0] if args else cmd[0]).stem or "script"
 
 
 def _measured(run: RunDir, n: int) -> set[str]:
-    return {r["variant"] for r in run.variant_runs() if int(r["np"]) == n and r.get("measured_steps", 0) > 0}
+    return {
+        r["variant"]
+        for r in run.variant_runs()
+        if int(r["np"]) == n and r.get("measured_steps", 0) > 0
+    }
 
 
-def compare_script(cmd: list[str], scenario: Scenario, nps: list[int], *, out: str | None = None,
-                   argv: list[str] | None = None, reporter: Reporter | None = None, stream_host: str | None = None,
-                   ablation: bool = False, cores_override: float | None = None, report: bool = True) -> CompareResult:
+def compare_script(
+    cmd: list[str],
+    scenario: Scenario,
+    nps: list[int],
+    *,
+    out: str | None = None,
+    argv: list[str] | None = None,
+    reporter: Reporter | None = None,
+    stream_host: str | None = None,
+    ablation: bool = False,
+    cores_override: float | None = None,
+    report: bool = True,
+) -> CompareResult:
     reporter = reporter or Reporter()
     if not cmd:
-        raise PipeprofError("compare: give the training command after --, e.g. "
-                            "pipeprof compare --np 1,2 -- python train.py")
+        raise PipeprofError(
+            "compare: give the training command after --, e.g. "
+            "pipeprof compare --np 1,2 -- python train.py"
+        )
     gpus = Nvml().inventory()
     launcher = launchers.get(scenario.launch.launcher)
     for n in nps:
         launcher.check(n, scenario.launch, len(gpus))
     run = RunDir.create(out, scenario.name)
     run_dir = run.path
-    run.write_manifest(manifest(scenario.to_dict(), list(argv or []), gpus, {
-        "script": cmd, "worker_counts": nps, "variants": list(VARIANTS), "launcher": launcher.name,
-        "controller": scenario.launch.controller, "device": "real", "command": "compare"}))
+    run.write_manifest(
+        manifest(
+            scenario.to_dict(),
+            list(argv or []),
+            gpus,
+            {
+                "script": cmd,
+                "worker_counts": nps,
+                "variants": list(VARIANTS),
+                "launcher": launcher.name,
+                "controller": scenario.launch.controller,
+                "device": "real",
+                "command": "compare",
+            },
+        )
+    )
     run.write_status(RUNNING)
     reporter.progress({"event": "plan", "worker_counts": list(nps), "variants": list(VARIANTS)})
-    reporter.message("one launch per worker count: the script's model.fit measures the synthetic twin, then its "
-                     "own pipeline in rounds against it")
+    reporter.message(
+        "one launch per worker count: the script's model.fit measures the synthetic twin, then its "
+        "own pipeline in rounds against it"
+    )
     local = max(topology.assign(n, scenario.launch).ranks_per_host for n in nps)
     base_env = launcher.env(dict(os.environ), str(Path.cwd()), local_ranks=local)
     train = {k: getattr(scenario.train, k) for k in MEASUREMENT_KEYS}
     summary, failure, signum = pd.DataFrame(), None, None
     caught = signals.Catch()
-    stream = RecordStream(run_dir, reporter, remote=bool(scenario.launch.hosts or scenario.launch.hostfile),
-                          stream_host=stream_host)
+    stream = RecordStream(
+        run_dir,
+        reporter,
+        remote=bool(scenario.launch.hosts or scenario.launch.hostfile),
+        stream_host=stream_host,
+    )
 
     def launch(n: int, variants: list[str], label: str):
         job = ScriptJob(run_dir=str(run_dir), np=n, variants=variants, train=train)
-        env = dict(base_env, **{ENV_SCRIPT_JOB: job.encode(), ENV_ADDRESS: stream.address, ENV_TOKEN: stream.token,
-                                ENV_RUN_DIR: str(run_dir)})
+        env = dict(
+            base_env,
+            **{
+                ENV_SCRIPT_JOB: job.encode(),
+                ENV_ADDRESS: stream.address,
+                ENV_TOKEN: stream.token,
+                ENV_RUN_DIR: str(run_dir),
+            },
+        )
         reporter.progress({"event": "launch", "np": n, "of_variants": len(variants)})
         try:
-            result = runner.run(launcher.script_argv(n, scenario.launch, cmd), env=env, program=launcher.name,
-                                 log_path=run.log_path(label), timeout_s=scenario.launch.timeout_s,
-                                 on_line=progress_lines(reporter))
+            result = runner.run(
+                launcher.script_argv(n, scenario.launch, cmd),
+                env=env,
+                program=launcher.name,
+                log_path=run.log_path(label),
+                timeout_s=scenario.launch.timeout_s,
+                on_line=progress_lines(reporter),
+            )
         except FileNotFoundError:
             raise PipeprofError(f"compare: command not found: {cmd[0]}") from None
         stream.after_launch()
@@ -96,12 +156,16 @@ def compare_script(cmd: list[str], scenario: Scenario, nps: list[int], *, out: s
             result = launch(n, list(VARIANTS), f"np{n}")
             missing = [v for v in VARIANTS if v not in _measured(run, n)]
             if result.ok and len(missing) == len(VARIANTS):
-                failure = (f"np={n}: {' '.join(cmd)} ran, but pipeprof measured no step of it: {ADD_BOTH} "
-                           f"(log: {run.log_path(f'np{n}')})")
+                failure = (
+                    f"np={n}: {' '.join(cmd)} ran, but pipeprof measured no step of it: {ADD_BOTH} "
+                    f"(log: {run.log_path(f'np{n}')})"
+                )
                 break
             if result.ok and missing:
-                reporter.message(f"np={n}: model.fit ended before {' and '.join(missing)} was measured: one more "
-                                 f"launch for it (one launch per variant)")
+                reporter.message(
+                    f"np={n}: model.fit ended before {' and '.join(missing)} was measured: one more "
+                    f"launch for it (one launch per variant)"
+                )
                 result = launch(n, missing, f"np{n}-{'-'.join(missing)}")
             reporter.results(write_summary(run_dir, {"synthetic"}, list(VARIANTS)))
             if (failure := launch_failure(n, result, run)) is not None:
@@ -113,9 +177,13 @@ def compare_script(cmd: list[str], scenario: Scenario, nps: list[int], *, out: s
     verdicts: list[Verdict] = []
     if ablation and failure is None and not summary.empty:
         cores = max(1, int(cores_per_rank(scenario, max(nps), cores_override)))
-        reporter.message(f"measuring each transformation of the script's dataset alone, on {cores} core(s)")
+        reporter.message(
+            f"measuring each transformation of the script's dataset alone, on {cores} core(s)"
+        )
         with caught:
-            verdicts, failure = ablate(cmd, run, base_env, cores, summary, scenario, nps, cores_override)
+            verdicts, failure = ablate(
+                cmd, run, base_env, cores, summary, scenario, nps, cores_override
+            )
         if caught.signum is not None:
             signum = caught.signum
             failure = f"{signals.Interrupted(signum)} while measuring the transformations (run directory: {run_dir})"
@@ -123,32 +191,61 @@ def compare_script(cmd: list[str], scenario: Scenario, nps: list[int], *, out: s
     return CompareResult(run_dir, summary, failure, verdicts, signum=signum)
 
 
-def ablate(cmd: list[str], run: RunDir, env: dict[str, str], cores: int, summary: pd.DataFrame, scenario: Scenario,
-           nps: list[int], cores_override: float | None) -> tuple[list[Verdict], str | None]:
+def ablate(
+    cmd: list[str],
+    run: RunDir,
+    env: dict[str, str],
+    cores: int,
+    summary: pd.DataFrame,
+    scenario: Scenario,
+    nps: list[int],
+    cores_override: float | None,
+) -> tuple[list[Verdict], str | None]:
     """The script once more, alone on ``cores`` cores, measuring its dataset's transformations;
     then the verdict per worker count from those costs and the compare's figures."""
     job = ScriptJob(run_dir=str(run.path), np=1, mode="ablate")
-    result = runner.run(topology.pinned_argv(cmd, cores), env=dict(env, **{ENV_SCRIPT_JOB: job.encode()}),
-                         log_path=run.log_path("ablation"), timeout_s=scenario.launch.timeout_s)
+    result = runner.run(
+        topology.pinned_argv(cmd, cores),
+        env=dict(env, **{ENV_SCRIPT_JOB: job.encode()}),
+        log_path=run.log_path("ablation"),
+        timeout_s=scenario.launch.timeout_s,
+    )
     stages = run.script_stages()
     if not result.ok or stages is None:
-        return [], f"the ablation launch failed: {result.reason()} (log: {run.log_path('ablation')})"
-    rows = [{"stage": r["transformation"], "marginal_core_ms_1": r["marginal_core_ms"],
-             "samples_per_s_configured": r["samples_per_s"]} for _, r in stages.iterrows()
-            if not math.isnan(r["marginal_core_ms"])]
+        return (
+            [],
+            f"the ablation launch failed: {result.reason()} (log: {run.log_path('ablation')})",
+        )
+    rows = [
+        {
+            "stage": r["transformation"],
+            "marginal_core_ms_1": r["marginal_core_ms"],
+            "samples_per_s_configured": r["samples_per_s"],
+        }
+        for _, r in stages.iterrows()
+        if not math.isnan(r["marginal_core_ms"])
+    ]
     verdicts = []
     for n in nps:
         at = summary[summary["np"] == n].set_index("variant")
         if "synthetic" not in at.index or not rows:
             continue
         real = at.loc["real"] if "real" in at.index else None
-        verdicts.append(decide(rows, np=n, synthetic_per_rank=float(at.loc["synthetic", "samples_per_s"]) / n,
-                               cores_per_rank=cores_per_rank(scenario, n, cores_override),
-                               gap_pct=float(real["gap_pct"]) if real is not None else None,
-                               gap_ci95=float(real["gap_pct_ci95"]) if real is not None else None,
-                               host_busy_pct=float(at.loc["synthetic", "cpu_util_pct"])))
-    run.write_verdicts([v.to_dict() for v in verdicts], "\n\n".join(
-        "\n".join(v.text + [f"  - {a}" for a in v.advice]) for v in verdicts) + "\n")
+        verdicts.append(
+            decide(
+                rows,
+                np=n,
+                synthetic_per_rank=float(at.loc["synthetic", "samples_per_s"]) / n,
+                cores_per_rank=cores_per_rank(scenario, n, cores_override),
+                gap_pct=float(real["gap_pct"]) if real is not None else None,
+                gap_ci95=float(real["gap_pct_ci95"]) if real is not None else None,
+                host_busy_pct=float(at.loc["synthetic", "cpu_util_pct"]),
+            )
+        )
+    run.write_verdicts(
+        [v.to_dict() for v in verdicts],
+        "\n\n".join("\n".join(v.text + [f"  - {a}" for a in v.advice]) for v in verdicts) + "\n",
+    )
     return verdicts, None
 
 
@@ -159,7 +256,9 @@ def script_scenario(cmd: list[str], overrides: list, base: Scenario | None = Non
     from pipeprof.scenario import validate
 
     raw = apply_overrides({"name": script_name(cmd)} if base is None else base.to_dict(), overrides)
-    scenario = Scenario.from_dict({k: v for k, v in raw.items() if k != "source_file"}, "command line")
+    scenario = Scenario.from_dict(
+        {k: v for k, v in raw.items() if k != "source_file"}, "command line"
+    )
     if base is not None:
         scenario = dataclasses.replace(scenario, source_file=base.source_file)
     validate(scenario)

@@ -32,21 +32,36 @@ def log_dir(run_dir: Path, np: int) -> Path:
 
 
 @contextlib.contextmanager
-def around_launch(specs: list[VariantSpec], config: ServiceConfig, run_dir: Path, np: int,
-                  host: str) -> Iterator[list[VariantSpec]]:
+def around_launch(
+    specs: list[VariantSpec], config: ServiceConfig, run_dir: Path, np: int, host: str
+) -> Iterator[list[VariantSpec]]:
     """The specs to launch with: unchanged when no variant uses the service; else with the
     address of a dispatcher and ``config.workers`` workers that live as long as the block."""
     if not any(uses_service(s) for s in specs):
         yield specs
         return
-    with ServiceProcesses(log_dir(run_dir, np), workers=config.workers, hosts=list(config.hosts), port=config.port,
-                          dispatcher_host=host) as service:
+    with ServiceProcesses(
+        log_dir(run_dir, np),
+        workers=config.workers,
+        hosts=list(config.hosts),
+        port=config.port,
+        dispatcher_host=host,
+    ) as service:
         try:
             yield [_with_address(s, service.address) if uses_service(s) else s for s in specs]
         finally:  # what the workers spent, for sizing the service (predict): written however the launch ended
-            atomic.write_text(log_dir(run_dir, np) / WORKERS_FILE, json.dumps({
-                "workers": config.workers, "hosts": list(config.hosts), "cpu_s": service.worker_cpu_s(),
-                "variants": [s.name for s in specs if uses_service(s)]}) + "\n")
+            atomic.write_text(
+                log_dir(run_dir, np) / WORKERS_FILE,
+                json.dumps(
+                    {
+                        "workers": config.workers,
+                        "hosts": list(config.hosts),
+                        "cpu_s": service.worker_cpu_s(),
+                        "variants": [s.name for s in specs if uses_service(s)],
+                    }
+                )
+                + "\n",
+            )
 
 
 def worker_cost(run_dir: Path) -> tuple[float, int] | None:
@@ -57,14 +72,21 @@ def worker_cost(run_dir: Path) -> tuple[float, int] | None:
     run = RunDir(run_dir)
     runs = run.variant_runs()
     warmup = int(run.manifest().get("scenario", {}).get("train", {}).get("warmup_steps", 0))
-    for path in sorted(Path(run_dir, DIR).glob(f"np*/{WORKERS_FILE}"), key=lambda p: -int(p.parent.name[2:])):
+    for path in sorted(
+        Path(run_dir, DIR).glob(f"np*/{WORKERS_FILE}"), key=lambda p: -int(p.parent.name[2:])
+    ):
         info = json.loads(path.read_text())
         np_ = int(path.parent.name[2:])
-        cpu = [c for c in info.get("cpu_s", []) if c == c]  # NaN: a worker whose CPU could not be read
+        cpu = [
+            c for c in info.get("cpu_s", []) if c == c
+        ]  # NaN: a worker whose CPU could not be read
         if info.get("hosts") or not cpu or len(cpu) != info.get("workers"):
             continue
-        samples = sum((r["measured_steps"] + warmup) * r["global_batch"] for r in runs
-                      if r["np"] == np_ and r["variant"] in info.get("variants", []))
+        samples = sum(
+            (r["measured_steps"] + warmup) * r["global_batch"]
+            for r in runs
+            if r["np"] == np_ and r["variant"] in info.get("variants", [])
+        )
         if samples > 0:
             return 1e3 * sum(cpu) / samples, np_
     return None
@@ -84,14 +106,18 @@ def collect_bad_files(run_dir: Path, np: int, data: DataConfig) -> int:
             lines += [line for line in fh if line.startswith(badfiles.REMOTE_TAG)]
     if not lines:
         return 0
-    from pipeprof.data.screen import remote_bad_elements  # TensorFlow: only when there is something to read
+    from pipeprof.data.screen import (
+        remote_bad_elements,  # TensorFlow: only when there is something to read
+    )
 
     sinks: dict[tuple[str, int], badfiles.BadFiles] = {}
     new = 0
     for variant, rank, path, reason in remote_bad_elements(lines, data):
         key = (variant, rank)
         if key not in sinks:
-            sinks[key] = badfiles.BadFiles(badfiles.log_path(run_dir, np, variant, rank), variant=variant)
+            sinks[key] = badfiles.BadFiles(
+                badfiles.log_path(run_dir, np, variant, rank), variant=variant
+            )
         before = sinks[key].count
         sinks[key].add(path, reason)
         new += sinks[key].count - before

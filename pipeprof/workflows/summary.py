@@ -9,8 +9,8 @@ import pandas as pd
 
 from pipeprof.analysis.ablation import add_stage_costs
 from pipeprof.analysis.badfiles import add_bad_files
-from pipeprof.analysis.remedies import add_gap_closed
 from pipeprof.analysis.badfiles import bad_files_warning as _warning_text
+from pipeprof.analysis.remedies import add_gap_closed
 from pipeprof.analysis.stats import summarize
 from pipeprof.analysis.telemetry import add_telemetry
 from pipeprof.data import badfiles
@@ -24,17 +24,29 @@ def device_label(device: str) -> str:
     return "real" if ms is None else f"emulated:{ms:g}ms"
 
 
-def write_summary(run_dir: Path, synthetic_variants: set[str], order: list[str] | None = None,
-                  reference: str | None = None, device: str = "auto", *, remedy_reference: str | None = None,
-                  gpus: int = 0) -> pd.DataFrame:
+def write_summary(
+    run_dir: Path,
+    synthetic_variants: set[str],
+    order: list[str] | None = None,
+    reference: str | None = None,
+    device: str = "auto",
+    *,
+    remedy_reference: str | None = None,
+    gpus: int = 0,
+) -> pd.DataFrame:
     """``reference``: the real variant an ablation ladder splits; ``remedy_reference``: the one
     whose gap the remedies are held against."""
     run = RunDir(run_dir)
     steps = run.steps(paired=True)  # the twin's alternating steps carry the paired gaps
     tel = run.telemetry()
     stops = {(int(r["np"]), r["variant"]): r.get("stop_reason", "") for r in run.variant_runs()}
-    summary = add_telemetry(summarize(steps, synthetic_variants, order, stops), steps[steps["paired"] == ""],
-                            tel["gpu"], tel["host"], tel["proc"])
+    summary = add_telemetry(
+        summarize(steps, synthetic_variants, order, stops),
+        steps[steps["paired"] == ""],
+        tel["gpu"],
+        tel["host"],
+        tel["proc"],
+    )
     if reference is not None:
         summary = add_stage_costs(summary, reference)
     if remedy_reference is not None:

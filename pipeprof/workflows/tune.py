@@ -42,24 +42,55 @@ class TuneResult:
 
 
 def _trials_frame(trials: list[Trial]) -> pd.DataFrame:
-    return pd.DataFrame([{**t.point, "samples_per_s": t.samples_per_s, "half_pct": t.half_pct,
-                          "cpu_cores_used": t.cpu_cores_used, "seconds": t.seconds, "stop": t.stop,
-                          "phase": t.phase, "error": t.error} for t in trials])
+    return pd.DataFrame(
+        [
+            {
+                **t.point,
+                "samples_per_s": t.samples_per_s,
+                "half_pct": t.half_pct,
+                "cpu_cores_used": t.cpu_cores_used,
+                "seconds": t.seconds,
+                "stop": t.stop,
+                "phase": t.phase,
+                "error": t.error,
+            }
+            for t in trials
+        ]
+    )
 
 
 def bench_evaluate(bench: StageBench, base: PipelineConfig) -> Evaluate:
     """The search's trials as measurements in the pinned worker: a point applied to ``base``."""
+
     def evaluate(point: sp.Point, window: Window) -> dict:
         adaptive = window.min_s < window.max_s
-        return bench.run(sp.apply(base, point), window.max_s, min_seconds=window.min_s if adaptive else None,
-                         target_pct=window.target_pct, beat=window.beat)
+        return bench.run(
+            sp.apply(base, point),
+            window.max_s,
+            min_seconds=window.min_s if adaptive else None,
+            target_pct=window.target_pct,
+            beat=window.beat,
+        )
+
     return evaluate
 
 
-def tune(scenario: Scenario, *, cores: int, budget_s: float, trial_s: float = 1.5, ram_budget_bytes: int | None = None,
-         ranks: int = 1, out: str | None = None, argv: list[str] | None = None, reporter: Reporter | None = None,
-         on_trial: Callable[[Trial, float], None] | None = None, confirm_steps: int = 0,
-         report: bool = True, max_trials: int = 0) -> TuneResult:
+def tune(
+    scenario: Scenario,
+    *,
+    cores: int,
+    budget_s: float,
+    trial_s: float = 1.5,
+    ram_budget_bytes: int | None = None,
+    ranks: int = 1,
+    out: str | None = None,
+    argv: list[str] | None = None,
+    reporter: Reporter | None = None,
+    on_trial: Callable[[Trial, float], None] | None = None,
+    confirm_steps: int = 0,
+    report: bool = True,
+    max_trials: int = 0,
+) -> TuneResult:
     """``budget_s``, and ``max_trials`` when set: the search ends at whichever comes first; the
     run-off and the measurements of the scenario's default and of autotune follow it."""
     reporter = reporter or Reporter()
@@ -67,8 +98,19 @@ def tune(scenario: Scenario, *, cores: int, budget_s: float, trial_s: float = 1.
     base = scenario.variant_pipeline(scenario.variants[0])
     run = RunDir.create(out, f"{scenario.name}-tune")
     run_dir = run.path
-    run.write_manifest(manifest(scenario.to_dict(), list(argv or []), [], {
-        "command": "tune", "cores_per_rank": cores, "budget_s": budget_s, "data_root": data_root}))
+    run.write_manifest(
+        manifest(
+            scenario.to_dict(),
+            list(argv or []),
+            [],
+            {
+                "command": "tune",
+                "cores_per_rank": cores,
+                "budget_s": budget_s,
+                "data_root": data_root,
+            },
+        )
+    )
     run.write_status(RUNNING)
     space = sp.default_space(cores, shuffle=base.shuffle.enabled)
     budget = ram_budget_bytes or default_ram_budget_bytes(1)
@@ -80,7 +122,10 @@ def tune(scenario: Scenario, *, cores: int, budget_s: float, trial_s: float = 1.
             check(sp.apply(base, point), scenario.data.image_size, images, budget, "tune")
             return True
         except PipeprofError as exc:
-            refused.setdefault(f"cache={point.get('cache')} shuffle_buffer={point.get('shuffle_buffer')}", exc.message)
+            refused.setdefault(
+                f"cache={point.get('cache')} shuffle_buffer={point.get('shuffle_buffer')}",
+                exc.message,
+            )
             return False
 
     start = sp.point_of(base, space)
@@ -89,8 +134,18 @@ def tune(scenario: Scenario, *, cores: int, budget_s: float, trial_s: float = 1.
     batch = scenario.train.batch_size
     done: list[Trial] = []
     caught = signals.Catch()  # a stop signal ends the search; the trials measured are kept
-    with caught, StageBench(scenario.data, data_root, batch, cores=cores, seconds=trial_s,
-                            cache_dir=str(run_dir / "cache"), log_path=run.log_path("stagebench")) as bench:
+    with (
+        caught,
+        StageBench(
+            scenario.data,
+            data_root,
+            batch,
+            cores=cores,
+            seconds=trial_s,
+            cache_dir=str(run_dir / "cache"),
+            log_path=run.log_path("stagebench"),
+        ) as bench,
+    ):
         started = time.monotonic()
         evaluate = bench_evaluate(bench, base)
 
@@ -99,42 +154,89 @@ def tune(scenario: Scenario, *, cores: int, budget_s: float, trial_s: float = 1.
             if on_trial is not None:
                 on_trial(t, time.monotonic() - started)
 
-        search = coordinate_descent(space, start, evaluate, budget_s=budget_s, trial_s=trial_s, allowed=allowed,
-                                    on_trial=trial_done, max_trials=max_trials)
+        search = coordinate_descent(
+            space,
+            start,
+            evaluate,
+            budget_s=budget_s,
+            trial_s=trial_s,
+            allowed=allowed,
+            on_trial=trial_done,
+            max_trials=max_trials,
+        )
         default_res = evaluate(start, Window(2 * trial_s, 2 * trial_s))
         auto_res = evaluate(sp.autotune_point(base, space), Window(2 * trial_s, 2 * trial_s))
     if caught.signum is not None:
         run.write_tune(_trials_frame(done))
         finish_run(run, f"{signals.Interrupted(caught.signum)}", caught.signum, reporter, report)
-        raise PipeprofError(f"tune: {signals.Interrupted(caught.signum)} after {len(done)} trial(s); they are in "
-                            f"{run_dir / 'trials.csv'}", exit_code=signals.exit_code(caught.signum))
+        raise PipeprofError(
+            f"tune: {signals.Interrupted(caught.signum)} after {len(done)} trial(s); they are in "
+            f"{run_dir / 'trials.csv'}",
+            exit_code=signals.exit_code(caught.signum),
+        )
     assert search.best is not None
     winner = sp.apply(base, search.best.point)
 
-    run.write_tune(_trials_frame(search.trials), {
-        "cores_per_rank": cores, "budget_s": budget_s, "trials": len(search.trials),
-        "stopped_by_budget": search.stopped_by_budget, "winner": search.best.point,
-        "noise_pct": search.noise_pct, "margin_pct": search.margin_pct,
-        "winner_samples_per_s": search.best.samples_per_s, "winner_cpu_cores_used": search.best.cpu_cores_used,
-        "scenario_default": {"point": start, **default_res}, "autotune": auto_res, "refused": list(refused.values())},
-        winner_toml=sp.fragment_toml(winner), tfdata_code=sp.tfdata_code(winner) + "\n")
+    run.write_tune(
+        _trials_frame(search.trials),
+        {
+            "cores_per_rank": cores,
+            "budget_s": budget_s,
+            "trials": len(search.trials),
+            "stopped_by_budget": search.stopped_by_budget,
+            "winner": search.best.point,
+            "noise_pct": search.noise_pct,
+            "margin_pct": search.margin_pct,
+            "winner_samples_per_s": search.best.samples_per_s,
+            "winner_cpu_cores_used": search.best.cpu_cores_used,
+            "scenario_default": {"point": start, **default_res},
+            "autotune": auto_res,
+            "refused": list(refused.values()),
+        },
+        winner_toml=sp.fragment_toml(winner),
+        tfdata_code=sp.tfdata_code(winner) + "\n",
+    )
 
     confirm = None
     if confirm_steps:
-        reporter.message(f"confirming with a short training run (np=1, {confirm_steps} steps per variant)")
+        reporter.message(
+            f"confirming with a short training run (np=1, {confirm_steps} steps per variant)"
+        )
         tuned_overrides = json.loads(json.dumps(dataclasses.asdict(winner)))
         warmup = max(5, scenario.train.warmup_steps)
-        if winner.cache.enabled or base.cache.enabled:  # measure the cache's steady state, not its filling
+        if (
+            winner.cache.enabled or base.cache.enabled
+        ):  # measure the cache's steady state, not its filling
             warmup = max(warmup, -(-images // batch) + 5)
         confirm_scenario = dataclasses.replace(
             scenario,
-            variants=[VariantConfig(name="scenario", pipeline={}), VariantConfig(name="tuned", pipeline=tuned_overrides)],
-            train=dataclasses.replace(scenario.train, measure_steps=confirm_steps, warmup_steps=warmup),
-            launch=dataclasses.replace(scenario.launch, np=[1]))
-        confirm = compare(confirm_scenario, [1], out=str(run_dir / "confirm"), argv=argv, reporter=reporter,
-                          report=report)
+            variants=[
+                VariantConfig(name="scenario", pipeline={}),
+                VariantConfig(name="tuned", pipeline=tuned_overrides),
+            ],
+            train=dataclasses.replace(
+                scenario.train, measure_steps=confirm_steps, warmup_steps=warmup
+            ),
+            launch=dataclasses.replace(scenario.launch, np=[1]),
+        )
+        confirm = compare(
+            confirm_scenario,
+            [1],
+            out=str(run_dir / "confirm"),
+            argv=argv,
+            reporter=reporter,
+            report=report,
+        )
     finish_run(run, None, None, reporter, report)
-    return TuneResult(run_dir, search, {"point": start, **default_res}, auto_res, winner, list(refused.values()), confirm)
+    return TuneResult(
+        run_dir,
+        search,
+        {"point": start, **default_res},
+        auto_res,
+        winner,
+        list(refused.values()),
+        confirm,
+    )
 
 
 def parse_duration(text: str) -> float:
@@ -144,8 +246,9 @@ def parse_duration(text: str) -> float:
     try:
         value = float(t[:-1]) * mult if mult else float(t)
     except ValueError:
-        raise PipeprofError(f"--budget {text!r}: expected a duration such as 90s, 5m or 1h") from None
+        raise PipeprofError(
+            f"--budget {text!r}: expected a duration such as 90s, 5m or 1h"
+        ) from None
     if value <= 0:
         raise PipeprofError(f"--budget {text!r}: must be positive")
     return value
-

@@ -19,31 +19,57 @@ from pipeprof.workflows.events import Reporter
 from pipeprof.workflows.live import RecordStream
 from pipeprof.workflows.summary import write_summary
 
-HOST_FLAGS = ("-H", "--hosts", "--hostfile")  # a watched horovodrun that starts ranks on other hosts
+HOST_FLAGS = (
+    "-H",
+    "--hosts",
+    "--hostfile",
+)  # a watched horovodrun that starts ranks on other hosts
 
 
 @dataclass
 class WatchResult(CompareResult):
-    exit_code: int = 0  # what pipeprof exits with when the command failed (its status, or 128 + signal)
+    exit_code: int = (
+        0  # what pipeprof exits with when the command failed (its status, or 128 + signal)
+    )
 
 
-def watch(cmd: list[str], *, out: str | None = None, argv: list[str] | None = None, reporter: Reporter | None = None,
-          timeout_s: int = 0, stream_host: str | None = None,
-          on_line: Callable[[str], None] | None = None, report: bool = True) -> WatchResult:
+def watch(
+    cmd: list[str],
+    *,
+    out: str | None = None,
+    argv: list[str] | None = None,
+    reporter: Reporter | None = None,
+    timeout_s: int = 0,
+    stream_host: str | None = None,
+    on_line: Callable[[str], None] | None = None,
+    report: bool = True,
+) -> WatchResult:
     reporter = reporter or Reporter()
     run = RunDir.create(out, "watch")
     run_dir = run.path
-    run.write_manifest(manifest({}, list(argv or []), Nvml().inventory(), {"watched_command": cmd,
-                                                                          "command": "watch"}))
+    run.write_manifest(
+        manifest(
+            {}, list(argv or []), Nvml().inventory(), {"watched_command": cmd, "command": "watch"}
+        )
+    )
     run.write_status(RUNNING)
-    stream = RecordStream(run_dir, reporter, remote=any(a in HOST_FLAGS for a in cmd), stream_host=stream_host)
+    stream = RecordStream(
+        run_dir, reporter, remote=any(a in HOST_FLAGS for a in cmd), stream_host=stream_host
+    )
     with stream:
         env = base_env(dict(os.environ), os.getcwd())
-        env.update({ENV_ADDRESS: stream.address, ENV_TOKEN: stream.token, ENV_RUN_DIR: str(run_dir)})
+        env.update(
+            {ENV_ADDRESS: stream.address, ENV_TOKEN: stream.token, ENV_RUN_DIR: str(run_dir)}
+        )
         reporter.progress({"event": "launch", "np": None, "of_variants": 1})
         try:
-            result = runner.run(cmd, env=env, log_path=run.log_path("watch"),
-                                 timeout_s=timeout_s or 10**9, on_line=on_line)
+            result = runner.run(
+                cmd,
+                env=env,
+                log_path=run.log_path("watch"),
+                timeout_s=timeout_s or 10**9,
+                on_line=on_line,
+            )
         except FileNotFoundError:
             raise PipeprofError(f"pipeprof watch: command not found: {cmd[0]}") from None
         stream.after_launch()
@@ -52,8 +78,13 @@ def watch(cmd: list[str], *, out: str | None = None, argv: list[str] | None = No
     if result.ok:
         finish_run(run, None, None, reporter, report)
         return WatchResult(run_dir, summary)
-    code = (signals.exit_code(result.signum) if result.signum is not None
-            else result.returncode if result.returncode > 0 else 1)
+    code = (
+        signals.exit_code(result.signum)
+        if result.signum is not None
+        else result.returncode
+        if result.returncode > 0
+        else 1
+    )
     failure = f"the watched command failed: {result.reason()} (log: {run.log_path('watch')})"
     finish_run(run, failure, result.signum, reporter, report)
     return WatchResult(run_dir, summary, failure, signum=result.signum, exit_code=code)

@@ -16,7 +16,6 @@ import time
 
 from pipeprof.launch.launcher import base_env, check_slots
 from pipeprof.scenario import LaunchConfig
-
 from tests.fakes.engine import ENV_DIR
 
 
@@ -30,9 +29,14 @@ class FakeLauncher:
     def check(self, np: int, launch: LaunchConfig, gpu_count: int) -> None:
         check_slots(np, launch, gpu_count)
 
-    def env(self, base: dict[str, str], cwd: str, *, emulated: bool = False, local_ranks: int = 1) -> dict[str, str]:
-        return dict(base_env(base, cwd), PIPEPROF_FAKE_BATCH_MS=str(self.batch_ms),
-                    PIPEPROF_FAKE_FAIL_RANK=str(self.fail_rank))
+    def env(
+        self, base: dict[str, str], cwd: str, *, emulated: bool = False, local_ranks: int = 1
+    ) -> dict[str, str]:
+        return dict(
+            base_env(base, cwd),
+            PIPEPROF_FAKE_BATCH_MS=str(self.batch_ms),
+            PIPEPROF_FAKE_FAIL_RANK=str(self.fail_rank),
+        )
 
     def ranks_argv(self, np: int, launch: LaunchConfig, rank_cmd: list[str]) -> list[str]:
         self.launches += 1
@@ -46,9 +50,20 @@ class FakeLauncher:
 def main(argv: list[str]) -> int:
     np, cmd = int(argv[0]), argv[1:]
     job_dir = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"pipeprof-fake-engine-{os.getpid()}")
-    procs = [subprocess.Popen(cmd, env=dict(os.environ, PMI_RANK=str(r), PMI_SIZE=str(np), MPI_LOCALRANKID=str(r),
-                                            MPI_LOCALNRANKS=str(np), **{ENV_DIR: job_dir}))
-             for r in range(np)]
+    procs = [
+        subprocess.Popen(
+            cmd,
+            env=dict(
+                os.environ,
+                PMI_RANK=str(r),
+                PMI_SIZE=str(np),
+                MPI_LOCALRANKID=str(r),
+                MPI_LOCALNRANKS=str(np),
+                **{ENV_DIR: job_dir},
+            ),
+        )
+        for r in range(np)
+    ]
     code = 0
     while [p.poll() for p in procs].count(None):  # poll every rank, each time
         if code == 0 and (failed := [p.returncode for p in procs if p.returncode not in (None, 0)]):

@@ -59,7 +59,9 @@ def produced(every_s: float, stop: threading.Event, depth: int = 2):
 
 
 def train(job: Job) -> int:
-    scenario = Scenario.from_dict({k: v for k, v in job.scenario.items() if k != "source_file"}, "job")
+    scenario = Scenario.from_dict(
+        {k: v for k, v in job.scenario.items() if k != "source_file"}, "job"
+    )
     engine = engines.get(scenario.train.engine)
     engine.start(scenario.launch.controller)
     rank, size = engine.rank, engine.size
@@ -73,8 +75,16 @@ def train(job: Job) -> int:
         return {"loss": 1.0, "accuracy": 0.5}
 
     if rank == 0:
-        emit(PROGRESS_TAG, {"event": "start", "np": size, "device": "fake", "per_worker_batch": per_worker_batch,
-                             "learning_rate": scenario.train.learning_rate})
+        emit(
+            PROGRESS_TAG,
+            {
+                "event": "start",
+                "np": size,
+                "device": "fake",
+                "per_worker_batch": per_worker_batch,
+                "learning_rate": scenario.train.learning_rate,
+            },
+        )
     twin_ran = False
     for k, spec in enumerate(job.variants):
         if not spec.synthetic and rank == fail_rank:
@@ -84,19 +94,43 @@ def train(job: Job) -> int:
         engine.barrier(f"variant_{k}")
         started = time.perf_counter()
         twin = itertools.repeat((0, 0)) if twin_ran and spec.paired and not spec.synthetic else None
-        measured = run_variant(step, batches, np=size, variant=spec.name, rank=rank, train=scenario.train,
-                               per_worker_batch=per_worker_batch, average=lambda v: engine.average(v, "check"),
-                               max_measure_s=spec.max_measure_s, twin=twin)
+        measured = run_variant(
+            step,
+            batches,
+            np=size,
+            variant=spec.name,
+            rank=rank,
+            train=scenario.train,
+            per_worker_batch=per_worker_batch,
+            average=lambda v: engine.average(v, "check"),
+            max_measure_s=spec.max_measure_s,
+            twin=twin,
+        )
         stop.set()
         every = gather_records(engine, measured.records, name=f"records_{k}")
         twin_ran = twin_ran or spec.synthetic
         if rank == 0:
-            write_variant(Path(job.run_dir), every, VariantRun(
-                np=size, variant=spec.name, synthetic=spec.synthetic, per_worker_batch=per_worker_batch,
-                global_batch=per_worker_batch * size, learning_rate=scenario.train.learning_rate,
-                loss_mean=measured.loss, accuracy_mean=measured.accuracy, wall_s=time.perf_counter() - started,
-                measured_steps=measured.steps, measured_s=measured.seconds, stop_reason=measured.stop_reason,
-                half_pct=measured.half_pct), index=k, of=len(job.variants))
+            write_variant(
+                Path(job.run_dir),
+                every,
+                VariantRun(
+                    np=size,
+                    variant=spec.name,
+                    synthetic=spec.synthetic,
+                    per_worker_batch=per_worker_batch,
+                    global_batch=per_worker_batch * size,
+                    learning_rate=scenario.train.learning_rate,
+                    loss_mean=measured.loss,
+                    accuracy_mean=measured.accuracy,
+                    wall_s=time.perf_counter() - started,
+                    measured_steps=measured.steps,
+                    measured_s=measured.seconds,
+                    stop_reason=measured.stop_reason,
+                    half_pct=measured.half_pct,
+                ),
+                index=k,
+                of=len(job.variants),
+            )
     engine.barrier("end")
     return 0
 

@@ -22,14 +22,18 @@ ds = pipeline.build(data, pipe, data_root=root, shard=shard, batch_size=1, epoch
 ids = [p.decode() for _, _, batch in ds for p in batch.numpy()]
 
 model = build_model("small_cnn", (32, 32, 3), classes)
-model.compile(optimizer=hvd.DistributedOptimizer(tf.keras.optimizers.SGD(0.05, momentum=0.9)),
-              loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+model.compile(
+    optimizer=hvd.DistributedOptimizer(tf.keras.optimizers.SGD(0.05, momentum=0.9)),
+    loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+)
 hvd_tf.broadcast_variables(model.variables, root_rank=0)
 train = pipeline.build(data, pipe, data_root=root, shard=shard, batch_size=4)
 step = tf.function(lambda x, y: model.train_step((x, y)))
 for x, y in train.take(3):  # each rank trains on different data...
     step(x, y)
-checksum = float(sum(float(tf.reduce_sum(tf.cast(v, tf.float64))) for v in model.trainable_variables))
+checksum = float(
+    sum(float(tf.reduce_sum(tf.cast(v, tf.float64))) for v in model.trainable_variables)
+)
 
 gathered = hvd_tf.allgather_object({"rank": hvd.rank(), "ids": ids, "checksum": checksum})
 if hvd.rank() == 0:

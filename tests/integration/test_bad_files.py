@@ -27,8 +27,14 @@ batch_size = 16
 
 
 def run(args, cwd, data_dir, timeout=600):
-    return subprocess.run(pipeprof_cmd() + args, cwd=cwd, capture_output=True, text=True, timeout=timeout,
-                          env=dict(os.environ, PIPEPROF_DATA_DIR=str(data_dir)))
+    return subprocess.run(
+        pipeprof_cmd() + args,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=dict(os.environ, PIPEPROF_DATA_DIR=str(data_dir)),
+    )
 
 
 @pytest.fixture(scope="module")
@@ -39,12 +45,16 @@ def dataset(tmp_path_factory):
     for k, name in enumerate(("cats", "dogs")):
         (root / name).mkdir(parents=True)
         for i in range(30):
-            pixels = tf.cast(tf.random.stateless_uniform([32, 32, 3], [k, i], 0, 255, tf.int32), tf.uint8)
+            pixels = tf.cast(
+                tf.random.stateless_uniform([32, 32, 3], [k, i], 0, 255, tf.int32), tf.uint8
+            )
             (root / name / f"{i:03d}.jpg").write_bytes(tf.io.encode_jpeg(pixels).numpy())
     good = (root / "cats" / "000.jpg").read_bytes()
-    bad = {root / "cats" / "truncated.jpg": good[: len(good) // 2],
-           root / "dogs" / "empty.png": b"",
-           root / "dogs" / "notes.jpg": b"not an image, a text file named .jpg\n"}
+    bad = {
+        root / "cats" / "truncated.jpg": good[: len(good) // 2],
+        root / "dogs" / "empty.png": b"",
+        root / "dogs" / "notes.jpg": b"not an image, a text file named .jpg\n",
+    }
     for path, data in bad.items():
         path.write_bytes(data)
     (base / "s.toml").write_text(SCENARIO)
@@ -54,15 +64,26 @@ def dataset(tmp_path_factory):
 def test_compare_skips_counts_and_names_bad_files(dataset, tmp_path, data_cache_dir):
     base, bad = dataset
     out = tmp_path / "run"
-    proc = run(["compare", "s.toml", "--np", "1", "--steps", "6", "--warmup", "2", "--out", str(out)], base,
-               data_cache_dir)
+    proc = run(
+        ["compare", "s.toml", "--np", "1", "--steps", "6", "--warmup", "2", "--out", str(out)],
+        base,
+        data_cache_dir,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     summary = pd.read_csv(out / "summary.csv").set_index("variant")
     assert summary.loc["real", "bad_files"] == 3
     assert pd.isna(summary.loc["synthetic", "bad_files"])
     listed = pd.read_csv(out / "bad_files.csv")
-    assert sorted(listed["path"]) == bad and set(listed["variant"]) == {"real"} and set(listed["np"]) == {1}
-    assert set(listed["reason"].str.split(":").str[0]) == {"truncated JPEG", "empty file (0 bytes)", "not an image"}
+    assert (
+        sorted(listed["path"]) == bad
+        and set(listed["variant"]) == {"real"}
+        and set(listed["np"]) == {1}
+    )
+    assert set(listed["reason"].str.split(":").str[0]) == {
+        "truncated JPEG",
+        "empty file (0 bytes)",
+        "not an image",
+    }
     said = " ".join((proc.stdout + proc.stderr).split())  # the terminal wraps long lines
     assert "3 bad file(s) skipped" in said
     for path in bad:
@@ -73,8 +94,24 @@ def test_compare_skips_counts_and_names_bad_files(dataset, tmp_path, data_cache_
 
 def test_on_bad_file_fail_ends_the_run_naming_the_file(dataset, tmp_path, data_cache_dir):
     base, bad = dataset
-    proc = run(["compare", "s.toml", "--np", "1", "--steps", "6", "--warmup", "2", "--out", str(tmp_path / "run"),
-                "--set", 'data.on_bad_file="fail"'], base, data_cache_dir)
+    proc = run(
+        [
+            "compare",
+            "s.toml",
+            "--np",
+            "1",
+            "--steps",
+            "6",
+            "--warmup",
+            "2",
+            "--out",
+            str(tmp_path / "run"),
+            "--set",
+            'data.on_bad_file="fail"',
+        ],
+        base,
+        data_cache_dir,
+    )
     assert proc.returncode != 0
     last = proc.stderr.strip().splitlines()[-1]
     assert last.startswith("pipeprof: error: np=1: rank 0: variant real: bad file "), last
@@ -86,7 +123,9 @@ def test_doctor_lists_the_bad_files_before_the_run(dataset, data_cache_dir):
     base, bad = dataset
     proc = run(["doctor", "s.toml"], base, data_cache_dir)
     said = " ".join(proc.stdout.split())
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]  # skipped by default: not a failure
+    assert proc.returncode == 0, (
+        proc.stdout[-3000:] + proc.stderr[-3000:]
+    )  # skipped by default: not a failure
     assert "63 image files" in said and "3 of 63" in said
     for path in bad:
         assert path in proc.stdout.replace("\n", "")

@@ -18,14 +18,18 @@ PIPE = PipelineConfig(augment=AugmentConfig(enabled=False), shuffle=ShuffleConfi
 
 
 def jpeg(seed: int) -> bytes:
-    pixels = tf.cast(tf.random.stateless_uniform([24, 24, 3], [seed, 7], 0, 255, tf.int32), tf.uint8)
+    pixels = tf.cast(
+        tf.random.stateless_uniform([24, 24, 3], [seed, 7], 0, 255, tf.int32), tf.uint8
+    )
     return tf.io.encode_jpeg(pixels).numpy()
 
 
 def example(image: bytes, label: int, name: str) -> bytes:
-    feature = {"image/encoded": tf.train.Feature(bytes_list=tf.train.BytesList(value=[image])),
-               "image/class/label": tf.train.Feature(int64_list=tf.train.Int64List(value=[label])),
-               "image/filename": tf.train.Feature(bytes_list=tf.train.BytesList(value=[name.encode()]))}
+    feature = {
+        "image/encoded": tf.train.Feature(bytes_list=tf.train.BytesList(value=[image])),
+        "image/class/label": tf.train.Feature(int64_list=tf.train.Int64List(value=[label])),
+        "image/filename": tf.train.Feature(bytes_list=tf.train.BytesList(value=[name.encode()])),
+    }
     return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
 
 
@@ -46,7 +50,7 @@ def records(tmp_path_factory) -> Path:
     raw = bytearray((root / "train-1.tfrecord").read_bytes())
     offset = 0
     for _ in range(4):  # to record 4, then flip a byte of its data
-        (length,) = struct.unpack("<Q", raw[offset:offset + 8])
+        (length,) = struct.unpack("<Q", raw[offset : offset + 8])
         offset += 12 + length + 4
     raw[offset + 12 + 30] ^= 0xFF
     (root / "train-1.tfrecord").write_bytes(bytes(raw))
@@ -60,13 +64,22 @@ def samples(ds) -> int:
 def test_bad_records_are_skipped_counted_and_named(records):
     sink = BadFiles(variant="real")
     data = DataConfig(source="tfrecord", path=str(records), image_size=24, num_classes=2)
-    ds = pipeline.build(data, PIPE, data_root=str(records), shard=pipeline.Shard(0, 1), batch_size=1, epochs=2,
-                        bad_files=sink)
+    ds = pipeline.build(
+        data,
+        PIPE,
+        data_root=str(records),
+        shard=pipeline.Shard(0, 1),
+        batch_size=1,
+        epochs=2,
+        bad_files=sink,
+    )
     # 21 records: 2 bad ones, and the corrupt file's records 4..6 are lost with its rest
     assert samples(ds) == 2 * (21 - 2 - 3)
     found = dict(sink.items())
     assert len(found) == 3
-    assert found[f"{records}/train-0.tfrecord[3]"].startswith("image/filename img-0-3.jpg: truncated JPEG")
+    assert found[f"{records}/train-0.tfrecord[3]"].startswith(
+        "image/filename img-0-3.jpg: truncated JPEG"
+    )
     assert "image/class/label 5" in found[f"{records}/train-2.tfrecord[6]"]
     assert found[f"{records}/train-1.tfrecord"].startswith("corrupt or truncated after record 3")
 
@@ -75,15 +88,26 @@ def test_every_rank_skips_its_own_bad_records(records):
     data = DataConfig(source="tfrecord", path=str(records), image_size=24, num_classes=2)
     total = 0
     for r in range(4):  # more ranks than files: every rank reads all and keeps its records
-        ds = pipeline.build(data, PIPE, data_root=str(records), shard=pipeline.Shard(r, 4), batch_size=1, epochs=1)
+        ds = pipeline.build(
+            data, PIPE, data_root=str(records), shard=pipeline.Shard(r, 4), batch_size=1, epochs=1
+        )
         total += samples(ds)
     assert total == 21 - 2 - 3
 
 
 def test_a_bad_record_fails_the_pipeline_when_asked(records):
-    data = DataConfig(source="tfrecord", path=str(records), image_size=24, num_classes=2, on_bad_file="fail")
-    ds = pipeline.build(data, PIPE, data_root=str(records), shard=pipeline.Shard(0, 1), batch_size=1, epochs=1,
-                        bad_files=BadFiles(variant="real"))
+    data = DataConfig(
+        source="tfrecord", path=str(records), image_size=24, num_classes=2, on_bad_file="fail"
+    )
+    ds = pipeline.build(
+        data,
+        PIPE,
+        data_root=str(records),
+        shard=pipeline.Shard(0, 1),
+        batch_size=1,
+        epochs=1,
+        bad_files=BadFiles(variant="real"),
+    )
     with pytest.raises(tf.errors.OpError) as exc:
         samples(ds)
     line = badfiles.failure_line(exc.value)
@@ -101,11 +125,27 @@ def test_folder_pipeline_drops_bad_files_before_batching(tmp_path):
     os.symlink(tmp_path / "gone.jpg", root / "b" / "dangling.jpg")
     sink = BadFiles(tmp_path / "log.jsonl", variant="real")
     data = DataConfig(source="folder", image_size=24, num_classes=2)
-    ds = pipeline.build(data, PIPE, data_root=str(root), shard=pipeline.Shard(0, 1), batch_size=3, epochs=3,
-                        bad_files=sink)
-    assert [int(x.shape[0]) for x, _ in ds] == [3] * 10  # 10 good files × 3 epochs, every batch full
+    ds = pipeline.build(
+        data,
+        PIPE,
+        data_root=str(root),
+        shard=pipeline.Shard(0, 1),
+        batch_size=3,
+        epochs=3,
+        bad_files=sink,
+    )
+    assert [int(x.shape[0]) for x, _ in ds] == [
+        3
+    ] * 10  # 10 good files × 3 epochs, every batch full
     assert sorted(Path(p).name for p, _ in sink.items()) == ["cut.jpg", "dangling.jpg", "empty.png"]
-    assert len((tmp_path / "log.jsonl").read_text().splitlines()) == 3  # each file once, not once per epoch
+    assert (
+        len((tmp_path / "log.jsonl").read_text().splitlines()) == 3
+    )  # each file once, not once per epoch
     with pytest.raises(PipeprofError, match="dangling.jpg: unreadable"):  # refused while building
-        pipeline.build(DataConfig(source="folder", image_size=24, num_classes=2, on_bad_file="fail"), PIPE,
-                       data_root=str(root), shard=pipeline.Shard(0, 1), batch_size=3)
+        pipeline.build(
+            DataConfig(source="folder", image_size=24, num_classes=2, on_bad_file="fail"),
+            PIPE,
+            data_root=str(root),
+            shard=pipeline.Shard(0, 1),
+            batch_size=3,
+        )

@@ -48,7 +48,9 @@ measure_steps = 6
 
 def run(args, env_extra=None, cwd=REPO, timeout=600):
     env = dict(os.environ, **(env_extra or {}))
-    return subprocess.run(pipeprof_cmd() + args, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        pipeprof_cmd() + args, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
+    )
 
 
 def free_port() -> int:
@@ -69,10 +71,18 @@ def prometheus(tmp_path_factory):
     target, web = free_port(), free_port()
     (base / "prometheus.yml").write_text(
         "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n"
-        f"scrape_configs:\n  - job_name: pipeprof\n    static_configs:\n      - targets: ['127.0.0.1:{target}']\n")
-    proc = subprocess.Popen([PROMETHEUS, f"--config.file={base / 'prometheus.yml'}", f"--storage.tsdb.path={base / 'data'}",
-                             f"--web.listen-address=127.0.0.1:{web}"], stdout=subprocess.DEVNULL,
-                            stderr=open(base / "prometheus.log", "w"))
+        f"scrape_configs:\n  - job_name: pipeprof\n    static_configs:\n      - targets: ['127.0.0.1:{target}']\n"
+    )
+    proc = subprocess.Popen(
+        [
+            PROMETHEUS,
+            f"--config.file={base / 'prometheus.yml'}",
+            f"--storage.tsdb.path={base / 'data'}",
+            f"--web.listen-address=127.0.0.1:{web}",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=open(base / "prometheus.log", "w"),  # noqa: SIM115 (the server outlives this block)
+    )
     api = f"http://127.0.0.1:{web}"
     deadline = time.monotonic() + 60
     while True:
@@ -81,7 +91,9 @@ def prometheus(tmp_path_factory):
                 break
         except OSError:
             pass
-        assert proc.poll() is None and time.monotonic() < deadline, (base / "prometheus.log").read_text()[-2000:]
+        assert proc.poll() is None and time.monotonic() < deadline, (
+            base / "prometheus.log"
+        ).read_text()[-2000:]
         time.sleep(0.3)
     yield {"api": api, "target_port": target}
     proc.terminate()
@@ -95,12 +107,34 @@ def story(prometheus, tmp_path_factory, data_cache_dir):
     the run directory, the exit code and the arguments."""
     base = tmp_path_factory.mktemp("quickstart")
     out = base / "run"
-    args = ["compare", "scenarios/quickstart.toml", "--np", "2", "--set", "train.max_measure_s=6", "--out", str(out),
-            "--metrics-port", str(prometheus["target_port"])]
+    args = [
+        "compare",
+        "scenarios/quickstart.toml",
+        "--np",
+        "2",
+        "--set",
+        "train.max_measure_s=6",
+        "--out",
+        str(out),
+        "--metrics-port",
+        str(prometheus["target_port"]),
+    ]
     master, slave = pty.openpty()
-    proc = subprocess.Popen(pipeprof_cmd() + args, cwd=REPO, stdin=slave, stdout=slave, stderr=slave, close_fds=True,
-                            env=dict(os.environ, PIPEPROF_DATA_DIR=str(data_cache_dir), TERM="xterm-256color",
-                                     COLUMNS="150", LINES="60"))
+    proc = subprocess.Popen(
+        pipeprof_cmd() + args,
+        cwd=REPO,
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        close_fds=True,
+        env=dict(
+            os.environ,
+            PIPEPROF_DATA_DIR=str(data_cache_dir),
+            TERM="xterm-256color",
+            COLUMNS="150",
+            LINES="60",
+        ),
+    )
     os.close(slave)
     chunks = []
     deadline = time.monotonic() + 600
@@ -118,7 +152,12 @@ def story(prometheus, tmp_path_factory, data_cache_dir):
             break
     proc.wait(timeout=30)
     os.close(master)
-    return {"screen": ANSI.sub("", "".join(chunks)), "out": out, "returncode": proc.returncode, "args": args}
+    return {
+        "screen": ANSI.sub("", "".join(chunks)),
+        "out": out,
+        "returncode": proc.returncode,
+        "args": args,
+    }
 
 
 def test_compare_np2_on_quickstart_writes_the_run_directory(story):
@@ -126,28 +165,54 @@ def test_compare_np2_on_quickstart_writes_the_run_directory(story):
     assert story["returncode"] == 0, story["screen"][-4000:]
     assert f"run directory: {out}" in story["screen"].replace("\n", "")
     summary = pd.read_csv(out / "summary.csv")
-    contract = ["np", "variant", "synthetic", "samples_per_s", "samples_per_s_ci95", "gap_pct",
-                "scaling_efficiency_pct", "step_time_ms_p50", "verdict"]
+    contract = [
+        "np",
+        "variant",
+        "synthetic",
+        "samples_per_s",
+        "samples_per_s_ci95",
+        "gap_pct",
+        "scaling_efficiency_pct",
+        "step_time_ms_p50",
+        "verdict",
+    ]
     assert set(contract) <= set(summary.columns) and set(SUMMARY_COLUMNS) <= set(summary.columns)
     assert (summary["device"] == "real").all()
-    assert list(zip(summary["np"], summary["variant"])) == [(1, "synthetic"), (1, "real"), (2, "synthetic"), (2, "real")]
+    assert list(zip(summary["np"], summary["variant"])) == [
+        (1, "synthetic"),
+        (1, "real"),
+        (2, "synthetic"),
+        (2, "real"),
+    ]
     row = summary.set_index(["np", "variant"])
     for n in (1, 2):  # the contract's formulas, from the table's own figures
         # the real variant alternated with its twin: its gap is to the twin's rate over the same rounds
-        twin, real = row.loc[(n, "real"), "twin_samples_per_s"], row.loc[(n, "real"), "samples_per_s"]
-        assert row.loc[(n, "real"), "gap_pct"] == pytest.approx(100 * (1 - real / twin), rel=1e-3, abs=0.05)
+        twin, real = (
+            row.loc[(n, "real"), "twin_samples_per_s"],
+            row.loc[(n, "real"), "samples_per_s"],
+        )
+        assert row.loc[(n, "real"), "gap_pct"] == pytest.approx(
+            100 * (1 - real / twin), rel=1e-3, abs=0.05
+        )
         assert row.loc[(n, "real"), "stop_reason"] in ("target", "clear of thresholds", "max time")
         g, h = row.loc[(n, "real"), "gap_pct"], row.loc[(n, "real"), "gap_pct_ci95"]
         spanned = [b for b in (5.0, 20.0) if g - h < b < g + h]
         if spanned:  # neither class is supported: the row says which line it is on
             assert row.loc[(n, "real"), "verdict"] == f"on the {spanned[0]:g}% line"
         else:
-            assert row.loc[(n, "real"), "verdict"] == ("not input-bound" if g < 5 else "moderately input-bound"
-                                                       if g < 20 else "highly input-bound")
+            assert row.loc[(n, "real"), "verdict"] == (
+                "not input-bound"
+                if g < 5
+                else "moderately input-bound"
+                if g < 20
+                else "highly input-bound"
+            )
         assert (summary["samples_per_s_ci95"] >= 0).all()
     eff = row.loc[(2, "real"), "scaling_efficiency_pct"]
-    assert eff == pytest.approx(100 * row.loc[(2, "real"), "samples_per_s"] / (2 * row.loc[(1, "real"), "samples_per_s"]),
-                                rel=1e-3)
+    assert eff == pytest.approx(
+        100 * row.loc[(2, "real"), "samples_per_s"] / (2 * row.loc[(1, "real"), "samples_per_s"]),
+        rel=1e-3,
+    )
 
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["horovod"] == "0.28.1" and manifest["tensorflow"] == "2.15.1"
@@ -164,11 +229,11 @@ def test_compare_np2_on_quickstart_writes_the_run_directory(story):
     assert (out / "logs" / "np2.log").exists()
 
 
-
-
 def test_the_printed_table_agrees_with_itself_each_gap_against_the_ceiling_it_prints(story):
     table = story["screen"].split("pipeprof compare · quickstart")[-1]
-    rows = [line.split("│") for line in table.splitlines() if re.match(r"│\s+[12]\s+│\s+real\s+│", line)]
+    rows = [
+        line.split("│") for line in table.splitlines() if re.match(r"│\s+[12]\s+│\s+real\s+│", line)
+    ]
     assert len(rows) == 2, table
     for cells in rows:
         samples, ceiling = (float(cells[i].strip().replace(",", "")) for i in (3, 5))
@@ -185,7 +250,9 @@ def test_the_live_dashboard_drew_both_ranks_while_it_ran(story):
     assert len(set(progress)) >= 3, "the step counter never moved"
     # some frame has a row with a samples/s figure for each of the two ranks
     rows = [re.findall(r"│\s+([01])\s+│\s+\S+\s+│\s+([\d,.]+)\s+│", f) for f in frames]
-    assert any({r for r, _ in found} == {"0", "1"} for found in rows), "no frame showed both ranks with samples/s"
+    assert any(
+        {r for r, _ in found} == {"0", "1"} for found in rows
+    ), "no frame showed both ranks with samples/s"
     assert "hosts" in screen and "cpu0" in screen
 
 
@@ -204,16 +271,28 @@ def test_prometheus_scraped_pipeprof_series_for_both_ranks(prometheus, story):
     assert all(float(r["value"][1]) > 0 for r in steps)
     assert {r["metric"]["host"] for r in steps} == {socket.gethostname()}
     rate = query(prometheus, 'max_over_time(pipeprof_samples_per_second{np="2"}[10m])')
-    assert {r["metric"]["rank"] for r in rate} == {"0", "1"} and all(float(r["value"][1]) > 0 for r in rate)
+    assert {r["metric"]["rank"] for r in rate} == {"0", "1"} and all(
+        float(r["value"][1]) > 0 for r in rate
+    )
     cpu = query(prometheus, "max_over_time(pipeprof_host_cpu_utilization_ratio[10m])")
     assert cpu and 0 < float(cpu[0]["value"][1]) <= 1
     progress = query(prometheus, "max_over_time(pipeprof_run_progress_ratio[10m])")
     assert progress and 0 < float(progress[0]["value"][1]) <= 1
     names = set(http_json(f"{prometheus['api']}/api/v1/label/__name__/values")["data"])
     # every pipeprof_ metric the Grafana dashboard uses is one this live run served
-    histogram_parts = {n.rsplit("_", 1)[0] for n in names if n.endswith(("_bucket", "_count", "_sum"))}
-    missing = {m for m in dashboard_metrics() if m not in names and m.rsplit("_", 1)[0] not in histogram_parts}
-    missing -= {"pipeprof_gpu_utilization_ratio", "pipeprof_gpu_memory_used_bytes", "pipeprof_bad_files_total"}
+    histogram_parts = {
+        n.rsplit("_", 1)[0] for n in names if n.endswith(("_bucket", "_count", "_sum"))
+    }
+    missing = {
+        m
+        for m in dashboard_metrics()
+        if m not in names and m.rsplit("_", 1)[0] not in histogram_parts
+    }
+    missing -= {
+        "pipeprof_gpu_utilization_ratio",
+        "pipeprof_gpu_memory_used_bytes",
+        "pipeprof_bad_files_total",
+    }
     assert not missing, f"dashboard metrics this run did not serve: {sorted(missing)}"
 
 
@@ -224,14 +303,33 @@ BROWSER_OWN = ("clients2.google.com", "update.googleapis.com", "redirector.gvt1.
 def open_offline(page, tmp_path, *extra):
     """Chromium, headless, in a network namespace of its own (no network at all), logging what
     the page prints to its console and every URL it asks for; returns (process, problems)."""
-    base = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
-            "--disable-background-networking", "--disable-component-update", "--enable-logging=stderr", "--v=1",
-            f"--user-data-dir={tmp_path / 'profile'}"]
+    base = [
+        CHROMIUM,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--enable-logging=stderr",
+        "--v=1",
+        f"--user-data-dir={tmp_path / 'profile'}",
+    ]
     offline = ["unshare", "--net"] if os.geteuid() == 0 and shutil.which("unshare") else []
-    proc = subprocess.run(offline + base + [*extra, page.as_uri()], capture_output=True, text=True, timeout=120,
-                          env=dict(os.environ, HOME=str(tmp_path)))
-    problems = [line for line in proc.stderr.splitlines()
-                if ":CONSOLE" in line or ("NotifyBeforeURLRequest" in line and not any(h in line for h in BROWSER_OWN))]
+    proc = subprocess.run(
+        offline + base + [*extra, page.as_uri()],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=dict(os.environ, HOME=str(tmp_path)),
+    )
+    problems = [
+        line
+        for line in proc.stderr.splitlines()
+        if ":CONSOLE" in line
+        or ("NotifyBeforeURLRequest" in line and not any(h in line for h in BROWSER_OWN))
+    ]
     return proc, problems
 
 
@@ -239,10 +337,14 @@ def test_report_opens_offline_in_a_real_browser_with_its_charts(story, tmp_path)
     assert CHROMIUM, f"chromium is not installed: {NEEDS}"
     out = story["out"]
     page = out / "report.html"
-    assert page.exists() and (out / "trace.json").exists() and (out / "tensorboard" / "by_np").is_dir()
+    assert (
+        page.exists() and (out / "trace.json").exists() and (out / "tensorboard" / "by_np").is_dir()
+    )
     # the check itself can fail: a page that reaches for the network and logs an error is caught
     bad = tmp_path / "bad.html"
-    bad.write_text('<html><body><img src="http://example.com/x.png"><script>console.error("x")</script></body></html>')
+    bad.write_text(
+        '<html><body><img src="http://example.com/x.png"><script>console.error("x")</script></body></html>'
+    )
     _, caught = open_offline(bad, tmp_path, "--dump-dom")
     assert any("example.com" in p for p in caught) and any(":CONSOLE" in p for p in caught)
 
@@ -250,7 +352,9 @@ def test_report_opens_offline_in_a_real_browser_with_its_charts(story, tmp_path)
     assert dom.returncode == 0, dom.stderr[-3000:]
     assert not problems, problems
     for chart in ("gap", "throughput", "ranks", "rank-timeline", "telemetry"):
-        block = re.search(rf'<figure class="chart" id="chart-{chart}">(.*?)</figure>', dom.stdout, re.S)
+        block = re.search(
+            rf'<figure class="chart" id="chart-{chart}">(.*?)</figure>', dom.stdout, re.S
+        )
         assert block and "<svg" in block.group(1), chart
     assert 'id="verdicts"' in dom.stdout and "np=2 · real" in dom.stdout
     shot = tmp_path / "report.png"
@@ -260,23 +364,32 @@ def test_report_opens_offline_in_a_real_browser_with_its_charts(story, tmp_path)
         shutil.copy(shot, kept)
 
 
-def test_a_dying_rank_ends_the_run_within_seconds_and_keeps_earlier_results(tmp_path, data_cache_dir):
+def test_a_dying_rank_ends_the_run_within_seconds_and_keeps_earlier_results(
+    tmp_path, data_cache_dir
+):
     (tmp_path / "bad_model.py").write_text(
         "import os\n"
         "from pipeprof.models import build_model\n"
         "def build(shape, classes):\n"
         "    if os.environ.get('HOROVOD_RANK') == '1':\n"
         "        raise RuntimeError('boom on rank one')\n"
-        "    return build_model('small_cnn', shape, classes)\n")
+        "    return build_model('small_cnn', shape, classes)\n"
+    )
     (tmp_path / "tiny.toml").write_text(TINY.format(model="bad_model:build"))
     out = tmp_path / "run"
     t0 = time.monotonic()
-    proc = run(["compare", "tiny.toml", "--np", "1,2", "--out", str(out)],
-               {"PIPEPROF_DATA_DIR": str(data_cache_dir)}, cwd=tmp_path, timeout=300)
+    proc = run(
+        ["compare", "tiny.toml", "--np", "1,2", "--out", str(out)],
+        {"PIPEPROF_DATA_DIR": str(data_cache_dir)},
+        cwd=tmp_path,
+        timeout=300,
+    )
     elapsed = time.monotonic() - t0
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
     err = proc.stderr.strip().splitlines()
-    assert len(err) == 1 and "np=2" in err[0] and "rank 1" in err[0] and "boom on rank one" in err[0], proc.stderr
+    assert (
+        len(err) == 1 and "np=2" in err[0] and "rank 1" in err[0] and "boom on rank one" in err[0]
+    ), proc.stderr
     assert elapsed < 120, f"took {elapsed:.0f}s"
     summary = pd.read_csv(out / "summary.csv")  # np=1 was measured before np=2 failed: kept
     assert list(zip(summary["np"], summary["variant"])) == [(1, "synthetic"), (1, "real")]
@@ -287,3 +400,38 @@ def test_missing_data_folder_is_one_line_before_any_launch(tmp_path):
     proc = run(["compare", "s.toml"], cwd=tmp_path, timeout=60)
     assert proc.returncode == 2 and proc.stderr.strip().count("\n") == 0
     assert "data.path" in proc.stderr and "photos" in proc.stderr
+
+
+def test_the_renderers_read_back_from_the_real_run(story):
+    """trace.json, TensorBoard and the report's charts, checked against the steps a real
+    compare wrote (the unit tests' renderer checks use a seeded run directory)."""
+    from pipeprof.renderers.tensorboard import read_scalars
+    from pipeprof.rundir import RunDir
+
+    out = story["out"]
+    steps, summary = (
+        RunDir(out).load().steps,
+        pd.read_csv(out / "summary.csv"),
+    )  # the twin's rounds included
+    trace = json.loads((out / "trace.json").read_text())["traceEvents"]
+    for rank in (0, 1):  # every rank's every step is a compute span on that rank's row
+        spans = [
+            e for e in trace if e.get("ph") == "X" and e["name"] == "compute" and e["pid"] == rank
+        ]
+        assert len(spans) == len(steps[steps["rank"] == rank]) > 0
+        assert {e["args"]["np"] for e in spans} == {2}
+        named = [
+            e
+            for e in trace
+            if e.get("ph") == "M" and e["name"] == "process_name" and e["pid"] == rank
+        ]
+        assert named and named[0]["args"]["name"].startswith(f"rank {rank}")
+    for variant in summary["variant"]:  # TensorBoard's own reader gets summary.csv's figures back
+        scalars = read_scalars(out / "tensorboard" / "by_np" / variant)
+        got = scalars["samples_per_s"].set_index("step")["value"]
+        want = summary[summary["variant"] == variant].set_index("np")["samples_per_s"]
+        assert list(got.index) == list(want.index) and (abs(got - want) <= 1e-3 * want).all()
+    per_step = read_scalars(out / "tensorboard" / "np2" / "real")["step_time_ms"]
+    assert len(per_step) > 0 and (per_step["value"] > 0).all()
+    page = (out / "report.html").read_text()
+    assert page.count("<svg") >= 3  # the charts are drawn inline, not linked

@@ -22,9 +22,25 @@ def test_ranks_see_disjoint_shards_and_keep_identical_weights(small_dataset, tmp
     root, cfg = small_dataset
     out = tmp_path / "probe.json"
     env = dict(os.environ, PYTHONPATH=str(REPO), TF_CPP_MIN_LOG_LEVEL="2")
-    proc = subprocess.run([horovodrun_exe(), "-np", "2", "-H", "localhost:2", "--gloo", sys.executable,
-                           str(REPO / "tests" / "integration" / "shard_probe.py"), str(out), str(root), str(cfg.classes)],
-                          env=env, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [
+            horovodrun_exe(),
+            "-np",
+            "2",
+            "-H",
+            "localhost:2",
+            "--gloo",
+            sys.executable,
+            str(REPO / "tests" / "integration" / "shard_probe.py"),
+            str(out),
+            str(root),
+            str(cfg.classes),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     ranks = sorted(json.loads(out.read_text()), key=lambda r: r["rank"])
     a, b = set(ranks[0]["ids"]), set(ranks[1]["ids"])

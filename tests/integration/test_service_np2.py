@@ -26,20 +26,26 @@ def service_processes(marker: str) -> list[psutil.Process]:
     found = []
     for proc in psutil.process_iter(["cmdline", "status"]):
         cmd = " ".join(proc.info["cmdline"] or [])
-        if "pipeprof.data.service" in cmd and marker in cmd and proc.info["status"] != psutil.STATUS_ZOMBIE:
+        if (
+            "pipeprof.data.service" in cmd
+            and marker in cmd
+            and proc.info["status"] != psutil.STATUS_ZOMBIE
+        ):
             found.append(proc)
     return found
 
 
-def test_the_service_remedy_trains_np2_from_two_workers_and_leaves_no_process(small_dataset, tmp_path,
-                                                                              data_cache_dir):
+def test_the_service_remedy_trains_np2_from_two_workers_and_leaves_no_process(
+    small_dataset, tmp_path, data_cache_dir
+):
     root, _ = small_dataset
     data = tmp_path / "data"
     shutil.copytree(root, data)
     bad = sorted((data / "class_001").iterdir())[0]
     bad.write_bytes(bad.read_bytes()[:200])  # truncated: no end-of-image marker
     # the cache is already in place and nothing is augmented: of all remedies only the service applies
-    (tmp_path / "s.toml").write_text(textwrap.dedent(f"""
+    (tmp_path / "s.toml").write_text(
+        textwrap.dedent(f"""
         name = "service"
         [data]
         source = "folder"
@@ -54,11 +60,30 @@ def test_the_service_remedy_trains_np2_from_two_workers_and_leaves_no_process(sm
         batch_size = 8
         warmup_steps = 5
         measure_steps = 30
-        """))
+        """)
+    )
     env = dict(os.environ, PIPEPROF_DATA_DIR=str(data_cache_dir))
-    proc = subprocess.run(pipeprof_cmd() + ["compare", "s.toml", "--np", "1,2", "--remedies", "all",
-                                            "--service-workers", "2", "--out", "run", "--no-report"],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=600, env=env)
+    proc = subprocess.run(
+        pipeprof_cmd()
+        + [
+            "compare",
+            "s.toml",
+            "--np",
+            "1,2",
+            "--remedies",
+            "all",
+            "--service-workers",
+            "2",
+            "--out",
+            "run",
+            "--no-report",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     out = " ".join(proc.stdout.split())
     assert "remedy augment-on-device skipped: the scenario's pipeline does not augment" in out
@@ -68,21 +93,47 @@ def test_the_service_remedy_trains_np2_from_two_workers_and_leaves_no_process(sm
         assert summary.loc[(n, "remedy:data-service"), "samples_per_s"] > 0
         assert summary.loc[(n, "remedy:data-service"), "measured_steps"] == 30
         logs = tmp_path / "run" / "service" / f"np{n}"
-        assert sorted(p.name for p in logs.glob("*.log")) == ["dispatcher.log", "worker-0.log", "worker-1.log"]
+        assert sorted(p.name for p in logs.glob("*.log")) == [
+            "dispatcher.log",
+            "worker-0.log",
+            "worker-1.log",
+        ]
     # the workers met the truncated file in a rank's shard, and the run names it as the rank would
     bad_files = pd.read_csv(tmp_path / "run" / "bad_files.csv")
     for variant in ("real", "remedy:data-service"):
         named = bad_files[bad_files["variant"] == variant]
-        assert set(named["path"]) == {str(bad)} and named["reason"].str.startswith("truncated JPEG").all()
+        assert (
+            set(named["path"]) == {str(bad)}
+            and named["reason"].str.startswith("truncated JPEG").all()
+        )
     assert service_processes(str(tmp_path)) == []
 
     # sizing the service for 4 nodes of 8 GPUs and 64 cores, from what its workers spent
-    proc = subprocess.run(pipeprof_cmd() + ["predict", "run", "--np", "8,16,32", "--gpus-per-node", "8",
-                                            "--cores-per-node", "64", "--service-cores-per-worker", "8",
-                                            "--no-report"],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=600, env=env)
+    proc = subprocess.run(
+        pipeprof_cmd()
+        + [
+            "predict",
+            "run",
+            "--np",
+            "8,16,32",
+            "--gpus-per-node",
+            "8",
+            "--cores-per-node",
+            "64",
+            "--service-cores-per-worker",
+            "8",
+            "--no-report",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert "tf.data service: workers to keep the devices fed (8 cores each" in " ".join(proc.stdout.split())
+    assert "tf.data service: workers to keep the devices fed (8 cores each" in " ".join(
+        proc.stdout.split()
+    )
     written = json.loads((tmp_path / "run" / "prediction.json").read_text())
     info = written["service"]
     assert info["measured_at_np"] == 2 and info["core_ms_per_sample"] > 0

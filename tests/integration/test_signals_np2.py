@@ -23,7 +23,11 @@ def started_by(tag: str) -> list[str]:
     found = []
     for p in psutil.process_iter(["pid", "cmdline"]):
         try:
-            if p.pid != os.getpid() and p.status() != psutil.STATUS_ZOMBIE and p.environ().get(TAG) == tag:
+            if (
+                p.pid != os.getpid()
+                and p.status() != psutil.STATUS_ZOMBIE
+                and p.environ().get(TAG) == tag
+            ):
                 found.append(f"{p.pid}: {' '.join(p.info['cmdline'] or [])[:150]}")
         except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
             continue
@@ -31,17 +35,29 @@ def started_by(tag: str) -> list[str]:
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
-def test_a_stop_signal_ends_every_rank_and_keeps_the_finished_variant(sig, tmp_path, data_cache_dir):
+def test_a_stop_signal_ends_every_rank_and_keeps_the_finished_variant(
+    sig, tmp_path, data_cache_dir
+):
     (tmp_path / "s.toml").write_text(small_scenario("signalled", 200, "[launch]\nnp = [2]\n"))
     out, tag = tmp_path / "run", uuid.uuid4().hex
     env = dict(os.environ, PIPEPROF_DATA_DIR=str(data_cache_dir), **{TAG: tag})
-    with (tmp_path / "stdout.txt").open("w") as stdout, (tmp_path / "stderr.txt").open("w") as stderr:
-        proc = subprocess.Popen(pipeprof_cmd() + ["compare", "s.toml", "--out", str(out)],
-                                cwd=tmp_path, stdout=stdout, stderr=stderr, env=env)
+    with (
+        (tmp_path / "stdout.txt").open("w") as stdout,
+        (tmp_path / "stderr.txt").open("w") as stderr,
+    ):
+        proc = subprocess.Popen(
+            pipeprof_cmd() + ["compare", "s.toml", "--out", str(out)],
+            cwd=tmp_path,
+            stdout=stdout,
+            stderr=stderr,
+            env=env,
+        )
     try:
         deadline = time.monotonic() + 180
         while not (out / "steps" / "np2-synthetic.csv").exists():  # the real variant is starting
-            assert proc.poll() is None and time.monotonic() < deadline, (tmp_path / "stderr.txt").read_text()
+            assert proc.poll() is None and time.monotonic() < deadline, (
+                tmp_path / "stderr.txt"
+            ).read_text()
             time.sleep(0.1)
         time.sleep(1.0)
         assert proc.poll() is None and started_by(tag), "the real variant should still be running"

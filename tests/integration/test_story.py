@@ -16,18 +16,28 @@ from pipeprof.workflows.compare import compare
 pytestmark = [pytest.mark.horovod, pytest.mark.alone]
 
 
-def test_the_story_gap_grows_augmentation_is_named_and_the_remedies_are_cited(tmp_path, data_cache_dir, monkeypatch):
+def test_the_story_gap_grows_augmentation_is_named_and_the_remedies_are_cited(
+    tmp_path, data_cache_dir, monkeypatch
+):
     monkeypatch.setenv("PIPEPROF_DATA_DIR", str(data_cache_dir))
     story = scen.load("augmentation-story")
     # the scenario's own 15 s at most a variant: since the real steps meet the pipeline without
     # the stock it built through the twin's steps (rank.measure.flush), np=2's interval at 8 s
     # was ±10 and once failed to clear np=1's; at 15 s a run gave np=1 -0.5% ±1.3, np=2 21.5% ±11.8
-    result = compare(story, [1, 2], out=str(tmp_path / "run"), only_variants=["real"],
-                     remedies="auto", report=False)
+    result = compare(
+        story,
+        [1, 2],
+        out=str(tmp_path / "run"),
+        only_variants=["real"],
+        remedies="auto",
+        report=False,
+    )
     assert result.failure is None, result.failure
     rows = result.summary.set_index(["np", "variant"])
     real1, real2 = rows.loc[(1, "real")], rows.loc[(2, "real")]
-    assert real2["gap_pct"] - real2["gap_pct_ci95"] > real1["gap_pct"] + real1["gap_pct_ci95"], rows.to_dict()
+    assert (
+        real2["gap_pct"] - real2["gap_pct_ci95"] > real1["gap_pct"] + real1["gap_pct_ci95"]
+    ), rows.to_dict()
     assert {"remedy:augment-on-device", "remedy:batch-augment"} <= set(rows.loc[2].index)
     stages = pd.read_csv(tmp_path / "run" / "stages.csv").set_index("stage")
     assert stages.loc["read", "cached"] and not stages.loc["augment", "cached"]

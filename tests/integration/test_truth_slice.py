@@ -21,12 +21,18 @@ def test_three_known_bottlenecks_get_their_class_and_stage(tmp_path, data_cache_
     cases = {c.name: c for c in truth.load_cases("calibration")}
     # the model bounds (true gap 0), a map stage computing 3.1 ms per element (true gap 60%),
     # storage of 7.8 MB/s (true gap 11%): each at np=1
-    picked = [dataclasses.replace(cases[name], np=(1,)) for name in ("cal-control", "cal-spin-3100",
-                                                                     "cal-throttle-7.8")]
+    picked = [
+        dataclasses.replace(cases[name], np=(1,))
+        for name in ("cal-control", "cal-spin-3100", "cal-throttle-7.8")
+    ]
     log = tmp_path / "pipeprof.log"
     machine = truth.measure_machine(picked, tmp_path, log)
     for case in picked:
         (row,) = truth.run_case(case, machine, tmp_path, log)
         said = f"{case.name}: true gap {row.expected_gap:.1f}%, measured {row.gap:.1f}% ±{row.gap_ci95:.1f}"
-        assert row.got_class == row.true_class, f"{said}: class {row.got_class!r}, truth {row.true_class!r}"
-        assert row.got_stage == row.true_stage, f"{said}: stage {row.got_stage!r}, truth {row.true_stage!r}"
+        assert (
+            row.got_class == row.true_class
+        ), f"{said}: class {row.got_class!r}, truth {row.true_class!r}"
+        assert (
+            row.got_stage == row.true_stage
+        ), f"{said}: stage {row.got_stage!r}, truth {row.true_stage!r}"

@@ -88,8 +88,14 @@ def merge(case: str, train: str) -> str:
 
 
 def run(args, cwd, data_dir, timeout=600):
-    return subprocess.run(pipeprof_cmd() + args, cwd=cwd, capture_output=True, text=True, timeout=timeout,
-                          env=dict(os.environ, PIPEPROF_DATA_DIR=str(data_dir)))
+    return subprocess.run(
+        pipeprof_cmd() + args,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=dict(os.environ, PIPEPROF_DATA_DIR=str(data_dir)),
+    )
 
 
 def check_verdict(expected: str, tmp_path, data_cache_dir) -> None:
@@ -98,8 +104,11 @@ def check_verdict(expected: str, tmp_path, data_cache_dir) -> None:
     # the read case also runs the remedies for the stage the verdict will name (the augment
     # stage's remedies run in tests/integration/test_story.py)
     remedies = ["--remedies"] if expected == "read" else []
-    proc = run(["compare", "s.toml", "--np", "1", "--ablation", *remedies, "--no-report", "--out", "run"], tmp_path,
-               data_cache_dir)
+    proc = run(
+        ["compare", "s.toml", "--np", "1", "--ablation", *remedies, "--no-report", "--out", "run"],
+        tmp_path,
+        data_cache_dir,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     verdict = json.loads((tmp_path / "run" / "verdict.json").read_text())[0]
     assert verdict["bottleneck"] == expected, verdict["text"]
@@ -117,9 +126,15 @@ def check_verdict(expected: str, tmp_path, data_cache_dir) -> None:
     if expected == "read":
         # decoding 448 px PNGs is the cost: a RAM cache of the decoded images takes it away
         assert "remedies for the read stage" in proc.stdout
-        assert rows.loc["remedy:cache-decoded", "gap_closed_pct"] >= 50, rows.loc["remedy:cache-decoded"].to_dict()
-        assert verdict["advice"][0].startswith("measured: decoded images cached in RAM before augmentation closed")
+        assert rows.loc["remedy:cache-decoded", "gap_closed_pct"] >= 50, rows.loc[
+            "remedy:cache-decoded"
+        ].to_dict()
+        assert verdict["advice"][0].startswith(
+            "measured: decoded images cached in RAM before augmentation closed"
+        )
         # tf.data service would share this host's cores with the rank: skipped, with why
-        assert "remedy data-service skipped: its workers would share this host's cores" in " ".join(proc.stdout.split())
+        assert "remedy data-service skipped: its workers would share this host's cores" in " ".join(
+            proc.stdout.split()
+        )
     stages = pd.read_csv(tmp_path / "run" / "stages.csv")
     assert (stages["core_ms_per_sample_1"] > 0).all()

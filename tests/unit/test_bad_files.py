@@ -19,7 +19,9 @@ from pipeprof.errors import PipeprofError
 
 
 def _pixels(side: int = 32, seed: int = 0) -> tf.Tensor:
-    return tf.cast(tf.random.stateless_uniform([side, side, 3], [seed, 1], 0, 255, tf.int32), tf.uint8)
+    return tf.cast(
+        tf.random.stateless_uniform([side, side, 3], [seed, 1], 0, 255, tf.int32), tf.uint8
+    )
 
 
 JPEG = tf.io.encode_jpeg(_pixels()).numpy()
@@ -66,7 +68,12 @@ def test_the_decoder_agrees_with_the_verdicts():
 def test_in_graph_checks_match_the_python_rules():
     from pipeprof.data.screen import image_check
 
-    datas = [d for d, _ in CASES.values()] + [b"\xff\xd8\xff", b"\x89PNG\r\n\x1a\n", b"BM", b"x" * 1000 + JPEG[-2:]]
+    datas = [d for d, _ in CASES.values()] + [
+        b"\xff\xd8\xff",
+        b"\x89PNG\r\n\x1a\n",
+        b"BM",
+        b"x" * 1000 + JPEG[-2:],
+    ]
     codes = image_check(tf.constant(datas)).numpy()
     assert [int(c) for c in codes] == [int(check.check_data(d)) for d in datas]
 
@@ -81,8 +88,10 @@ def test_unreadable_entries_are_set_apart_when_listing(tmp_path):
     listing = scan_image_folder(tmp_path)
     assert listing.classes == ["a", "b"]
     assert listing.files == [str(tmp_path / "a" / "x.jpg"), str(tmp_path / "b" / "x.jpg")]
-    assert dict(listing.unreadable) == {str(tmp_path / "a" / "dangling.jpg"): "unreadable: a link to nothing",
-                                        str(tmp_path / "b" / "folder.jpg"): "unreadable: not a regular file"}
+    assert dict(listing.unreadable) == {
+        str(tmp_path / "a" / "dangling.jpg"): "unreadable: a link to nothing",
+        str(tmp_path / "b" / "folder.jpg"): "unreadable: not a regular file",
+    }
 
 
 def test_crc32c_and_the_tfrecord_framing_scan(tmp_path):
@@ -105,23 +114,43 @@ def test_crc32c_and_the_tfrecord_framing_scan(tmp_path):
 
 def test_bad_file_logs_merge_into_a_column_and_a_warning(tmp_path):
     for rank in (0, 1):
-        sink = badfiles.BadFiles(badfiles.log_path(tmp_path, 2, "no-augment", rank), variant="no-augment")
+        sink = badfiles.BadFiles(
+            badfiles.log_path(tmp_path, 2, "no-augment", rank), variant="no-augment"
+        )
         sink.add("/d/a/1.jpg", "empty file (0 bytes)")
         sink.add("/d/a/1.jpg", "empty file (0 bytes)")  # met again in a later epoch: once
         sink.add(f"/d/b/{rank}.jpg", "truncated JPEG")
         assert sink.count == 2
-    (tmp_path / "bad_files" / "np2-no-augment-rank1.jsonl").open("a").write('{"path": "/d/cut')  # a killed rank
+    (tmp_path / "bad_files" / "np2-no-augment-rank1.jsonl").open("a").write(
+        '{"path": "/d/cut'
+    )  # a killed rank
     bad = badfiles.load(tmp_path)
     assert list(bad.columns) == badfiles.COLUMNS and len(bad) == 3
     assert set(bad["variant"]) == {"no-augment"} and set(bad["np"]) == {2}
-    summary = pd.DataFrame({"np": [2, 2, 2], "variant": ["synthetic", "real", "no-augment"],
-                            "synthetic": [True, False, False], "samples_per_s": [3.0, 2.0, 1.0],
-                            "verdict": ["", "x", "y"]})
+    summary = pd.DataFrame(
+        {
+            "np": [2, 2, 2],
+            "variant": ["synthetic", "real", "no-augment"],
+            "synthetic": [True, False, False],
+            "samples_per_s": [3.0, 2.0, 1.0],
+            "verdict": ["", "x", "y"],
+        }
+    )
     out = add_bad_files(summary, bad)
-    assert list(out.columns) == ["np", "variant", "synthetic", "samples_per_s", "bad_files", "verdict"]
+    assert list(out.columns) == [
+        "np",
+        "variant",
+        "synthetic",
+        "samples_per_s",
+        "bad_files",
+        "verdict",
+    ]
     assert pd.isna(out["bad_files"][0]) and list(out["bad_files"][1:]) == [0, 3]
     line = bad_files_warning(bad, "RUN/bad_files.csv")
-    assert "3 bad file(s) skipped (np=2 no-augment: 3)" in line and "/d/a/1.jpg (empty file (0 bytes))" in line
+    assert (
+        "3 bad file(s) skipped (np=2 no-augment: 3)" in line
+        and "/d/a/1.jpg (empty file (0 bytes))" in line
+    )
     assert "\n" not in line and bad_files_warning(badfiles.load(tmp_path / "none"), "x") is None
 
 
@@ -131,15 +160,20 @@ def test_failure_lines_are_one_line_and_name_the_file():
     with pytest.raises(badfiles.BadFileError):
         sink.fail("/d/a/cut.jpg", "truncated JPEG")
     line = badfiles.failure_line(RuntimeError("wrapped by TensorFlow"))
-    assert line.startswith("variant real: bad file /d/a/cut.jpg: truncated JPEG") and "on_bad_file" in line
+    assert (
+        line.startswith("variant real: bad file /d/a/cut.jpg: truncated JPEG")
+        and "on_bad_file" in line
+    )
     badfiles.building("real")  # a new pipeline: no failure yet
 
     class InvalidArgumentError(Exception):
         pass
 
-    tf_text = ("{{function_node __wrapped__IteratorGetNext_output_types_2_device_/job:localhost/replica:0/task:0/"
-               "device:CPU:0}} jpeg::Uncompress failed. Invalid JPEG data or crop window.\n\t [[{{node DecodeImage}}]]"
-               " [Op:IteratorGetNext] name:")
+    tf_text = (
+        "{{function_node __wrapped__IteratorGetNext_output_types_2_device_/job:localhost/replica:0/task:0/"
+        "device:CPU:0}} jpeg::Uncompress failed. Invalid JPEG data or crop window.\n\t [[{{node DecodeImage}}]]"
+        " [Op:IteratorGetNext] name:"
+    )
     line = badfiles.failure_line(InvalidArgumentError(tf_text))
     assert line.startswith("variant real: a file failed to decode past pipeprof's checks")
     assert "jpeg::Uncompress failed" in line and "function_node" not in line and "\n" not in line
@@ -150,7 +184,10 @@ def test_on_bad_file_is_a_scenario_key(tmp_path):
     toml = tmp_path / "s.toml"
     toml.write_text('name = "s"\n')
     assert scen.load(str(toml)).data.on_bad_file == "skip"
-    assert scen.load(str(toml), [scen.parse_override('data.on_bad_file="fail"')]).data.on_bad_file == "fail"
+    assert (
+        scen.load(str(toml), [scen.parse_override('data.on_bad_file="fail"')]).data.on_bad_file
+        == "fail"
+    )
     with pytest.raises(PipeprofError, match="data.on_bad_file"):
         scen.load(str(toml), [scen.parse_override('data.on_bad_file="ignore"')])
 
@@ -164,7 +201,9 @@ def folder_scenario(tmp_path: Path, extra: str = "") -> scen.Scenario:
     (root / "cats" / "cut.jpg").write_bytes(JPEG[:100])
     (root / "dogs" / "empty.png").write_bytes(b"")
     toml = tmp_path / "s.toml"
-    toml.write_text(f'name = "s"\n[data]\nsource = "folder"\npath = "images"\nnum_classes = 2\n{extra}')
+    toml.write_text(
+        f'name = "s"\n[data]\nsource = "folder"\npath = "images"\nnum_classes = 2\n{extra}'
+    )
     return scen.load(str(toml))
 
 
@@ -176,22 +215,30 @@ def test_doctor_lists_a_folders_bad_files(tmp_path):
     assert [Path(p).name for p, _ in bad] == ["cut.jpg", "empty.png"]
     findings, _ = doctor.data_findings(folder_scenario(tmp_path / "f", 'on_bad_file = "fail"\n'))
     failed = [f for f in findings if f.status == "fail"]
-    assert len(failed) == 1 and "cut.jpg" in failed[0].detail and "ends the run on the first" in failed[0].detail
+    assert (
+        len(failed) == 1
+        and "cut.jpg" in failed[0].detail
+        and "ends the run on the first" in failed[0].detail
+    )
 
 
 def test_doctor_says_generated_data_will_be_generated(tmp_path):
     toml = tmp_path / "g.toml"
-    toml.write_text(f'name = "g"\n[data]\nsource = "generated"\npath = "{tmp_path / "later"}"\nnum_classes = 2\n'
-                    "[data.generate]\nimages = 4\nsize = 16\nclasses = 2\n")
+    toml.write_text(
+        f'name = "g"\n[data]\nsource = "generated"\npath = "{tmp_path / "later"}"\nnum_classes = 2\n'
+        "[data.generate]\nimages = 4\nsize = 16\nclasses = 2\n"
+    )
     findings, bad = doctor.data_findings(scen.load(str(toml)))
     assert [f.status for f in findings] == ["note"] and "will be written to" in findings[0].detail
     assert not (tmp_path / "later").exists() and bad == []
 
 
 # a GPU cluster's build: NCCL for the tensors, Gloo to launch, no MPI
-BUILD = {"frameworks": {"TensorFlow": True, "PyTorch": False, "MXNet": False},
-         "controllers": {"MPI": False, "Gloo": True},
-         "tensor operations": {"NCCL": True, "DDL": False, "CCL": False, "MPI": False, "Gloo": True}}
+BUILD = {
+    "frameworks": {"TensorFlow": True, "PyTorch": False, "MXNet": False},
+    "controllers": {"MPI": False, "Gloo": True},
+    "tensor operations": {"NCCL": True, "DDL": False, "CCL": False, "MPI": False, "Gloo": True},
+}
 
 
 def test_the_probe_reads_horovods_build_as_check_build_prints_it():
@@ -199,7 +246,9 @@ def test_the_probe_reads_horovods_build_as_check_build_prints_it():
     probe = doctor.probe_frameworks()
     build = probe["horovod_build"]
     assert build["frameworks"] == {"TensorFlow": True, "PyTorch": False, "MXNet": False}
-    assert build["controllers"]["Gloo"] and build["tensor operations"]["Gloo"]  # scripts/setup.sh builds Gloo
+    assert (
+        build["controllers"]["Gloo"] and build["tensor operations"]["Gloo"]
+    )  # scripts/setup.sh builds Gloo
 
 
 def test_doctor_fails_a_controller_the_scenario_needs_but_horovod_lacks(tmp_path):
@@ -216,9 +265,13 @@ def test_the_launcher_reads_the_service_workers_bad_files_without_tensorflow(tmp
     import subprocess
     import sys
 
-    code = ("import sys; from pathlib import Path; from pipeprof.scenario import DataConfig; "
-            "from pipeprof.workflows.service import collect_bad_files; "
-            f"n = collect_bad_files(Path({str(tmp_path)!r}), 1, DataConfig()); "
-            "print(n, 'tensorflow' in sys.modules)")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    code = (
+        "import sys; from pathlib import Path; from pipeprof.scenario import DataConfig; "
+        "from pipeprof.workflows.service import collect_bad_files; "
+        f"n = collect_bad_files(Path({str(tmp_path)!r}), 1, DataConfig()); "
+        "print(n, 'tensorflow' in sys.modules)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.split()
     assert out == ["0", "False"]

@@ -12,16 +12,19 @@ def run(argv, capsys):
     return code, out, err
 
 
-@pytest.mark.parametrize("argv,needle", [
-    (["compare", "--frobnicate"], "unrecognized arguments: --frobnicate"),
-    (["compare", "--np", "two"], "--np 'two'"),
-    (["compare", "--prefetch", "lots"], "autotune"),
-    (["compare", "no-such-scenario"], "unknown scenario 'no-such-scenario'"),
-    (["compare", "--set", "train.nope=1"], "train.nope"),
-    (["compare", "--np", "1,100000"], "--oversubscribe"),
-    (["compare", "--cache", "disk"], "invalid choice: 'disk'"),
-    (["nosuchcommand"], "invalid choice"),
-])
+@pytest.mark.parametrize(
+    "argv,needle",
+    [
+        (["compare", "--frobnicate"], "unrecognized arguments: --frobnicate"),
+        (["compare", "--np", "two"], "--np 'two'"),
+        (["compare", "--prefetch", "lots"], "autotune"),
+        (["compare", "no-such-scenario"], "unknown scenario 'no-such-scenario'"),
+        (["compare", "--set", "train.nope=1"], "train.nope"),
+        (["compare", "--np", "1,100000"], "--oversubscribe"),
+        (["compare", "--cache", "disk"], "invalid choice: 'disk'"),
+        (["nosuchcommand"], "invalid choice"),
+    ],
+)
 def test_bad_input_is_one_line(argv, needle, capsys):
     code, out, err = run(argv, capsys)
     assert code == 2
@@ -31,16 +34,36 @@ def test_bad_input_is_one_line(argv, needle, capsys):
 
 
 def test_flags_become_overrides_that_beat_the_file():
-    args = build_parser().parse_args(["compare", "--np", "4", "--no-augment", "--cache", "file", "--prefetch", "3",
-                                      "--steps", "7", "--shard-then-shuffle", "--mpi",
-                                      "--set", "pipeline.augment.rotation_deg=45"])
+    args = build_parser().parse_args(
+        [
+            "compare",
+            "--np",
+            "4",
+            "--no-augment",
+            "--cache",
+            "file",
+            "--prefetch",
+            "3",
+            "--steps",
+            "7",
+            "--shard-then-shuffle",
+            "--mpi",
+            "--set",
+            "pipeline.augment.rotation_deg=45",
+        ]
+    )
     got = {".".join(k): v for k, v in overrides_from_args(args)}
     assert got == {
-        "pipeline.augment.rotation_deg": 45, "pipeline.augment.enabled": False,
-        "pipeline.shuffle.files_before_shard": False, "train.measure_steps": 7,
-        "pipeline.cache.enabled": True, "pipeline.cache.kind": "file",
-        "pipeline.prefetch.enabled": True, "pipeline.prefetch.depth": 3,
-        "launch.controller": "mpi", "launch.np": [1, 2, 4],
+        "pipeline.augment.rotation_deg": 45,
+        "pipeline.augment.enabled": False,
+        "pipeline.shuffle.files_before_shard": False,
+        "train.measure_steps": 7,
+        "pipeline.cache.enabled": True,
+        "pipeline.cache.kind": "file",
+        "pipeline.prefetch.enabled": True,
+        "pipeline.prefetch.depth": 3,
+        "launch.controller": "mpi",
+        "launch.np": [1, 2, 4],
     }
 
 

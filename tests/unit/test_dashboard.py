@@ -10,17 +10,57 @@ from pipeprof.tui.dashboard import MAX_REFRESH_PER_S, LiveDashboard, bar, render
 from pipeprof.tui.state import DashboardState, HostView, LiveState, RankView, ResultRow
 
 CANNED = DashboardState(
-    command="compare", scenario="quickstart", np=2, variant="real", variant_index=2, variants_total=2,
-    elapsed_s=83.0, steps_done=300, steps_total=430, eta_s=36.0,
-    ranks=[RankView(rank=0, host="node1", samples_per_s=412.5, step_time_ms_p50=77.6, step_time_ms_p95=91.0,
-                    input_wait_pct=3.2, gpu_util_pct=88.0, gpu_mem_used_mb=12 * 1024, gpu_mem_total_mb=80 * 1024,
-                    cpu_pct=97.0, rss_mb=612.0),
-           RankView(rank=1, host="node1", samples_per_s=398.0, step_time_ms_p50=80.4, step_time_ms_p95=120.0,
-                    input_wait_pct=41.0, gpu_util_pct=None, cpu_pct=99.0, rss_mb=598.0)],
-    hosts=[HostView(host="node1", cpu_per_core_pct=[97.0, 12.0], mem_used_mb=2048, mem_total_mb=24 * 1024,
-                    ranks_rss_mb=1210.0, disk_read_mb_per_s=3.5, net_mb_per_s=0.2)],
-    results=[ResultRow(np=1, variant="synthetic", samples_per_s=695.2, gap_pct=None),
-             ResultRow(np=1, variant="real", samples_per_s=575.9, gap_pct=17.1)],
+    command="compare",
+    scenario="quickstart",
+    np=2,
+    variant="real",
+    variant_index=2,
+    variants_total=2,
+    elapsed_s=83.0,
+    steps_done=300,
+    steps_total=430,
+    eta_s=36.0,
+    ranks=[
+        RankView(
+            rank=0,
+            host="node1",
+            samples_per_s=412.5,
+            step_time_ms_p50=77.6,
+            step_time_ms_p95=91.0,
+            input_wait_pct=3.2,
+            gpu_util_pct=88.0,
+            gpu_mem_used_mb=12 * 1024,
+            gpu_mem_total_mb=80 * 1024,
+            cpu_pct=97.0,
+            rss_mb=612.0,
+        ),
+        RankView(
+            rank=1,
+            host="node1",
+            samples_per_s=398.0,
+            step_time_ms_p50=80.4,
+            step_time_ms_p95=120.0,
+            input_wait_pct=41.0,
+            gpu_util_pct=None,
+            cpu_pct=99.0,
+            rss_mb=598.0,
+        ),
+    ],
+    hosts=[
+        HostView(
+            host="node1",
+            cpu_per_core_pct=[97.0, 12.0],
+            mem_used_mb=2048,
+            mem_total_mb=24 * 1024,
+            ranks_rss_mb=1210.0,
+            disk_read_mb_per_s=3.5,
+            net_mb_per_s=0.2,
+        )
+    ],
+    results=[
+        ResultRow(np=1, variant="synthetic", samples_per_s=695.2, gap_pct=None),
+        ResultRow(np=1, variant="real", samples_per_s=575.9, gap_pct=17.1),
+    ],
     notes=["no NVML on this host (NVML Shared Library Not Found)"],
 )
 
@@ -36,11 +76,22 @@ def test_canned_state_renders_every_part():
     lines = text.splitlines()
     assert "pipeprof compare · quickstart · np=2 · variant 2/2 real" in lines[0]
     assert "300/430 steps · elapsed 01:23 · ETA 00:36" in text
+
     def row(rank: int) -> str:
-        return next(line for line in lines if line.startswith("│") and line.split("│")[1].strip() == str(rank))
+        return next(
+            line
+            for line in lines
+            if line.startswith("│") and line.split("│")[1].strip() == str(rank)
+        )
 
     row0 = row(0)
-    assert "412.5" in row0 and "77.6" in row0 and "3.2%" in row0 and " 88%" in row0 and "12.0/80 GB" in row0
+    assert (
+        "412.5" in row0
+        and "77.6" in row0
+        and "3.2%" in row0
+        and " 88%" in row0
+        and "12.0/80 GB" in row0
+    )
     row1 = row(1)
     assert "41.0%" in row1 and "n/a" in row1
     assert "cpu0" in text and "cpu1" in text and " 97%" in text and " 12%" in text
@@ -62,12 +113,26 @@ def test_empty_state_waits_for_ranks():
 def test_live_state_builds_rank_rows_from_records_with_an_injected_clock():
     now = [100.0]
     state = LiveState(scenario="s", steps_total=40, clock=lambda: now[0])
-    state.apply({"event": "variant_start", "np": 2, "variant": "real", "index": 1, "of_variants": 2})
+    state.apply(
+        {"event": "variant_start", "np": 2, "variant": "real", "index": 1, "of_variants": 2}
+    )
     state.apply({"kind": "hello", "rank": 1, "local_rank": 1, "host": "h"})
     for i in range(10):
         for r in (0, 1):
-            state.apply({"kind": "step", "np": 2, "variant": "real", "rank": r, "step": i, "warmup": False,
-                         "input_wait_ms": 10.0 * r, "step_time_ms": 50.0, "batch_size": 32, "end_unix_s": 0})
+            state.apply(
+                {
+                    "kind": "step",
+                    "np": 2,
+                    "variant": "real",
+                    "rank": r,
+                    "step": i,
+                    "warmup": False,
+                    "input_wait_ms": 10.0 * r,
+                    "step_time_ms": 50.0,
+                    "batch_size": 32,
+                    "end_unix_s": 0,
+                }
+            )
     now[0] = 110.0
     snap = state.snapshot()
     assert snap.variant_index == 2 and snap.variants_total == 2 and snap.np == 2

@@ -9,13 +9,13 @@ import pytest
 
 from pipeprof import atomic
 from pipeprof import scenario as scen
-from pipeprof.workflows.data import prepare_data
-from pipeprof.workflows.events import Reporter
 from pipeprof.data import filecache
 from pipeprof.data import generate as gen
 from pipeprof.errors import PipeprofError
 from pipeprof.rundir import RunDir
 from pipeprof.scenario import GenerateConfig
+from pipeprof.workflows.data import prepare_data
+from pipeprof.workflows.events import Reporter
 
 SMALL = GenerateConfig(images=6, size=16, classes=2)
 PRECIOUS = b"a user's thesis, not pipeprof's\n\x00\xff"
@@ -29,8 +29,10 @@ def user_file(folder: Path, name: str = "thesis.txt") -> Path:
 
 def generated_scenario(tmp_path: Path, data_path: str) -> scen.Scenario:
     toml = tmp_path / "gen.toml"
-    toml.write_text(f'name = "gen"\n[data]\nsource = "generated"\npath = "{data_path}"\nnum_classes = 2\n'
-                    "[data.generate]\nimages = 6\nsize = 16\nclasses = 2\n")
+    toml.write_text(
+        f'name = "gen"\n[data]\nsource = "generated"\npath = "{data_path}"\nnum_classes = 2\n'
+        "[data.generate]\nimages = 6\nsize = 16\nclasses = 2\n"
+    )
     return scen.load(str(toml))
 
 
@@ -74,7 +76,9 @@ def test_a_stale_partial_pipeprof_made_is_cleaned_and_regenerated(tmp_path):
     stale = tmp_path / "data.partial"
     (stale / "class_000").mkdir(parents=True)
     (stale / gen.PARTIAL_MARKER).write_text("{}")
-    (stale / "class_000" / "img_000000.jpg").write_bytes(b"\xff\xd8 cut short")  # an interrupted run's
+    (stale / "class_000" / "img_000000.jpg").write_bytes(
+        b"\xff\xd8 cut short"
+    )  # an interrupted run's
     root = gen.generate(SMALL, tmp_path / "data")
     assert gen.is_complete(root, SMALL) and not stale.exists()
     assert sorted(p.name for p in root.rglob("*.jpg")) == [f"img_{i:06d}.jpg" for i in range(6)]
@@ -119,8 +123,10 @@ def test_a_fresh_file_cache_prefix_is_claimed_and_stays_pipeprofs(tmp_path):
 def test_compare_checks_a_scenarios_file_cache_before_anything_runs(tmp_path):
     keep = user_file(tmp_path / "c", "x-shard0of2.index")
     toml = tmp_path / "s.toml"
-    toml.write_text(f'name = "c"\n[data]\nsource = "factory"\nfactory = "m:f"\n'
-                    f'[pipeline.cache]\nenabled = true\nkind = "file"\npath = "{tmp_path / "c" / "x"}"\n')
+    toml.write_text(
+        f'name = "c"\n[data]\nsource = "factory"\nfactory = "m:f"\n'
+        f'[pipeline.cache]\nenabled = true\nkind = "file"\npath = "{tmp_path / "c" / "x"}"\n'
+    )
     msg = refusal(prepare_data, scen.load(str(toml)), Reporter())
     assert str(toml) in msg and "pipeline.cache.path" in msg
     assert keep.read_bytes() == PRECIOUS
@@ -145,10 +151,22 @@ def test_image_header_reads_format_and_size_without_decoding(tmp_path):
 
     # a baseline JPEG: SOI, an APP0 segment, then the frame header (SOF0) with height 300, width 400
     app0 = b"\xff\xe0\x00\x10JFIF\x00\x01\x01\x00\x00\x01\x00\x01\x00\x00"
-    sof0 = b"\xff\xc0\x00\x11\x08" + (300).to_bytes(2, "big") + (400).to_bytes(2, "big") + b"\x03" + bytes(9)
+    sof0 = (
+        b"\xff\xc0\x00\x11\x08"
+        + (300).to_bytes(2, "big")
+        + (400).to_bytes(2, "big")
+        + b"\x03"
+        + bytes(9)
+    )
     (tmp_path / "a").mkdir()
     (tmp_path / "a" / "x.jpg").write_bytes(b"\xff\xd8" + app0 + sof0 + b"\xff\xd9")
-    png = b"\x89PNG\r\n\x1a\n" + b"\x00\x00\x00\rIHDR" + (640).to_bytes(4, "big") + (480).to_bytes(4, "big") + bytes(5)
+    png = (
+        b"\x89PNG\r\n\x1a\n"
+        + b"\x00\x00\x00\rIHDR"
+        + (640).to_bytes(4, "big")
+        + (480).to_bytes(4, "big")
+        + bytes(5)
+    )
     (tmp_path / "a" / "y.png").write_bytes(png)
     (tmp_path / "a" / "z.jpg").write_bytes(b"not an image")
     assert image_header(tmp_path / "a" / "x.jpg") == ("jpeg", 400, 300)

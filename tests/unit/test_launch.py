@@ -10,8 +10,17 @@ from pipeprof.launch import horovod, launcher, runner
 from pipeprof.scenario import LaunchConfig
 
 
-@pytest.mark.parametrize("spec,expected", [("32", [1, 2, 4, 8, 16, 32]), ("1", [1]), ("12", [1, 2, 4, 8, 12]),
-                                           ("1,3,8", [1, 3, 8]), ("8,1,8", [1, 8]), ([4, 2], [2, 4])])
+@pytest.mark.parametrize(
+    "spec,expected",
+    [
+        ("32", [1, 2, 4, 8, 16, 32]),
+        ("1", [1]),
+        ("12", [1, 2, 4, 8, 12]),
+        ("1,3,8", [1, 3, 8]),
+        ("8,1,8", [1, 8]),
+        ([4, 2], [2, 4]),
+    ],
+)
 def test_worker_counts(spec, expected):
     assert launcher.worker_counts(spec) == expected
 
@@ -24,7 +33,18 @@ def test_bad_worker_counts(spec):
 
 def test_argv_local_gloo():
     argv = horovod.horovodrun_argv(2, LaunchConfig(), ["python", "-m", "pipeprof.rank", "JOB"])
-    assert argv == ["horovodrun", "-np", "2", "-H", "localhost:2", "--gloo", "python", "-m", "pipeprof.rank", "JOB"]
+    assert argv == [
+        "horovodrun",
+        "-np",
+        "2",
+        "-H",
+        "localhost:2",
+        "--gloo",
+        "python",
+        "-m",
+        "pipeprof.rank",
+        "JOB",
+    ]
 
 
 def test_argv_hosts_and_mpi():
@@ -34,11 +54,25 @@ def test_argv_hosts_and_mpi():
 
 def test_own_ranks_run_the_same_horovodrun_arguments_without_its_build_probe():
     argv = horovod.own_ranks_argv(2, LaunchConfig(), ["python", "-m", "pipeprof.rank", "J"])
-    assert argv == [sys.executable, "-m", "pipeprof.launch.hvdrun", "-np", "2", "-H", "localhost:2", "--gloo",
-                    "python", "-m", "pipeprof.rank", "J"]
+    assert argv == [
+        sys.executable,
+        "-m",
+        "pipeprof.launch.hvdrun",
+        "-np",
+        "2",
+        "-H",
+        "localhost:2",
+        "--gloo",
+        "python",
+        "-m",
+        "pipeprof.rank",
+        "J",
+    ]
 
 
-@pytest.mark.parametrize("controller,flag", [("gloo", "HOROVOD_WITH_GLOO=1"), ("mpi", "HOROVOD_WITH_MPI=1")])
+@pytest.mark.parametrize(
+    "controller,flag", [("gloo", "HOROVOD_WITH_GLOO=1"), ("mpi", "HOROVOD_WITH_MPI=1")]
+)
 def test_a_rank_names_the_controller_its_horovod_lacks(controller, flag):
     from pipeprof.rank.horovod_engine import check_controller
 
@@ -75,11 +109,17 @@ def test_worker_env_is_built_in_one_place():
     env = horovod.worker_env({"PATH": "/bin", "PYTHONPATH": "/x"}, "/launch/dir")
     assert env["PYTHONPATH"] == "/launch/dir:/x"
     assert env["PYTHONUNBUFFERED"] == "1" and env["TF_CPP_MIN_LOG_LEVEL"] == "2"
-    assert env["HOROVOD_GLOO_TIMEOUT_SECONDS"] == "30"  # Horovod's default, for a rank or two per core
+    assert (
+        env["HOROVOD_GLOO_TIMEOUT_SECONDS"] == "30"
+    )  # Horovod's default, for a rank or two per core
     # many ranks on few cores need longer to reach the rendezvous; a user's own value stands
     assert horovod.rendezvous_timeout_s(32, 2) == 128 and horovod.rendezvous_timeout_s(8, 64) == 30
-    assert horovod.worker_env({"HOROVOD_GLOO_TIMEOUT_SECONDS": "7"}, "/d", local_ranks=32)[
-        "HOROVOD_GLOO_TIMEOUT_SECONDS"] == "7"
+    assert (
+        horovod.worker_env({"HOROVOD_GLOO_TIMEOUT_SECONDS": "7"}, "/d", local_ranks=32)[
+            "HOROVOD_GLOO_TIMEOUT_SECONDS"
+        ]
+        == "7"
+    )
 
 
 def py(code: str) -> list[str]:
@@ -88,8 +128,13 @@ def py(code: str) -> list[str]:
 
 def test_run_streams_lines_and_logs(tmp_path):
     seen = []
-    res = runner.run(py("print('a'); print('b')"), env={}, log_path=tmp_path / "l.log", timeout_s=30,
-                      on_line=seen.append)
+    res = runner.run(
+        py("print('a'); print('b')"),
+        env={},
+        log_path=tmp_path / "l.log",
+        timeout_s=30,
+        on_line=seen.append,
+    )
     assert res.ok and seen == ["a", "b"]
     assert "a\nb\n" in (tmp_path / "l.log").read_text()
 
@@ -102,13 +147,21 @@ def test_run_reports_a_rank_error_in_one_line(tmp_path):
 
 def test_run_kills_a_hung_command_at_its_timeout(tmp_path):
     t0 = time.monotonic()
-    res = runner.run(py("import time; print('up', flush=True); time.sleep(60)"), env={},
-                      log_path=tmp_path / "l.log", timeout_s=1.5)
+    res = runner.run(
+        py("import time; print('up', flush=True); time.sleep(60)"),
+        env={},
+        log_path=tmp_path / "l.log",
+        timeout_s=1.5,
+    )
     assert res.timed_out and not res.ok and res.reason() == "timed out"
     assert time.monotonic() - t0 < 15
 
 
 def test_run_without_error_tag_quotes_the_last_line(tmp_path):
-    res = runner.run(py("print('something broke'); raise SystemExit(3)"), env={}, log_path=tmp_path / "l.log",
-                      timeout_s=30)
+    res = runner.run(
+        py("print('something broke'); raise SystemExit(3)"),
+        env={},
+        log_path=tmp_path / "l.log",
+        timeout_s=30,
+    )
     assert res.returncode == 3 and "something broke" in res.reason()

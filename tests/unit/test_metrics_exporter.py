@@ -33,17 +33,60 @@ def feed(exporter: MetricsExporter, ranks: int = 2, steps: int = 30) -> None:
     exporter.progress({"event": "variant_start", "np": ranks, "variant": "real"})
     for i in range(steps):
         for r in range(ranks):
-            exporter.record({"kind": "step", "np": ranks, "variant": "real", "rank": r, "step": i, "warmup": False,
-                             "input_wait_ms": 10.0 * (r + 1), "step_time_ms": 100.0, "batch_size": 32,
-                             "end_unix_s": 1.0 + i, "paired": "", "round": -1})
-    exporter.record({"kind": "gpu", "t_unix_s": 1.0, "host": "node1", "gpu": "1", "local_ranks": "1",
-                     "gpu_util_pct": 87.0, "mem_used_mb": 1024.0})
-    exporter.record({"kind": "host", "t_unix_s": 1.0, "host": "node1", "cpu_pct": 55.0, "mem_used_mb": 2048.0})
-    exporter.record({"kind": "proc", "t_unix_s": 1.0, "host": "node1", "rank": 1, "cpu_pct": 90.0, "rss_mb": 512.0})
-    exporter.record({"kind": "bad_file", "rank": 1, "np": ranks, "variant": "real", "path": "/d/x.jpg",
-                     "reason": "empty"})
+            exporter.record(
+                {
+                    "kind": "step",
+                    "np": ranks,
+                    "variant": "real",
+                    "rank": r,
+                    "step": i,
+                    "warmup": False,
+                    "input_wait_ms": 10.0 * (r + 1),
+                    "step_time_ms": 100.0,
+                    "batch_size": 32,
+                    "end_unix_s": 1.0 + i,
+                    "paired": "",
+                    "round": -1,
+                }
+            )
+    exporter.record(
+        {
+            "kind": "gpu",
+            "t_unix_s": 1.0,
+            "host": "node1",
+            "gpu": "1",
+            "local_ranks": "1",
+            "gpu_util_pct": 87.0,
+            "mem_used_mb": 1024.0,
+        }
+    )
+    exporter.record(
+        {"kind": "host", "t_unix_s": 1.0, "host": "node1", "cpu_pct": 55.0, "mem_used_mb": 2048.0}
+    )
+    exporter.record(
+        {
+            "kind": "proc",
+            "t_unix_s": 1.0,
+            "host": "node1",
+            "rank": 1,
+            "cpu_pct": 90.0,
+            "rss_mb": 512.0,
+        }
+    )
+    exporter.record(
+        {
+            "kind": "bad_file",
+            "rank": 1,
+            "np": ranks,
+            "variant": "real",
+            "path": "/d/x.jpg",
+            "reason": "empty",
+        }
+    )
     exporter.progress({"event": "variant_done", "np": ranks, "variant": "real"})
-    exporter.results(pd.DataFrame([{"np": ranks, "variant": "real", "gap_pct": 21.5, "gap_pct_ci95": 1.5}]))
+    exporter.results(
+        pd.DataFrame([{"np": ranks, "variant": "real", "gap_pct": 21.5, "gap_pct_ci95": 1.5}])
+    )
 
 
 @pytest.fixture
@@ -59,7 +102,11 @@ def test_the_exporter_serves_each_ranks_figures_in_base_units_with_their_labels(
     steps = {s.labels["rank"]: s.value for s in m["pipeprof_steps_total"]}
     assert steps == {"0": 30.0, "1": 30.0}
     labels = m["pipeprof_steps_total"][0].labels
-    assert set(labels) == {"rank", "host", "np", "variant"} and labels["host"] == "node1" and labels["np"] == "2"
+    assert (
+        set(labels) == {"rank", "host", "np", "variant"}
+        and labels["host"] == "node1"
+        and labels["np"] == "2"
+    )
     rate = {s.labels["rank"]: s.value for s in m["pipeprof_samples_per_second"]}
     assert rate["0"] == pytest.approx(320.0)  # 32 samples per 100 ms step
     wait = {s.labels["rank"]: s.value for s in m["pipeprof_input_wait_ratio"]}
@@ -68,13 +115,20 @@ def test_the_exporter_serves_each_ranks_figures_in_base_units_with_their_labels(
     count = [s for s in m["pipeprof_step_duration_seconds_count"] if s.labels["rank"] == "0"][0]
     assert count.value == 30
     gpu = m["pipeprof_gpu_utilization_ratio"][0]
-    assert gpu.value == pytest.approx(0.87) and gpu.labels["rank"] == "1" and gpu.labels["gpu"] == "1"
+    assert (
+        gpu.value == pytest.approx(0.87) and gpu.labels["rank"] == "1" and gpu.labels["gpu"] == "1"
+    )
     assert m["pipeprof_gpu_memory_used_bytes"][0].value == 2**30
     assert m["pipeprof_host_cpu_utilization_ratio"][0].value == pytest.approx(0.55)
     assert m["pipeprof_process_resident_memory_bytes"][0].value == 512 * 2**20
-    assert m["pipeprof_bad_files_total"][0].value == 1 and m["pipeprof_bad_files_total"][0].labels["rank"] == "1"
+    assert (
+        m["pipeprof_bad_files_total"][0].value == 1
+        and m["pipeprof_bad_files_total"][0].labels["rank"] == "1"
+    )
     assert m["pipeprof_gap_ratio"][0].value == pytest.approx(0.215)
-    assert m["pipeprof_run_progress_ratio"][0].value == pytest.approx(0.25)  # 1 of 2 np x 2 variants
+    assert m["pipeprof_run_progress_ratio"][0].value == pytest.approx(
+        0.25
+    )  # 1 of 2 np x 2 variants
     assert m["pipeprof_worker_count"][0].value == 2
     assert m["pipeprof_run_info"][0].labels["scenario"] == "unit"
 
@@ -82,7 +136,10 @@ def test_the_exporter_serves_each_ranks_figures_in_base_units_with_their_labels(
 def test_a_metrics_port_in_use_is_one_line(exporter):
     with pytest.raises(PipeprofError) as err:
         MetricsExporter(exporter.port, "127.0.0.1")
-    assert f"--metrics-port {exporter.port}" in err.value.message and "already in use" in err.value.message
+    assert (
+        f"--metrics-port {exporter.port}" in err.value.message
+        and "already in use" in err.value.message
+    )
 
 
 def test_the_exporter_stops_serving_when_closed():
@@ -96,7 +153,13 @@ def test_the_exporter_stops_serving_when_closed():
 def dashboard_metrics() -> set[str]:
     names = set()
     for path in DASHBOARDS.glob("*.json"):
-        text = json.dumps([t.get("expr", "") for p in json.loads(path.read_text())["panels"] for t in p["targets"]])
+        text = json.dumps(
+            [
+                t.get("expr", "")
+                for p in json.loads(path.read_text())["panels"]
+                for t in p["targets"]
+            ]
+        )
         text += json.dumps(json.loads(path.read_text())["templating"])
         names |= set(re.findall(r"\bpipeprof_[a-z0-9_]+", text))
     return names

@@ -7,7 +7,12 @@ from tests.fakes.nvml import FakeGpu, FakeNvml
 
 
 def two_gpus() -> FakeNvml:
-    return FakeNvml(gpus=[FakeGpu(uuid="GPU-a"), FakeGpu(name="NVIDIA Fake A100", uuid="GPU-b", mem_total=40 * 2**30)])
+    return FakeNvml(
+        gpus=[
+            FakeGpu(uuid="GPU-a"),
+            FakeGpu(name="NVIDIA Fake A100", uuid="GPU-b", mem_total=40 * 2**30),
+        ]
+    )
 
 
 def test_inventory_of_two_gpus():

@@ -19,10 +19,16 @@ def drive(plan: Plan, ms) -> list:
 
 
 def test_a_fixed_plan_takes_warmup_then_exactly_the_measured_steps():
-    plan = Plan("real", warmup_steps=3, measure_steps=10, rule=stopping.Rule(), np=2, per_worker_batch=8)
+    plan = Plan(
+        "real", warmup_steps=3, measure_steps=10, rule=stopping.Rule(), np=2, per_worker_batch=8
+    )
     steps = drive(plan, lambda s: 50.0)
     assert [s.warmup for s in steps] == [True] * 3 + [False] * 10
-    assert {s.source for s in steps} == {OWN} and plan.stop_reason == STOP_FIXED and plan.seconds is None
+    assert (
+        {s.source for s in steps} == {OWN}
+        and plan.stop_reason == STOP_FIXED
+        and plan.seconds is None
+    )
 
 
 def test_an_adaptive_plan_checks_about_once_a_second_and_stops_on_its_target():
@@ -32,24 +38,45 @@ def test_an_adaptive_plan_checks_about_once_a_second_and_stops_on_its_target():
         calls.append(len(values))
         return np.asarray(values, float)
 
-    plan = Plan("synthetic", warmup_steps=4, measure_steps=0, rule=stopping.Rule(2.0, 1.0, 60.0), np=1,
-                per_worker_batch=32, average=average)
+    plan = Plan(
+        "synthetic",
+        warmup_steps=4,
+        measure_steps=0,
+        rule=stopping.Rule(2.0, 1.0, 60.0),
+        np=1,
+        per_worker_batch=32,
+        average=average,
+    )
     steps = drive(plan, lambda s: 100.0)  # constant 100 ms steps: a zero-width interval
-    assert calls[0] == 1 and set(calls[1:]) == {10}  # one agreement on the typical step, then 10-step chunks
+    assert calls[0] == 1 and set(calls[1:]) == {
+        10
+    }  # one agreement on the typical step, then 10-step chunks
     measured = [s for s in steps if not s.warmup]
     assert len(measured) >= stopping.MIN_STEPS and len(measured) % 10 == 0
     assert plan.stop_reason == STOP_TARGET and plan.half_pct == pytest.approx(0.0)
 
 
 def test_a_paired_plan_alternates_twin_and_own_halves_with_settle_steps_unmeasured():
-    plan = Plan("real", warmup_steps=2, measure_steps=0, rule=stopping.Rule(2.0, 0.0, 60.0), np=1,
-                per_worker_batch=32, average=lambda v: np.asarray(v, float), paired=True)
+    plan = Plan(
+        "real",
+        warmup_steps=2,
+        measure_steps=0,
+        rule=stopping.Rule(2.0, 0.0, 60.0),
+        np=1,
+        per_worker_batch=32,
+        average=lambda v: np.asarray(v, float),
+        paired=True,
+    )
     steps = drive(plan, lambda s: 100.0 if s.source == TWIN else 125.0)  # a gap of exactly 20%
-    assert [s.source for s in steps[:2]] == [OWN, OWN] and all(s.warmup and s.round == -1 for s in steps[:2])
+    assert [s.source for s in steps[:2]] == [OWN, OWN] and all(
+        s.warmup and s.round == -1 for s in steps[:2]
+    )
     every = stopping.check_every(0.125)  # sized from the 125 ms warm-up steps: a check a second
-    first_round = steps[2:2 + 2 * (SETTLE_STEPS + every)]
-    assert [s.source for s in first_round] == [TWIN] * (SETTLE_STEPS + every) + [OWN] * (SETTLE_STEPS + every)
-    assert [s.warmup for s in first_round[:SETTLE_STEPS + 1]] == [True] * SETTLE_STEPS + [False]
+    first_round = steps[2 : 2 + 2 * (SETTLE_STEPS + every)]
+    assert [s.source for s in first_round] == [TWIN] * (SETTLE_STEPS + every) + [OWN] * (
+        SETTLE_STEPS + every
+    )
+    assert [s.warmup for s in first_round[: SETTLE_STEPS + 1]] == [True] * SETTLE_STEPS + [False]
     twin = [s for s in first_round if s.source == TWIN]
     assert all(s.variant == "synthetic" and s.paired == "real" and s.round == 0 for s in twin)
     assert [s.index for s in steps] == list(range(len(steps)))
@@ -92,16 +119,30 @@ def test_a_pipeline_twice_as_slow_as_the_model_shows_its_gap_once_its_stock_is_f
         train = TrainConfig(warmup_steps=4, min_measure_s=1.5, max_measure_s=1.5, target_ci_pct=0.1)
         twin = iter(lambda: ("x", "y"), None)
         # a batch every 20 ms into 30 batches of buffers: the true gap is 50%
-        measured = measure.run_variant(device_step, _pipeline(0.020, depth=30), np=1, variant="real", rank=0,
-                                       train=train, per_worker_batch=1, twin=twin)
-        own = [r.step_time_ms for r in measured.records if r.round >= 0 and not r.warmup and not r.paired]
+        measured = measure.run_variant(
+            device_step,
+            _pipeline(0.020, depth=30),
+            np=1,
+            variant="real",
+            rank=0,
+            train=train,
+            per_worker_batch=1,
+            twin=twin,
+        )
+        own = [
+            r.step_time_ms
+            for r in measured.records
+            if r.round >= 0 and not r.warmup and not r.paired
+        ]
         twin_steps = [r.step_time_ms for r in measured.records if r.paired and not r.warmup]
         return 100 * (1 - (sum(twin_steps) / len(twin_steps)) / (sum(own) / len(own)))
 
     flushed, stocked = gap(True), gap(False)
     # flushed, the real steps meet the pipeline as it runs; served from the stock it built
     # through the twin's steps, they hide the gap: why flush exists
-    assert flushed > 40 and stocked < flushed - 15, f"flushed {flushed:.1f}%, served from stock {stocked:.1f}%"
+    assert (
+        flushed > 40 and stocked < flushed - 15
+    ), f"flushed {flushed:.1f}%, served from stock {stocked:.1f}%"
 
 
 def test_a_flush_takes_the_stock_and_the_first_batch_made_and_stops():

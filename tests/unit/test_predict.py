@@ -28,22 +28,36 @@ def test_straggler_term_matches_the_normal_closed_form():
 
 def test_expected_max_of_a_constant_and_small_samples():
     assert expected_max(np.array([5.0] * 10), 32) == 5.0
-    assert expected_max(np.array([1.0, 3.0]), 2) == pytest.approx(0.25 * 1 + 0.75 * 3)  # P(max=3) = 1 - 1/4
+    assert expected_max(np.array([1.0, 3.0]), 2) == pytest.approx(
+        0.25 * 1 + 0.75 * 3
+    )  # P(max=3) = 1 - 1/4
 
 
 def source(**kw):
-    base = dict(batch_per_rank=32, device_ms=100.0, sync_cpu_ms=2.0, pipeline_core_ms_per_sample=1.0,
-                gradient_bytes=100e6, bytes_per_sample=110_000.0, synth_jitter=(1.0,), real_jitter=(1.0,))
+    base = dict(
+        batch_per_rank=32,
+        device_ms=100.0,
+        sync_cpu_ms=2.0,
+        pipeline_core_ms_per_sample=1.0,
+        gradient_bytes=100e6,
+        bytes_per_sample=110_000.0,
+        synth_jitter=(1.0,),
+        real_jitter=(1.0,),
+    )
     return Source(**{**base, **kw})
 
 
 def test_input_bound_appears_when_cores_per_rank_shrink():
     # 32 samples × 8 core-ms per step; the device takes 100 ms; the loop keeps 2 CPU-ms per step
     src = source(pipeline_core_ms_per_sample=8.0)
-    roomy, tight = (predict(src, Target(gpus_per_node=8, cores_per_node=c), [8])[0] for c in (64.0, 8.0))
+    roomy, tight = (
+        predict(src, Target(gpus_per_node=8, cores_per_node=c), [8])[0] for c in (64.0, 8.0)
+    )
     # 8 cores per rank: 258 / 8 CPU-ms fit in the step; the pipeline keeps them busy ρ = 256 / 800
     # of it, in bursts of 256 / 8 ms that the synchronisation's hops wait: κ × ρ × 32
-    assert roomy.input_cpu_ms == pytest.approx(258 / 8) and roomy.contention_ms == pytest.approx(0.45 * 0.32 * 32)
+    assert roomy.input_cpu_ms == pytest.approx(258 / 8) and roomy.contention_ms == pytest.approx(
+        0.45 * 0.32 * 32
+    )
     assert roomy.gap_pct == pytest.approx(100 * (1 - 100 / (100 + 0.45 * 0.32 * 32)))
     assert roomy.dominant == "compute" and roomy.gap_cause == "contention"
     # a core per rank: no overflow; the hops' wait (κ × 1 × 256 = 115.2) sits under the CPU bound,
@@ -71,7 +85,11 @@ def test_stragglers_grow_with_n_and_cost_the_gap_when_real_steps_are_noisier():
 
 
 def test_overflow_is_zero_with_a_core_per_rank_and_grows_with_the_ranks_beyond():
-    assert overflow_ms(8, 64.0, 12.0) == 0.0 and overflow_ms(2, 2.0, 12.0) == 0.0 and overflow_ms(8, 2.0, 0.0) == 0.0
+    assert (
+        overflow_ms(8, 64.0, 12.0) == 0.0
+        and overflow_ms(2, 2.0, 12.0) == 0.0
+        and overflow_ms(8, 2.0, 0.0) == 0.0
+    )
     # (r − c) × P / c: 6 of 8 pipelines' bursts queue on 2 cores and drain in 6 × 12 / 2 ms
     assert overflow_ms(8, 2.0, 12.0) == pytest.approx(36.0)
     # one core is one run queue: the ranks time-share it, nothing overflows to a core it lacks
@@ -99,8 +117,12 @@ def test_busy_cores_delay_a_synchronous_step_by_their_share_of_its_bursts():
 
 
 def test_a_measured_ceiling_sets_sync_and_the_overflow_adds_to_it():
-    src = source(pipeline_core_ms_per_sample=0.0, pipeline_cpu_ms=12.8, device_ms=100.0, gradient_bytes=0.0)
-    tgt = Target(gpus_per_node=32, cores_per_node=2.0, ceiling={8: Ceiling(step_ms=122.8, busy=0.204)})
+    src = source(
+        pipeline_core_ms_per_sample=0.0, pipeline_cpu_ms=12.8, device_ms=100.0, gradient_bytes=0.0
+    )
+    tgt = Target(
+        gpus_per_node=32, cores_per_node=2.0, ceiling={8: Ceiling(step_ms=122.8, busy=0.204)}
+    )
     p8, p4 = predict(src, tgt, [8, 4])
     assert p8.sync_measured and not p4.sync_measured
     assert p8.synth_step_ms == pytest.approx(122.8) and p8.allreduce_ms == pytest.approx(22.8)
@@ -111,50 +133,79 @@ def test_a_measured_ceiling_sets_sync_and_the_overflow_adds_to_it():
     assert p8.busy_real == pytest.approx(0.204 + 8 * 12.8 / (2 * 161.2))
     assert p8.dominant == "contention" and p8.gap_cause == "contention"
     # the np=1 extra H reproduces the source run at np=1 and adds at N without a ceiling
-    handoff = source(pipeline_core_ms_per_sample=0.0, pipeline_cpu_ms=12.8, real_handoff_ms=2.6, source_busy=0.07)
+    handoff = source(
+        pipeline_core_ms_per_sample=0.0, pipeline_cpu_ms=12.8, real_handoff_ms=2.6, source_busy=0.07
+    )
     h1, h8 = predict(handoff, Target(gpus_per_node=32, cores_per_node=2.0), [1, 8])
     assert h1.real_step_ms == pytest.approx(100.0 + 2.6, abs=0.1)
     assert h8.real_step_ms == pytest.approx(100.0 + 38.4 + 2.6)
     # a measured synthetic step at N already holds the lone rank's cycle wait that H is
     h8c = predict(dataclasses.replace(src, real_handoff_ms=2.6, source_busy=0.07), tgt, [8])[0]
-    assert h8c.real_step_ms == pytest.approx(p8.real_step_ms) and h8c.contention_ms == pytest.approx(p8.contention_ms)
+    assert h8c.real_step_ms == pytest.approx(
+        p8.real_step_ms
+    ) and h8c.contention_ms == pytest.approx(p8.contention_ms)
     # the same pipelines with 8 cores per rank: nothing overflows; each keeps its cores busy
     # ρ = 12.8 / (8 × 122.8) of the step in bursts of 12.8 / 8 ms, which the hops wait: κ × ρ × 1.6
-    roomy = predict(src, Target(gpus_per_node=8, cores_per_node=64.0, ceiling={8: Ceiling(122.8, 0.01)}), [8])[0]
+    roomy = predict(
+        src, Target(gpus_per_node=8, cores_per_node=64.0, ceiling={8: Ceiling(122.8, 0.01)}), [8]
+    )[0]
     assert roomy.contention_ms == pytest.approx(0.45 * 12.8 / (8 * 122.8) * 1.6)
     assert roomy.gap_pct < 0.01
 
 
 def test_a_cpu_bound_step_takes_no_overflow_on_top():
     # 32 ranks × (20 + 1.25) CPU-ms on 2 cores: 340 ms of CPU per step outlasts a 30 ms device plus the overflow
-    src = source(pipeline_core_ms_per_sample=0.0, pipeline_cpu_ms=20.0, sync_cpu_ms=1.25, gradient_bytes=0.0,
-                 device_ms=30.0)
+    src = source(
+        pipeline_core_ms_per_sample=0.0,
+        pipeline_cpu_ms=20.0,
+        sync_cpu_ms=1.25,
+        gradient_bytes=0.0,
+        device_ms=30.0,
+    )
     (p,) = predict(src, Target(gpus_per_node=32, cores_per_node=2.0), [32])
     assert 30 + overflow_ms(32, 2.0, 20.0) < 340
     assert p.input_cpu_ms == pytest.approx(340) and p.real_step_ms == pytest.approx(340)
     assert p.contention_ms == 0.0 and p.dominant == "input" and p.gap_cause == "input"
     # a 5 ms allreduce does not add to it (30 + 300 + 5 < 340): the pipelines produce through it
-    synced = predict(dataclasses.replace(src, gradient_bytes=12.5e9 * 0.005 / (2 * 31 / 32)),
-                     Target(gpus_per_node=32, cores_per_node=2.0, network_gbps=100.0), [32])[0]
+    synced = predict(
+        dataclasses.replace(src, gradient_bytes=12.5e9 * 0.005 / (2 * 31 / 32)),
+        Target(gpus_per_node=32, cores_per_node=2.0, network_gbps=100.0),
+        [32],
+    )[0]
     assert synced.allreduce_ms == pytest.approx(5.0) and synced.real_step_ms == pytest.approx(340)
 
 
 def test_the_overflow_and_the_straggler_tail_are_one_delay():
     # a noisy np=1 real step: its tail at N and the overflow both name the slowest rank; the larger counts
     jit = tuple(np.random.default_rng(3).normal(1.0, 0.1, 5000).clip(0.5))
-    src = source(pipeline_core_ms_per_sample=0.0, pipeline_cpu_ms=8.0, real_jitter=jit, gradient_bytes=0.0)
+    src = source(
+        pipeline_core_ms_per_sample=0.0, pipeline_cpu_ms=8.0, real_jitter=jit, gradient_bytes=0.0
+    )
     tail = expected_max(np.array(jit), 8) * 100.0
-    small, large = (predict(src, Target(gpus_per_node=8, cores_per_node=c), [8])[0] for c in (6.0, 2.0))
+    small, large = (
+        predict(src, Target(gpus_per_node=8, cores_per_node=c), [8])[0] for c in (6.0, 2.0)
+    )
     assert overflow_ms(8, 6.0, 8.0) < tail - 100 < overflow_ms(8, 2.0, 8.0)
     assert small.real_step_ms == pytest.approx(tail) and small.contention_ms == 0.0
-    assert large.real_step_ms == pytest.approx(100 + 24.0) and large.contention_ms == pytest.approx(124.0 - tail)
+    assert large.real_step_ms == pytest.approx(100 + 24.0) and large.contention_ms == pytest.approx(
+        124.0 - tail
+    )
 
 
 def measured(**kw):
     from pipeprof.analysis.predict import SourceRun
 
-    base = dict(batch_per_rank=32, synth_steps_ms=(100.0,) * 4, real_steps_ms=(104.0,) * 4, cores=2.0, busy=0.5,
-                loop_cpu_ms=4.0, pipeline_cpu_ms=40.0, pipeline_core_ms_per_sample=1.5, model_on_cpu=False)
+    base = dict(
+        batch_per_rank=32,
+        synth_steps_ms=(100.0,) * 4,
+        real_steps_ms=(104.0,) * 4,
+        cores=2.0,
+        busy=0.5,
+        loop_cpu_ms=4.0,
+        pipeline_cpu_ms=40.0,
+        pipeline_core_ms_per_sample=1.5,
+        model_on_cpu=False,
+    )
     return SourceRun(**{**base, **kw})
 
 
@@ -162,7 +213,11 @@ def test_an_uncrowded_source_travels_whole():
     from pipeprof.analysis.predict import transfer
 
     src, removed = transfer(measured(real_steps_ms=(100.0, 108.0)))
-    assert not removed.crowded and removed.contention_ms == 0.0 and removed.pipeline_from == "telemetry"
+    assert (
+        not removed.crowded
+        and removed.contention_ms == 0.0
+        and removed.pipeline_from == "telemetry"
+    )
     assert src.pipeline_ms_per_step == 40.0 and src.sync_cpu_ms == 4.0
     assert src.real_handoff_ms == pytest.approx(4.0)  # 104 beyond max(100, (4 + 40) / 2)
     assert src.real_jitter == pytest.approx((100 / 104, 108 / 104))
@@ -172,11 +227,22 @@ def test_a_crowded_cpu_trained_source_leaves_its_contention_and_its_model_behind
     """The photo-crop case: the model on the source's 2 cores, 96% busy; the target has an accelerator."""
     from pipeprof.analysis.predict import transfer
 
-    run = measured(synth_steps_ms=(148.0,) * 4, real_steps_ms=(186.0,) * 4, busy=0.96, loop_cpu_ms=287.5,
-                   pipeline_cpu_ms=1.4, pipeline_core_ms_per_sample=1.875, model_on_cpu=True)
+    run = measured(
+        synth_steps_ms=(148.0,) * 4,
+        real_steps_ms=(186.0,) * 4,
+        busy=0.96,
+        loop_cpu_ms=287.5,
+        pipeline_cpu_ms=1.4,
+        pipeline_core_ms_per_sample=1.875,
+        model_on_cpu=True,
+    )
     src, removed = transfer(run, target_step_ms=65.0)
     # saturated cores: the telemetry's 1.4 CPU-ms is what the pipeline displaced; its stages alone cost 32 × 1.875
-    assert removed.crowded and removed.pipeline_from == "stages" and removed.pipeline_telemetry_ms == 1.4
+    assert (
+        removed.crowded
+        and removed.pipeline_from == "stages"
+        and removed.pipeline_telemetry_ms == 1.4
+    )
     assert src.pipeline_ms_per_step == pytest.approx(60.0)
     # the CPU bound on the source: (287.5 + 60) / 2 = 173.75; the real step's 186 beyond it is contention
     assert removed.contention_ms == pytest.approx(186.0 - 173.75) and src.real_handoff_ms == 0.0
@@ -192,26 +258,46 @@ def test_the_stragglers_lose_the_share_of_spread_the_contention_took():
 
     # synthetic steps of 100 ms; real steps of 110 and 130 (mean 120) on a crowded source whose
     # CPU bound is (20 + 200) / 2 = 110: 10 of the 20 ms excess is contention, so half the spread goes
-    run = measured(real_steps_ms=(130.0, 110.0), busy=0.95, loop_cpu_ms=20.0, pipeline_cpu_ms=None,
-                   pipeline_core_ms_per_sample=200 / 32)
+    run = measured(
+        real_steps_ms=(130.0, 110.0),
+        busy=0.95,
+        loop_cpu_ms=20.0,
+        pipeline_cpu_ms=None,
+        pipeline_core_ms_per_sample=200 / 32,
+    )
     src, removed = transfer(run)
-    assert removed.contention_ms == pytest.approx(10.0) and removed.spread_removed == pytest.approx(0.5)
-    assert src.real_jitter == pytest.approx((115 / 110, 105 / 110))  # 100 + half of (130, 110) − 100
+    assert removed.contention_ms == pytest.approx(10.0) and removed.spread_removed == pytest.approx(
+        0.5
+    )
+    assert src.real_jitter == pytest.approx(
+        (115 / 110, 105 / 110)
+    )  # 100 + half of (130, 110) − 100
     # all of the excess is contention where the bound sits below the synthetic step
     src, removed = transfer(measured(real_steps_ms=(130.0, 110.0), busy=0.95, pipeline_cpu_ms=None))
-    assert removed.contention_ms == pytest.approx(20.0) and src.real_jitter == pytest.approx((1.0, 1.0))
+    assert removed.contention_ms == pytest.approx(20.0) and src.real_jitter == pytest.approx(
+        (1.0, 1.0)
+    )
 
 
 def test_the_crowded_note_says_what_was_removed_and_how_much():
     from pipeprof.analysis.predict import transfer
     from pipeprof.workflows.predict import crowded_note
 
-    run = measured(synth_steps_ms=(148.0,) * 4, real_steps_ms=(186.0,) * 4, busy=0.96, loop_cpu_ms=287.5,
-                   pipeline_cpu_ms=1.4, pipeline_core_ms_per_sample=1.875, model_on_cpu=True)
+    run = measured(
+        synth_steps_ms=(148.0,) * 4,
+        real_steps_ms=(186.0,) * 4,
+        busy=0.96,
+        loop_cpu_ms=287.5,
+        pipeline_cpu_ms=1.4,
+        pipeline_core_ms_per_sample=1.875,
+        model_on_cpu=True,
+    )
     src, removed = transfer(run, target_step_ms=65.0)
     note = crowded_note(removed, src)
     assert "96% busy" in note and "removed 12.2 ms of contention" in note
-    assert "stages measured alone, 60.0 CPU-ms per step" in note and "telemetry's 1.4 CPU-ms" in note
+    assert (
+        "stages measured alone, 60.0 CPU-ms per step" in note and "telemetry's 1.4 CPU-ms" in note
+    )
     assert "model's 287.5 CPU-ms per step stay on the source" in note
 
 
@@ -221,7 +307,14 @@ def test_the_pipelines_cpu_is_its_measured_steps_beyond_the_loops():
     from pipeprof.workflows.predict import cpu_per_step
 
     def step(variant, cpu, *, paired="", round_=-1, warmup=False):  # noqa: PLR0913
-        return {"np": 1, "variant": variant, "paired": paired, "round": round_, "warmup": warmup, "cpu_ms": cpu}
+        return {
+            "np": 1,
+            "variant": variant,
+            "paired": paired,
+            "round": round_,
+            "warmup": warmup,
+            "cpu_ms": cpu,
+        }
 
     # the ceiling's own run: the loop costs 2 CPU-ms a step (its warm-up is not counted)
     rows = [step("synthetic", 9.0, warmup=True)] + [step("synthetic", 2.0) for _ in range(4)]
@@ -235,7 +328,11 @@ def test_the_pipelines_cpu_is_its_measured_steps_beyond_the_loops():
     # a batch a measured real step: 32 − 2 = 30 CPU-ms of pipeline a batch
     assert loop == 2.0 and pipeline == 30.0
     # measured alone (no rounds): its own measured steps, less the loop's
-    alone = [step("synthetic", 2.0)] * 3 + [step("real", 17.0, warmup=True)] + [step("real", 12.0)] * 3
+    alone = (
+        [step("synthetic", 2.0)] * 3 + [step("real", 17.0, warmup=True)] + [step("real", 12.0)] * 3
+    )
     assert cpu_per_step(pd.DataFrame(alone), "real") == (2.0, 10.0)
     # steps without their CPU (older runs): the caller falls back on the telemetry
-    assert all(math.isnan(v) for v in cpu_per_step(pd.DataFrame(rows).assign(cpu_ms=math.nan), "real"))
+    assert all(
+        math.isnan(v) for v in cpu_per_step(pd.DataFrame(rows).assign(cpu_ms=math.nan), "real")
+    )

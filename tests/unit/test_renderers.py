@@ -47,18 +47,36 @@ def test_trace_json_follows_the_trace_event_format_with_a_process_per_rank(run_d
     doc = json.loads((run_dir / "trace.json").read_text())
     jsonschema.validate(doc, SCHEMA)
     events = doc["traceEvents"]
-    names = {e["pid"]: e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "process_name"}
+    names = {
+        e["pid"]: e["args"]["name"]
+        for e in events
+        if e["ph"] == "M" and e["name"] == "process_name"
+    }
     assert {0, 1, 2, 3} <= set(names) and names[0].startswith("rank 0")
     spans = [e for e in events if e["ph"] == "X"]
     assert {e["name"] for e in spans} == {"input wait", "compute", "np=1", "np=2", "np=4"}
-    tracks = {(e["pid"], e["args"]["name"]) for e in events if e["ph"] == "M" and e["name"] == "thread_name"}
+    tracks = {
+        (e["pid"], e["args"]["name"])
+        for e in events
+        if e["ph"] == "M" and e["name"] == "thread_name"
+    }
     assert {(3, "real"), (3, "synthetic"), (3, "synthetic (paired with real)")} <= tracks
     counters = {e["name"] for e in events if e["ph"] == "C"}
-    assert {"process CPU %", "host CPU %"} <= counters and any(c.startswith("GPU ") for c in counters)
+    assert {"process CPU %", "host CPU %"} <= counters and any(
+        c.startswith("GPU ") for c in counters
+    )
     # a step's two halves tile it: wait, then compute, ending where the step ends
-    wait = next(e for e in spans if e["name"] == "input wait" and e["pid"] == 1 and e["args"]["step"] == 10)
-    compute = next(e for e in spans if e["name"] == "compute" and e["pid"] == 1 and e["args"]["step"] == 10
-                   and e["tid"] == wait["tid"])
+    wait = next(
+        e for e in spans if e["name"] == "input wait" and e["pid"] == 1 and e["args"]["step"] == 10
+    )
+    compute = next(
+        e
+        for e in spans
+        if e["name"] == "compute"
+        and e["pid"] == 1
+        and e["args"]["step"] == 10
+        and e["tid"] == wait["tid"]
+    )
     assert compute["ts"] == pytest.approx(wait["ts"] + wait["dur"], abs=0.2)
 
 
@@ -68,7 +86,9 @@ def test_tensorboard_events_read_back_with_tensorboards_reader(run_dir):
     by_np = read_scalars(run_dir / "tensorboard" / "by_np" / "real")
     real = summary[summary["variant"] == "real"].sort_values("np")
     assert by_np["samples_per_s"]["step"].tolist() == [1, 2, 4]
-    assert by_np["samples_per_s"]["value"].tolist() == pytest.approx(real["samples_per_s"].tolist(), rel=1e-5)
+    assert by_np["samples_per_s"]["value"].tolist() == pytest.approx(
+        real["samples_per_s"].tolist(), rel=1e-5
+    )
     assert by_np["gap_pct"]["value"].tolist() == pytest.approx(real["gap_pct"].tolist(), rel=1e-4)
     assert {"input_wait_pct", "gpu_util_pct"} <= set(by_np)
     steps = read_scalars(run_dir / "tensorboard" / "np2" / "real")
@@ -82,14 +102,23 @@ def test_a_run_still_in_progress_gives_a_clearly_marked_partial_report(tmp_path)
     run_dir = make_run(tmp_path / "run", state=RUNNING, stages=False, prediction=False)
     result = report(run_dir, ("html",))
     page = (run_dir / "report.html").read_text()
-    assert result.partial.startswith("running") and 'id="partial"' in page and "still in progress" in page
+    assert (
+        result.partial.startswith("running")
+        and 'id="partial"' in page
+        and "still in progress" in page
+    )
     assert 'id="chart-ablation"' not in page and 'id="chart-predict"' not in page
 
 
 def test_a_run_whose_process_died_reads_as_stopped(tmp_path):
     run_dir = make_run(tmp_path / "run", stages=False, prediction=False)
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
-    status = json.loads((run_dir / "status.json").read_text()) | {"state": RUNNING, "pid": int(dead.stdout)}
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    )
+    status = json.loads((run_dir / "status.json").read_text()) | {
+        "state": RUNNING,
+        "pid": int(dead.stdout),
+    }
     (run_dir / "status.json").write_text(json.dumps(status))
     assert RunDir(run_dir).status()["state"] == "stopped"
     report(run_dir, ("html",))
@@ -104,10 +133,13 @@ def test_a_tune_run_shows_its_trials(tmp_path):
     assert 'id="chart-tune"' in page and "winner" in page
 
 
-@pytest.mark.parametrize("setup, expected", [
-    (lambda p: None, "is not a directory"),
-    (lambda p: p.mkdir(), "no manifest.json"),
-])
+@pytest.mark.parametrize(
+    "setup, expected",
+    [
+        (lambda p: None, "is not a directory"),
+        (lambda p: p.mkdir(), "no manifest.json"),
+    ],
+)
 def test_bad_run_directories_are_one_line(tmp_path, setup, expected):
     target = tmp_path / "x"
     setup(target)
@@ -127,12 +159,20 @@ def test_a_run_without_results_is_one_line(tmp_path):
 
 def test_pipeprof_report_command(run_dir):
     env = dict(os.environ)
-    proc = subprocess.run([sys.executable, "-m", "pipeprof", "report", str(run_dir), "--format", "html,trace"],
-                          capture_output=True, text=True, env=env)
+    proc = subprocess.run(
+        [sys.executable, "-m", "pipeprof", "report", str(run_dir), "--format", "html,trace"],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     assert proc.returncode == 0, proc.stderr
     assert "report.html" in proc.stdout and "trace.json" in proc.stdout
-    bad = subprocess.run([sys.executable, "-m", "pipeprof", "report", str(run_dir), "--format", "pdf"],
-                         capture_output=True, text=True, env=env)
+    bad = subprocess.run(
+        [sys.executable, "-m", "pipeprof", "report", str(run_dir), "--format", "pdf"],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "--format pdf" in bad.stderr
 
 
@@ -143,21 +183,59 @@ def test_a_table_printed_to_a_file_keeps_every_header_figure_and_verdict_whole()
 
     from pipeprof.renderers.table import print_summary
 
-    summary = pd.DataFrame([
-        dict(np=1, variant="synthetic", synthetic=True, samples_per_s=1736.0, samples_per_s_ci95=28.5,
-             samples_per_s_per_worker=1736.0, twin_samples_per_s=float("nan"), gap_pct=float("nan"),
-             gap_pct_ci95=float("nan"), scaling_efficiency_pct=100.0, step_time_ms_p50=18.2, input_wait_pct=0.0,
-             cpu_util_pct=93.0, cpu_cores_per_rank=1.83, verdict="ceiling", warning=""),
-        dict(np=2, variant="real", synthetic=False, samples_per_s=877.9, samples_per_s_ci95=26.8,
-             samples_per_s_per_worker=438.9, twin_samples_per_s=1381.0, gap_pct=36.4, gap_pct_ci95=5.9,
-             scaling_efficiency_pct=42.0, step_time_ms_p50=71.9, input_wait_pct=4.8, cpu_util_pct=94.0,
-             cpu_cores_per_rank=0.93, verdict="moderately input-bound", warning=""),
-    ])
+    summary = pd.DataFrame(
+        [
+            dict(
+                np=1,
+                variant="synthetic",
+                synthetic=True,
+                samples_per_s=1736.0,
+                samples_per_s_ci95=28.5,
+                samples_per_s_per_worker=1736.0,
+                twin_samples_per_s=float("nan"),
+                gap_pct=float("nan"),
+                gap_pct_ci95=float("nan"),
+                scaling_efficiency_pct=100.0,
+                step_time_ms_p50=18.2,
+                input_wait_pct=0.0,
+                cpu_util_pct=93.0,
+                cpu_cores_per_rank=1.83,
+                verdict="ceiling",
+                warning="",
+            ),
+            dict(
+                np=2,
+                variant="real",
+                synthetic=False,
+                samples_per_s=877.9,
+                samples_per_s_ci95=26.8,
+                samples_per_s_per_worker=438.9,
+                twin_samples_per_s=1381.0,
+                gap_pct=36.4,
+                gap_pct_ci95=5.9,
+                scaling_efficiency_pct=42.0,
+                step_time_ms_p50=71.9,
+                input_wait_pct=4.8,
+                cpu_util_pct=94.0,
+                cpu_cores_per_rank=0.93,
+                verdict="moderately input-bound",
+                warning="",
+            ),
+        ]
+    )
     out = io.StringIO()
     console = Console(width=80, file=out)  # a file: not a terminal, as under sbatch
     print_summary(summary, console)
     text = out.getvalue()
-    for whole in ("samples/s", "ceiling", "cores/rank", "input-bound", "1,736.0", "1,381.0", "36.4% ±5.9",
-                  "moderately"):
+    for whole in (
+        "samples/s",
+        "ceiling",
+        "cores/rank",
+        "input-bound",
+        "1,736.0",
+        "1,381.0",
+        "36.4% ±5.9",
+        "moderately",
+    ):
         assert whole in text, whole
     assert "…" not in text and console.width == 80

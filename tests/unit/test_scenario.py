@@ -66,9 +66,18 @@ def test_literal_choices_are_listed(tmp_path):
 
 
 def test_autotune_or_int(tmp_path):
-    s = scen.load(str(write(tmp_path, '[pipeline]\nparallel_calls = 4\n[pipeline.prefetch]\ndepth = "autotune"\n')))
+    s = scen.load(
+        str(
+            write(
+                tmp_path,
+                '[pipeline]\nparallel_calls = 4\n[pipeline.prefetch]\ndepth = "autotune"\n',
+            )
+        )
+    )
     assert s.pipeline.parallel_calls == 4 and s.pipeline.prefetch.depth == "autotune"
-    assert "pipeline.parallel_calls" in error_of(write(tmp_path, '[pipeline]\nparallel_calls = "lots"\n'))
+    assert "pipeline.parallel_calls" in error_of(
+        write(tmp_path, '[pipeline]\nparallel_calls = "lots"\n')
+    )
 
 
 def test_missing_data_path_is_named(tmp_path):
@@ -97,8 +106,11 @@ def test_missing_file():
 
 
 def test_variant_overrides_merge_and_are_validated(tmp_path):
-    p = write(tmp_path, '[[variants]]\nname = "no-aug"\n[variants.pipeline.augment]\nenabled = false\n'
-                        '[[variants]]\nname = "full"\n')
+    p = write(
+        tmp_path,
+        '[[variants]]\nname = "no-aug"\n[variants.pipeline.augment]\nenabled = false\n'
+        '[[variants]]\nname = "full"\n',
+    )
     s = scen.load(str(p))
     assert not s.variant_pipeline(s.variants[0]).augment.enabled
     assert s.variant_pipeline(s.variants[1]).augment.enabled
@@ -117,13 +129,27 @@ def test_read_cannot_be_off_in_a_real_variant(tmp_path):
 def test_a_storage_limit_and_a_map_of_ones_own_are_checked(tmp_path):
     msg = error_of(write(tmp_path, "[pipeline.read]\nthrottle_mb_s = -1.0\n"))
     assert msg.endswith("pipeline.read.throttle_mb_s must be >= 0 (0: no limit), got -1.0")
-    msg = error_of(write(tmp_path, "[pipeline.read]\nthrottle_mb_s = 5.0\n[pipeline.service]\nenabled = true\n"))
+    msg = error_of(
+        write(
+            tmp_path, "[pipeline.read]\nthrottle_mb_s = 5.0\n[pipeline.service]\nenabled = true\n"
+        )
+    )
     assert "pipeline.read.throttle_mb_s cannot go with the tf.data service" in msg
     msg = error_of(write(tmp_path, '[pipeline.map]\nfunction = "spin"\n'))
     assert msg.endswith("pipeline.map.function must be 'module:function', got 'spin'")
-    assert "pipeline.map.kwargs needs map.function" in error_of(write(tmp_path, "[pipeline.map.kwargs]\nn = 3\n"))
-    msg = error_of(write(tmp_path, '[data]\nsource = "factory"\nfactory = "m:f"\n[pipeline.read]\nthrottle_mb_s = 5.0\n'))
-    assert "pipeline.read.throttle_mb_s limits reading files, and data.source = \"factory\" reads none" in msg
+    assert "pipeline.map.kwargs needs map.function" in error_of(
+        write(tmp_path, "[pipeline.map.kwargs]\nn = 3\n")
+    )
+    msg = error_of(
+        write(
+            tmp_path,
+            '[data]\nsource = "factory"\nfactory = "m:f"\n[pipeline.read]\nthrottle_mb_s = 5.0\n',
+        )
+    )
+    assert (
+        'pipeline.read.throttle_mb_s limits reading files, and data.source = "factory" reads none'
+        in msg
+    )
     ok = scen.load(str(write(tmp_path, '[pipeline.map]\nfunction = "m:f"\nkwargs = { n = 3 }\n')))
     assert ok.pipeline.map.kwargs == {"n": 3}
 
@@ -135,8 +161,13 @@ def test_global_batch_must_divide_by_every_worker_count(tmp_path):
 
 def test_overrides_beat_the_file_and_are_validated(tmp_path):
     p = write(tmp_path, "[train]\nbatch_size = 8\n")
-    s = scen.load(str(p), [scen.parse_override("train.batch_size=16"),
-                           scen.parse_override("pipeline.cache.kind=file")])
+    s = scen.load(
+        str(p),
+        [
+            scen.parse_override("train.batch_size=16"),
+            scen.parse_override("pipeline.cache.kind=file"),
+        ],
+    )
     assert s.train.batch_size == 16 and s.pipeline.cache.kind == "file"
     assert "train.batch_sise" in error_of(p, [scen.parse_override("train.batch_sise=3")])
 
@@ -159,7 +190,10 @@ def test_round_trip_through_dict():
 
 
 def test_an_input_too_small_for_the_model_is_named_before_any_launch(tmp_path):
-    p = write(tmp_path, '[data]\nimage_size = 16\n[data.generate]\nsize = 16\n[model]\nname = "small_cnn"\n')
+    p = write(
+        tmp_path,
+        '[data]\nimage_size = 16\n[data.generate]\nsize = 16\n[model]\nname = "small_cnn"\n',
+    )
     msg = error_of(p)
     assert "data.image_size" in msg and "at least 18" in msg and "small_cnn" in msg
     p = write(tmp_path, '[data]\nimage_size = 24\n[model]\nname = "resnet50v2"\n')

@@ -10,8 +10,9 @@ DOC = Path(__file__).resolve().parents[2] / "docs" / "scenario-keys.md"
 
 
 def test_the_key_reference_is_what_the_schema_writes():
-    assert DOC.read_text() == scenario_keys.document(), (
-        "docs/scenario-keys.md differs from the schema: .venv/bin/python -m pipeprof.scenario_keys > docs/scenario-keys.md")
+    assert (
+        DOC.read_text() == scenario_keys.document()
+    ), "docs/scenario-keys.md differs from the schema: .venv/bin/python -m pipeprof.scenario_keys > docs/scenario-keys.md"
 
 
 def test_the_reference_loads_as_a_scenario_holding_every_default(tmp_path):

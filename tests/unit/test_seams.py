@@ -21,12 +21,26 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def fake_scenario(**train) -> Scenario:
-    s = Scenario.from_dict({
-        "name": "fake", "data": {"source": "factory", "factory": "tests.fakes.rank:no_data"},
-        "train": {"engine": "files", "device": "emulated:20", "batch_size": 4, "warmup_steps": 3, "measure_steps": 0,
-                  "min_measure_s": 1.0, "max_measure_s": 3.0, **train},
-        "launch": {"launcher": "fake", "oversubscribe": True}, "telemetry": {"enabled": False},
-        "variants": [{"name": "real"}]}, "test")
+    s = Scenario.from_dict(
+        {
+            "name": "fake",
+            "data": {"source": "factory", "factory": "tests.fakes.rank:no_data"},
+            "train": {
+                "engine": "files",
+                "device": "emulated:20",
+                "batch_size": 4,
+                "warmup_steps": 3,
+                "measure_steps": 0,
+                "min_measure_s": 1.0,
+                "max_measure_s": 3.0,
+                **train,
+            },
+            "launch": {"launcher": "fake", "oversubscribe": True},
+            "telemetry": {"enabled": False},
+            "variants": [{"name": "real"}],
+        },
+        "test",
+    )
     validate(s)
     return s
 
@@ -54,7 +68,10 @@ def test_compare_runs_end_to_end_through_a_registered_launcher_and_engine(fake, 
     run = RunDir(result.run_dir)
     assert run.manifest()["launcher"] == "fake"
     steps = run.steps()
-    assert set(steps[steps["np"] == 2]["rank"]) == {0, 1}  # both ranks' records, gathered by the engine
+    assert set(steps[steps["np"] == 2]["rank"]) == {
+        0,
+        1,
+    }  # both ranks' records, gathered by the engine
 
 
 def test_a_failing_rank_is_named_with_its_host(monkeypatch, tmp_path):
@@ -64,12 +81,16 @@ def test_a_failing_rank_is_named_with_its_host(monkeypatch, tmp_path):
     result = compare(fake_scenario(), [2], out=str(tmp_path / "run"), report=False)
     assert result.failure is not None and "np=2" in result.failure
     assert f"rank 1 on {socket.gethostname()}: fake input failure in variant real" in result.failure
-    assert "synthetic" in set(result.summary["variant"])  # what was measured before the failure is kept
+    assert "synthetic" in set(
+        result.summary["variant"]
+    )  # what was measured before the failure is kept
 
 
 def test_unknown_launcher_and_engine_are_one_line_errors():
-    for key, value, says in (("launch", {"launcher": "qsub"}, "launch.launcher"),
-                             ("train", {"engine": "ray"}, "train.engine")):
+    for key, value, says in (
+        ("launch", {"launcher": "qsub"}, "launch.launcher"),
+        ("train", {"engine": "ray"}, "train.engine"),
+    ):
         with pytest.raises(PipeprofError, match=says) as exc:
             validate(Scenario.from_dict({"name": "x", key: value}, "x.toml"))
         assert "\n" not in exc.value.message and "horovod" in exc.value.message
@@ -77,21 +98,56 @@ def test_unknown_launcher_and_engine_are_one_line_errors():
         launchers.get("qsub")
 
 
-@pytest.mark.parametrize("env,expected", [
-    ({"HOROVOD_RANK": "3", "HOROVOD_SIZE": "8", "HOROVOD_LOCAL_RANK": "1", "HOROVOD_LOCAL_SIZE": "2",
-      "HOROVOD_HOSTNAME": "n1", "OMPI_COMM_WORLD_RANK": "9"}, (3, 8, 1, 2, "n1", "horovodrun")),
-    ({"OMPI_COMM_WORLD_RANK": "5", "OMPI_COMM_WORLD_SIZE": "6", "OMPI_COMM_WORLD_LOCAL_RANK": "2",
-      "OMPI_COMM_WORLD_LOCAL_SIZE": "3", "SLURM_PROCID": "0"}, (5, 6, 2, 3, None, "Open MPI")),
-    ({"PMI_RANK": "1", "PMI_SIZE": "4", "MPI_LOCALRANKID": "1", "MPI_LOCALNRANKS": "2"}, (1, 4, 1, 2, None, "PMI")),
-    ({"PMIX_RANK": "2", "SLURM_PROCID": "2", "SLURM_NTASKS": "4"}, (2, 3, 2, 3, None, "PMIx")),
-    ({"SLURM_PROCID": "5", "SLURM_NTASKS": "6", "SLURM_LOCALID": "1", "SLURM_TASKS_PER_NODE": "2(x2),2",
-      "SLURM_NODEID": "2"}, (5, 6, 1, 2, None, "Slurm")),
-    ({}, (0, 1, 0, 1, None, "")),
-])
+@pytest.mark.parametrize(
+    "env,expected",
+    [
+        (
+            {
+                "HOROVOD_RANK": "3",
+                "HOROVOD_SIZE": "8",
+                "HOROVOD_LOCAL_RANK": "1",
+                "HOROVOD_LOCAL_SIZE": "2",
+                "HOROVOD_HOSTNAME": "n1",
+                "OMPI_COMM_WORLD_RANK": "9",
+            },
+            (3, 8, 1, 2, "n1", "horovodrun"),
+        ),
+        (
+            {
+                "OMPI_COMM_WORLD_RANK": "5",
+                "OMPI_COMM_WORLD_SIZE": "6",
+                "OMPI_COMM_WORLD_LOCAL_RANK": "2",
+                "OMPI_COMM_WORLD_LOCAL_SIZE": "3",
+                "SLURM_PROCID": "0",
+            },
+            (5, 6, 2, 3, None, "Open MPI"),
+        ),
+        (
+            {"PMI_RANK": "1", "PMI_SIZE": "4", "MPI_LOCALRANKID": "1", "MPI_LOCALNRANKS": "2"},
+            (1, 4, 1, 2, None, "PMI"),
+        ),
+        ({"PMIX_RANK": "2", "SLURM_PROCID": "2", "SLURM_NTASKS": "4"}, (2, 3, 2, 3, None, "PMIx")),
+        (
+            {
+                "SLURM_PROCID": "5",
+                "SLURM_NTASKS": "6",
+                "SLURM_LOCALID": "1",
+                "SLURM_TASKS_PER_NODE": "2(x2),2",
+                "SLURM_NODEID": "2",
+            },
+            (5, 6, 1, 2, None, "Slurm"),
+        ),
+        ({}, (0, 1, 0, 1, None, "")),
+    ],
+)
 def test_rank_identity_under_each_launcher(env, expected):
     me = identity(env)
     host = expected[4] or socket.gethostname()
-    assert (me.rank, me.size, me.local_rank, me.local_size, me.host, me.source) == (*expected[:4], host, expected[5])
+    assert (me.rank, me.size, me.local_rank, me.local_size, me.host, me.source) == (
+        *expected[:4],
+        host,
+        expected[5],
+    )
 
 
 def test_slurm_tasks_per_node_is_read_per_node():
@@ -106,7 +162,11 @@ def test_horovod_is_imported_only_by_the_horovod_engine_and_launcher():
         for line in path.read_text().splitlines():
             if re.match(r"\s*(import horovod|from horovod[\s.])", line):
                 importing.add(str(path.relative_to(REPO)))
-    assert importing == {"pipeprof/rank/horovod_engine.py", "pipeprof/launch/horovod.py", "pipeprof/launch/hvdrun.py"}
+    assert importing == {
+        "pipeprof/rank/horovod_engine.py",
+        "pipeprof/launch/horovod.py",
+        "pipeprof/launch/hvdrun.py",
+    }
 
 
 def test_horovod_is_an_optional_extra():

@@ -18,7 +18,9 @@ def test_workers_follow_the_autoscaling_rule_by_hand():
     assert (got[32].workers, got[32].cores, got[32].fewer_workers) == (10, 80.0, 5)
     assert got[32].gap_with_fewer_pct == pytest.approx(50.0)
     # np=1: one worker is enough and there is nothing fewer to try
-    assert (got[1].workers, got[1].fewer_workers) == (1, 0) and math.isnan(got[1].gap_with_fewer_pct)
+    assert (got[1].workers, got[1].fewer_workers) == (1, 0) and math.isnan(
+        got[1].gap_with_fewer_pct
+    )
 
 
 def test_a_worker_without_cost_or_cores_is_refused():

@@ -13,7 +13,10 @@ def test_a_caught_stop_signal_ends_the_block_and_becomes_the_outcome():
     failure, signum = caught.outcome(None, None, "runs/x")
     assert failure == "interrupted by SIGHUP (run directory: runs/x)" and signum == signal.SIGHUP
     # a failure already said is kept; the signal still decides the exit
-    assert caught.outcome("np=2: rank 1 died", None, "runs/x") == ("np=2: rank 1 died", signal.SIGHUP)
+    assert caught.outcome("np=2: rank 1 died", None, "runs/x") == (
+        "np=2: rank 1 died",
+        signal.SIGHUP,
+    )
 
 
 def test_ctrl_c_is_sigint_and_without_a_signal_the_outcome_is_unchanged():
@@ -24,4 +27,6 @@ def test_ctrl_c_is_sigint_and_without_a_signal_the_outcome_is_unchanged():
     quiet = signals.Catch()
     with quiet:
         pass
-    assert quiet.outcome("np=1: failed", 15, "d") == ("np=1: failed", 15) and quiet.outcome(None, None, "d") == (None, None)
+    assert quiet.outcome("np=1: failed", 15, "d") == ("np=1: failed", 15) and quiet.outcome(
+        None, None, "d"
+    ) == (None, None)

@@ -14,9 +14,19 @@ def steps(np_, variant, times_ms, batch=32, warmup=2, waits_ms=None, ranks=None)
     rows = []
     for rank in range(ranks or np_):
         for i, t in enumerate(times_ms):
-            rows.append(dict(np=np_, variant=variant, rank=rank, step=i, warmup=i < warmup,
-                             input_wait_ms=(waits_ms[i] if waits_ms else 0.0), step_time_ms=t,
-                             batch_size=batch, end_unix_s=0.0))
+            rows.append(
+                dict(
+                    np=np_,
+                    variant=variant,
+                    rank=rank,
+                    step=i,
+                    warmup=i < warmup,
+                    input_wait_ms=(waits_ms[i] if waits_ms else 0.0),
+                    step_time_ms=t,
+                    batch_size=batch,
+                    end_unix_s=0.0,
+                )
+            )
     return pd.DataFrame(rows, columns=STEP_COLUMNS)
 
 
@@ -51,9 +61,17 @@ def test_gap_and_its_interval():
     assert h == pytest.approx(100 * 0.6 * math.sqrt(0.05**2 + 0.05**2))
 
 
-@pytest.mark.parametrize("gap,expected", [(-3.0, "not input-bound"), (4.99, "not input-bound"),
-                                          (5.0, "moderately input-bound"), (19.9, "moderately input-bound"),
-                                          (20.0, "highly input-bound"), (42.0, "highly input-bound")])
+@pytest.mark.parametrize(
+    "gap,expected",
+    [
+        (-3.0, "not input-bound"),
+        (4.99, "not input-bound"),
+        (5.0, "moderately input-bound"),
+        (19.9, "moderately input-bound"),
+        (20.0, "highly input-bound"),
+        (42.0, "highly input-bound"),
+    ],
+)
 def test_verdict_thresholds(gap, expected):
     assert stats.verdict(gap) == expected
 
@@ -61,17 +79,20 @@ def test_verdict_thresholds(gap, expected):
 def test_warning_when_interval_spans_a_threshold():
     assert stats.gap_warning(12.0, 2.0) == ""
     assert stats.gap_warning(6.0, 3.0, stats.STOP_MAX_TIME) == (
-        "gap 6.0% ±3.0 (95%) is on the 5% line, between not and moderately input-bound")
+        "gap 6.0% ±3.0 (95%) is on the 5% line, between not and moderately input-bound"
+    )
     assert "spans 0%: there may be no gap" in stats.gap_warning(1.0, 2.0)
     assert stats.gap_warning(12.0, math.nan, stats.STOP_MAX_TIME) == (
-        "too few measured steps for an interval; raise train.max_measure_s")
+        "too few measured steps for an interval; raise train.max_measure_s"
+    )
 
 
 def test_a_gap_on_a_line_is_said_to_be_on_it_whether_or_not_its_measurement_reached_the_target():
     # the np=2 case: 19.0% ±1.9 would have read "moderately" with no warning
     for stop in (stats.STOP_TARGET, stats.STOP_MAX_TIME):
         assert stats.gap_warning(19.0, 1.9, stop) == (
-            "gap 19.0% ±1.9 (95%) is on the 20% line, between moderately and highly input-bound")
+            "gap 19.0% ±1.9 (95%) is on the 20% line, between moderately and highly input-bound"
+        )
     assert stats.row_verdict(19.0, 1.9) == "on the 20% line"
     assert stats.row_verdict(19.0, 0.9) == "moderately input-bound"
     assert stats.row_verdict(6.0, 1.5) == "on the 5% line"
@@ -83,8 +104,10 @@ def test_a_gap_on_a_line_is_said_to_be_on_it_whether_or_not_its_measurement_reac
 def test_a_ceiling_that_moved_at_the_same_cpu_use_is_drift_and_one_that_used_more_cpu_is_contention():
     # the np=2 figures: twin 569.5 beside the pipeline, synthetic row 662.8
     drift = stats.ceiling_note("real", 569.5, 10.0, 662.8, 20.0, 0.91, 0.91)
-    assert drift.startswith("its ceiling, the synthetic steps measured in alternation with real, ran at 569.5 "
-                            "samples/s: 14.1% below the synthetic run's own 662.8")
+    assert drift.startswith(
+        "its ceiling, the synthetic steps measured in alternation with real, ran at 569.5 "
+        "samples/s: 14.1% below the synthetic run's own 662.8"
+    )
     assert "(drift)" in drift and "contention" not in drift
     busy = stats.ceiling_note("real", 569.5, 10.0, 662.8, 20.0, 0.98, 0.91)
     assert "+0.07 cores" in busy and "(contention" in busy and "understates" in busy
@@ -93,8 +116,13 @@ def test_a_ceiling_that_moved_at_the_same_cpu_use_is_drift_and_one_that_used_mor
 
 
 def test_cores_used_is_cpu_time_over_wall_time_of_measured_steps():
-    steps = pd.DataFrame({"warmup": [True, False, False], "step_time_ms": [50.0, 20.0, 30.0],
-                          "cpu_ms": [5.0, 18.0, 27.0]})
+    steps = pd.DataFrame(
+        {
+            "warmup": [True, False, False],
+            "step_time_ms": [50.0, 20.0, 30.0],
+            "cpu_ms": [5.0, 18.0, 27.0],
+        }
+    )
     assert stats.cores_used(steps) == pytest.approx(45.0 / 50.0)
     assert math.isnan(stats.cores_used(steps.assign(cpu_ms=float("nan"))))
 
@@ -122,7 +150,12 @@ def test_summary_rows_gap_and_scaling_efficiency():
     assert row.loc[(2, "real"), "verdict"] == "highly input-bound"
     assert row.loc[(1, "synthetic"), "verdict"] == "ceiling"
     assert row.loc[(2, "real"), "samples_per_s_per_worker"] == pytest.approx(160.0)
-    assert list(s["np"]) == [1, 1, 2, 2] and list(s["variant"]) == ["synthetic", "real", "synthetic", "real"]
+    assert list(s["np"]) == [1, 1, 2, 2] and list(s["variant"]) == [
+        "synthetic",
+        "real",
+        "synthetic",
+        "real",
+    ]
 
 
 def test_no_np1_run_means_no_efficiency():

@@ -66,7 +66,9 @@ def test_an_interval_clear_of_the_thresholds_stops_only_when_it_stays_clear():
 def test_an_interval_across_a_threshold_does_not_count_as_clear():
     rule = Rule(target_ci_pct=0.5, min_s=0.0, max_s=600.0)
     rng = np.random.default_rng(4)
-    t = 0.05 / (1 - 0.05) + rng.normal(0, 0.006, size=60)  # gap ≈ 5%: the interval straddles the line
+    t = 0.05 / (1 - 0.05) + rng.normal(
+        0, 0.006, size=60
+    )  # gap ≈ 5%: the interval straddles the line
     check, streak = evaluate(rule, t, samples(60), reference=(640.0, 5.0), clear_streak=5)
     assert not check.stop and streak == 0
 
@@ -116,8 +118,10 @@ def test_the_adaptive_interval_still_covers_the_true_gap():
         hits += abs(g - true_gap) <= h
         reasons.append(check.reason)
     coverage = hits / 300
-    print(f"adaptive stopping interval coverage: {coverage:.3f}; stops: "
-          f"{ {r: reasons.count(r) for r in set(reasons)} }")
+    print(
+        f"adaptive stopping interval coverage: {coverage:.3f}; stops: "
+        f"{ {r: reasons.count(r) for r in set(reasons)} }"
+    )
     assert coverage >= 0.90
 
 
@@ -132,7 +136,9 @@ def test_a_change_in_machine_speed_cancels_in_the_paired_gap():
     g, h = stats.paired_gap_interval(per_round, s_sec, per_round, r_sec)
     assert g == pytest.approx(100 * (1 - 50 / 60)) and h == pytest.approx(0.0, abs=1e-9)
     twin_alone, real_alone = 320 * 5 / s_sec[:5].sum(), 320 * 5 / r_sec[5:].sum()  # fast, then slow
-    assert 100 * (1 - real_alone / twin_alone) > g + 15  # what measuring one after the other reports
+    assert (
+        100 * (1 - real_alone / twin_alone) > g + 15
+    )  # what measuring one after the other reports
 
 
 def test_paired_rounds_stop_on_the_paired_gap():

@@ -22,7 +22,10 @@ from pipeprof.scenario import DataConfig, PipelineConfig
 from pipeprof.telemetry.recorder import Recorder
 from pipeprof.telemetry.stream import Collector, record_problem
 
-REPO_ENV = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [os.getcwd(), os.environ.get("PYTHONPATH")])))
+REPO_ENV = dict(
+    os.environ,
+    PYTHONPATH=os.pathsep.join(filter(None, [os.getcwd(), os.environ.get("PYTHONPATH")])),
+)
 
 
 def gone(pid: int, within_s: float = 5.0) -> bool:
@@ -39,8 +42,12 @@ def gone(pid: int, within_s: float = 5.0) -> bool:
 
 def test_a_chatty_hung_launch_is_killed_at_its_timeout(tmp_path):
     t0 = time.monotonic()
-    res = runner.run(["bash", "-c", "while true; do echo x; sleep 0.05; done"], env=dict(os.environ),
-                      log_path=tmp_path / "l.log", timeout_s=2)
+    res = runner.run(
+        ["bash", "-c", "while true; do echo x; sleep 0.05; done"],
+        env=dict(os.environ),
+        log_path=tmp_path / "l.log",
+        timeout_s=2,
+    )
     assert res.timed_out and not res.ok and res.reason() == "timed out"
     assert time.monotonic() - t0 < 30  # the command loops for ever: only the timeout ends it
     assert (tmp_path / "l.log").read_text().count("x\n") > 10
@@ -59,7 +66,9 @@ def test_sigterm_stops_the_launch_gracefully_and_no_descendant_survives(tmp_path
     timer.start()
     t0 = time.monotonic()
     try:
-        res = runner.run(["bash", "-c", script], env=dict(os.environ), log_path=tmp_path / "l.log", timeout_s=60)
+        res = runner.run(
+            ["bash", "-c", script], env=dict(os.environ), log_path=tmp_path / "l.log", timeout_s=60
+        )
     finally:
         timer.cancel()
     assert time.monotonic() - t0 < 10
@@ -87,7 +96,9 @@ print("not reached", flush=True)
 
 
 def test_a_second_signal_kills_the_children_and_exits_at_once():
-    proc = subprocess.Popen([sys.executable, "-c", SECOND_SIGNAL], stdout=subprocess.PIPE, text=True, env=REPO_ENV)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", SECOND_SIGNAL], stdout=subprocess.PIPE, text=True, env=REPO_ENV
+    )
     child = int(proc.stdout.readline().split()[1])
     proc.send_signal(signal.SIGTERM)
     assert proc.stdout.readline().split() == ["first", str(int(signal.SIGTERM))]
@@ -120,8 +131,14 @@ def test_handlers_are_restored_and_do_nothing_outside_the_main_thread():
     assert seen == [True]
 
 
-@pytest.mark.parametrize("signum,code,name", [(signal.SIGINT, 130, "SIGINT"), (signal.SIGTERM, 143, "SIGTERM"),
-                                              (signal.SIGHUP, 129, "SIGHUP")])
+@pytest.mark.parametrize(
+    "signum,code,name",
+    [
+        (signal.SIGINT, 130, "SIGINT"),
+        (signal.SIGTERM, 143, "SIGTERM"),
+        (signal.SIGHUP, 129, "SIGHUP"),
+    ],
+)
 def test_an_interruption_names_its_signal_and_exit_code(signum, code, name):
     exc = signals.Interrupted(signum)
     assert isinstance(exc, KeyboardInterrupt) and not isinstance(exc, Exception)
@@ -147,7 +164,9 @@ time.sleep(300)
 
 @pytest.mark.parametrize("how", ["argv", "in-child"])
 def test_a_child_dies_when_pipeprof_is_sigkilled(how):
-    parent = subprocess.Popen([sys.executable, "-c", ORPHAN, how], stdout=subprocess.PIPE, text=True, env=REPO_ENV)
+    parent = subprocess.Popen(
+        [sys.executable, "-c", ORPHAN, how], stdout=subprocess.PIPE, text=True, env=REPO_ENV
+    )
     child = int(parent.stdout.readline())
     time.sleep(0.3)  # the guard has exec'd the command
     assert psutil.Process(child).is_running()
@@ -158,28 +177,59 @@ def test_a_child_dies_when_pipeprof_is_sigkilled(how):
 
 def test_a_missing_command_is_file_not_found(tmp_path):
     with pytest.raises(FileNotFoundError):
-        runner.run(["no-such-command-pipeprof"], env=dict(os.environ), log_path=tmp_path / "l.log", timeout_s=5)
+        runner.run(
+            ["no-such-command-pipeprof"],
+            env=dict(os.environ),
+            log_path=tmp_path / "l.log",
+            timeout_s=5,
+        )
 
 
 # --- the record stream ---------------------------------------------------------------------------
 
+
 def step(rank=0, i=0) -> dict:
-    return {"kind": "step", **StepRecord(np=1, variant="v", rank=rank, step=i, warmup=False, input_wait_ms=1.0,
-                                         step_time_ms=10.0, batch_size=8, end_unix_s=time.time()).to_dict()}
+    return {
+        "kind": "step",
+        **StepRecord(
+            np=1,
+            variant="v",
+            rank=rank,
+            step=i,
+            warmup=False,
+            input_wait_ms=1.0,
+            step_time_ms=10.0,
+            batch_size=8,
+            end_unix_s=time.time(),
+        ).to_dict(),
+    }
 
 
-@pytest.mark.parametrize("record,problem", [
-    ([1, 2], "not a JSON object"), ({"rank": 0}, "without a 'kind'"), ({"kind": "step"}, "integer 'rank'"),
-    ({"kind": "proc", "rank": "0"}, "integer 'rank'"), ({"kind": "hello", "rank": True}, "integer 'rank'"),
-    ({**step(), "step_time_ms": None}, "numbers in step_time_ms"),
-    ({"kind": "gpu", "local_ranks": "0;x"}, "local_ranks"),
-])
+@pytest.mark.parametrize(
+    "record,problem",
+    [
+        ([1, 2], "not a JSON object"),
+        ({"rank": 0}, "without a 'kind'"),
+        ({"kind": "step"}, "integer 'rank'"),
+        ({"kind": "proc", "rank": "0"}, "integer 'rank'"),
+        ({"kind": "hello", "rank": True}, "integer 'rank'"),
+        ({**step(), "step_time_ms": None}, "numbers in step_time_ms"),
+        ({"kind": "gpu", "local_ranks": "0;x"}, "local_ranks"),
+    ],
+)
 def test_record_problems_are_named(record, problem):
     assert problem in record_problem(record)
 
 
-@pytest.mark.parametrize("record", [step(), {"kind": "host", "host": "a"}, {"kind": "gpu", "local_ranks": "0;1"},
-                                    {"kind": "variant_start", "np": 2}])
+@pytest.mark.parametrize(
+    "record",
+    [
+        step(),
+        {"kind": "host", "host": "a"},
+        {"kind": "gpu", "local_ranks": "0;1"},
+        {"kind": "variant_start", "np": 2},
+    ],
+)
 def test_good_records_pass(record):
     assert record_problem(record) is None
 
@@ -207,7 +257,10 @@ def test_malformed_records_do_not_stop_the_collector(tmp_path):
     assert [(r["rank"], r["step"]) for r in got] == [(1, 7)]
     assert col.malformed == 3 and recorder.malformed_count == 3
     first = (tmp_path / "live" / "malformed.txt").read_text()
-    assert first.startswith("the first malformed stream record: not a JSON object") and "[1,2]" in first
+    assert (
+        first.startswith("the first malformed stream record: not a JSON object")
+        and "[1,2]" in first
+    )
     assert "3 malformed records in all" in first
     assert "1,v,1,7" in (tmp_path / "live" / "steps.csv").read_text()
 
@@ -223,7 +276,10 @@ def test_a_record_a_consumer_cannot_handle_is_counted_not_fatal(tmp_path):
     with Collector(picky, token="t") as col:
         host, port = col.address.rsplit(":", 1)
         with socket.create_connection((host, int(port))) as s:
-            s.sendall(b'{"hello": "t"}\n' + "".join(json.dumps(step(i=i)) + "\n" for i in range(3)).encode())
+            s.sendall(
+                b'{"hello": "t"}\n'
+                + "".join(json.dumps(step(i=i)) + "\n" for i in range(3)).encode()
+            )
         deadline = time.monotonic() + 5
         while len(got) < 2 and time.monotonic() < deadline:
             time.sleep(0.02)
@@ -233,7 +289,10 @@ def test_a_record_a_consumer_cannot_handle_is_counted_not_fatal(tmp_path):
 def test_malformed_fallback_lines_are_counted_and_the_rest_ingested(tmp_path):
     (tmp_path / "stream").mkdir()
     (tmp_path / "stream" / "rank0.jsonl").write_bytes(
-        b'{"kind":"step"}\n' + json.dumps(step()).encode() + b'\n\xff\xfe\n{"kind":"step","np":1,"var')
+        b'{"kind":"step"}\n'
+        + json.dumps(step()).encode()
+        + b'\n\xff\xfe\n{"kind":"step","np":1,"var'
+    )
     recorder = Recorder(tmp_path)
     assert recorder.ingest_fallback_files() == 1
     recorder.close()
@@ -242,6 +301,7 @@ def test_malformed_fallback_lines_are_counted_and_the_rest_ingested(tmp_path):
 
 
 # --- the stage benchmark's worker ----------------------------------------------------------------
+
 
 def test_the_stage_benchmarks_stderr_lands_in_the_run_directory(tmp_path):
     log = tmp_path / "run" / "logs" / "stagebench.log"
@@ -266,7 +326,9 @@ def test_the_stage_benchmark_worker_is_stopped_on_a_stop_signal(tmp_path):
     assert gone(worker, within_s=1.0)
 
 
-def test_the_cli_exits_128_plus_a_signal_that_lands_before_anything_was_measured(monkeypatch, capsys):
+def test_the_cli_exits_128_plus_a_signal_that_lands_before_anything_was_measured(
+    monkeypatch, capsys
+):
     from pipeprof.cli import compare as cli_compare
     from pipeprof.cli import main
 

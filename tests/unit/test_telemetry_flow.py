@@ -7,7 +7,6 @@ import pandas as pd
 import pytest
 from rich.console import Console
 
-from pipeprof.workflows.summary import write_summary
 from pipeprof.records import StepRecord
 from pipeprof.telemetry.agent import RankTelemetry, gpu_targets
 from pipeprof.telemetry.gpu import gpu_for_local_rank
@@ -16,6 +15,7 @@ from pipeprof.telemetry.recorder import Recorder
 from pipeprof.telemetry.stream import Collector, StreamClient
 from pipeprof.tui.dashboard import render
 from pipeprof.tui.state import LiveState
+from pipeprof.workflows.summary import write_summary
 from tests.fakes.nvml import FakeGpu, FakeNvml
 
 
@@ -25,8 +25,12 @@ def no_cuda_env(monkeypatch):
 
 
 def two_gpu_fake() -> FakeNvml:
-    return FakeNvml(gpus=[FakeGpu(uuid="GPU-aaa", util_pct=37, mem_used=3 * 2**30),
-                          FakeGpu(uuid="GPU-bbb", util_pct=81, mem_used=9 * 2**30)])
+    return FakeNvml(
+        gpus=[
+            FakeGpu(uuid="GPU-aaa", util_pct=37, mem_used=3 * 2**30),
+            FakeGpu(uuid="GPU-bbb", util_pct=81, mem_used=9 * 2**30),
+        ]
+    )
 
 
 def wait_for(cond, timeout=10.0):
@@ -48,14 +52,35 @@ def run_two_ranks(tmp_path, fake: FakeNvml, steps_per_rank=12):
         state.apply(r)
 
     with Collector(on_record, token="t0k") as col:
-        agents = [RankTelemetry(StreamClient(col.address, token="t0k", rank=r), rank=r, local_rank=r, local_size=2,
-                                gpu_interval_s=0.02, host_interval_s=0.05, nvml_factory=lambda: Nvml(fake)).start()
-                  for r in (0, 1)]
+        agents = [
+            RankTelemetry(
+                StreamClient(col.address, token="t0k", rank=r),
+                rank=r,
+                local_rank=r,
+                local_size=2,
+                gpu_interval_s=0.02,
+                host_interval_s=0.05,
+                nvml_factory=lambda: Nvml(fake),
+            ).start()
+            for r in (0, 1)
+        ]
         for i in range(steps_per_rank):
             for a in agents:
                 # the record itself: the stream turns it into JSON at its flush, off the training thread
-                a.put("step", StepRecord(np=2, variant="real", rank=a.rank, step=i, warmup=i < 2, input_wait_ms=5.0,
-                                         step_time_ms=20.0, batch_size=32, end_unix_s=time.time()))
+                a.put(
+                    "step",
+                    StepRecord(
+                        np=2,
+                        variant="real",
+                        rank=a.rank,
+                        step=i,
+                        warmup=i < 2,
+                        input_wait_ms=5.0,
+                        step_time_ms=20.0,
+                        batch_size=32,
+                        end_unix_s=time.time(),
+                    ),
+                )
             time.sleep(0.02)
         for a in agents:
             a.stop()
@@ -97,7 +122,9 @@ def test_nvml_errors_missing_library_and_unsupported_queries_do_not_break_a_run(
     run_two_ranks(tmp_path / "errors", fake)
     gpu = pd.read_csv(tmp_path / "errors" / "telemetry" / "gpu.csv")
     assert gpu["gpu_util_pct"].isna().all() and gpu["power_w"].isna().all()
-    slow = gpu[gpu["mem_used_mb"].notna()]  # memory, clock, power, temperature come at the host interval
+    slow = gpu[
+        gpu["mem_used_mb"].notna()
+    ]  # memory, clock, power, temperature come at the host interval
     assert len(slow) >= 2 and slow["temp_c"].notna().all()  # the rest still measured, on each GPU
     assert fake.calls.count("nvmlDeviceGetPowerUsage") == 1  # unsupported: asked once only
 
@@ -112,11 +139,29 @@ def test_nvml_utilisation_disagreeing_with_input_wait_is_flagged(tmp_path):
     busy = FakeNvml(gpus=[FakeGpu(util_pct=100), FakeGpu(util_pct=100)])
     recorder = Recorder(tmp_path, flush_interval_s=0.0)
     with Collector(recorder.write) as col:
-        agent = RankTelemetry(StreamClient(col.address, rank=0), rank=0, local_rank=0, local_size=1,
-                              gpu_interval_s=0.02, nvml_factory=lambda: Nvml(busy)).start()
+        agent = RankTelemetry(
+            StreamClient(col.address, rank=0),
+            rank=0,
+            local_rank=0,
+            local_size=1,
+            gpu_interval_s=0.02,
+            nvml_factory=lambda: Nvml(busy),
+        ).start()
         for i in range(10):
-            agent.put("step", StepRecord(np=1, variant="real", rank=0, step=i, warmup=False, input_wait_ms=40.0,
-                                         step_time_ms=100.0, batch_size=8, end_unix_s=time.time()).to_dict())
+            agent.put(
+                "step",
+                StepRecord(
+                    np=1,
+                    variant="real",
+                    rank=0,
+                    step=i,
+                    warmup=False,
+                    input_wait_ms=40.0,
+                    step_time_ms=100.0,
+                    batch_size=8,
+                    end_unix_s=time.time(),
+                ).to_dict(),
+            )
             time.sleep(0.03)
         agent.stop()
         wait_for(lambda: recorder.counts.get("step", 0) == 10)
@@ -130,8 +175,20 @@ def test_rank_without_a_launcher_writes_to_the_run_directory(tmp_path):
         dead = col.address  # a port that will be closed
     client = StreamClient(dead, rank=3, fallback_dir=tmp_path)
     assert client.mode == "file"
-    client.put("step", {"np": 1, "variant": "v", "rank": 3, "step": 0, "warmup": False, "input_wait_ms": 1.0,
-                        "step_time_ms": 2.0, "batch_size": 4, "end_unix_s": 0.0})
+    client.put(
+        "step",
+        {
+            "np": 1,
+            "variant": "v",
+            "rank": 3,
+            "step": 0,
+            "warmup": False,
+            "input_wait_ms": 1.0,
+            "step_time_ms": 2.0,
+            "batch_size": 4,
+            "end_unix_s": 0.0,
+        },
+    )
     client.close()
     lines = (tmp_path / "stream" / "rank3.jsonl").read_text().splitlines()
     assert json.loads(lines[0])["kind"] == "step"
@@ -154,9 +211,17 @@ def test_a_client_with_the_wrong_token_is_refused():
     assert got == [{"kind": "proc", "rank": 1}] and col.rejected == 1
 
 
-@pytest.mark.parametrize("local_rank,cvd,expected", [
-    (1, None, 1), (1, "4,5", 5), (0, "GPU-abc,GPU-def", "GPU-abc"), (1, "", None), (0, "-1", None), (3, "2,3", 3),
-])
+@pytest.mark.parametrize(
+    "local_rank,cvd,expected",
+    [
+        (1, None, 1),
+        (1, "4,5", 5),
+        (0, "GPU-abc,GPU-def", "GPU-abc"),
+        (1, "", None),
+        (0, "-1", None),
+        (3, "2,3", 3),
+    ],
+)
 def test_rank_to_gpu_mapping(local_rank, cvd, expected):
     assert gpu_for_local_rank(local_rank, cvd) == expected
 
@@ -165,24 +230,45 @@ def test_gpus_are_sampled_once_per_host():
     assert gpu_targets(0, 4, None) == {0: [0], 1: [1], 2: [2], 3: [3]}
     assert gpu_targets(2, 4, None) == {}  # local rank 0 samples for everyone
     assert gpu_targets(0, 2, "6,7") == {6: [0], 7: [1]}
-    assert gpu_targets(1, 4, "GPU-x") == {"GPU-x": [1]}  # narrowed per rank (e.g. Slurm): each its own
+    assert gpu_targets(1, 4, "GPU-x") == {
+        "GPU-x": [1]
+    }  # narrowed per rank (e.g. Slurm): each its own
     assert gpu_targets(0, 2, "") == {}
 
 
 def test_a_window_shorter_than_the_sampling_interval_takes_the_sample_that_covers_it():
     from pipeprof.analysis.telemetry import _in
 
-    host = pd.DataFrame({"t_unix_s": [10.0, 10.5, 11.0, 11.5], "host": ["a"] * 4, "cpu_pct": [5.0, 20.0, 30.0, 6.0]})
-    assert _in(host, 10.1, 10.4)["cpu_pct"].tolist() == [20.0]  # 0.3 s of steps between two 0.5 s samples
+    host = pd.DataFrame(
+        {"t_unix_s": [10.0, 10.5, 11.0, 11.5], "host": ["a"] * 4, "cpu_pct": [5.0, 20.0, 30.0, 6.0]}
+    )
+    assert _in(host, 10.1, 10.4)["cpu_pct"].tolist() == [
+        20.0
+    ]  # 0.3 s of steps between two 0.5 s samples
     assert _in(host, 10.2, 11.2)["cpu_pct"].tolist() == [20.0, 30.0]  # samples inside: those alone
-    proc = pd.DataFrame({"t_unix_s": [10.0, 10.01, 10.5, 10.51], "host": ["a"] * 4, "rank": [0, 1, 0, 1],
-                         "cpu_pct": [1.0, 2.0, 3.0, 4.0]})
-    assert sorted(_in(proc, 10.005, 10.3)["cpu_pct"]) == [2.0, 3.0]  # per rank: rank 1 inside, rank 0 covered
+    proc = pd.DataFrame(
+        {
+            "t_unix_s": [10.0, 10.01, 10.5, 10.51],
+            "host": ["a"] * 4,
+            "rank": [0, 1, 0, 1],
+            "cpu_pct": [1.0, 2.0, 3.0, 4.0],
+        }
+    )
+    assert sorted(_in(proc, 10.005, 10.3)["cpu_pct"]) == [
+        2.0,
+        3.0,
+    ]  # per rank: rank 1 inside, rank 0 covered
     assert _in(host, 12.0, 12.2).empty  # nothing after the window: nothing to attribute
     # a sampler that began after the window (np=2's new rank after np=1) covers nothing of it:
     # its first interval is its process's start, not the window's steps
-    later = pd.DataFrame({"t_unix_s": [10.0, 10.5, 17.0, 17.5], "host": ["a"] * 4, "rank": [0, 0, 1, 1],
-                          "cpu_pct": [30.0, 40.0, 2172.0, 50.0]})
+    later = pd.DataFrame(
+        {
+            "t_unix_s": [10.0, 10.5, 17.0, 17.5],
+            "host": ["a"] * 4,
+            "rank": [0, 0, 1, 1],
+            "cpu_pct": [30.0, 40.0, 2172.0, 50.0],
+        }
+    )
     assert _in(later, 10.1, 10.3)["cpu_pct"].tolist() == [40.0]
 
 
@@ -191,13 +277,31 @@ def test_a_variant_measured_in_rounds_takes_only_the_samples_of_its_own_rounds()
     from pipeprof.analysis.telemetry import samples_in, windows
 
     def step(variant, rnd, end, paired=""):
-        return dict(np=1, variant=variant, rank=0, step=int(end * 10), warmup=False, input_wait_ms=0.0,
-                    step_time_ms=100.0, batch_size=8, end_unix_s=end, paired=paired, round=rnd)
+        return dict(
+            np=1,
+            variant=variant,
+            rank=0,
+            step=int(end * 10),
+            warmup=False,
+            input_wait_ms=0.0,
+            step_time_ms=100.0,
+            batch_size=8,
+            end_unix_s=end,
+            paired=paired,
+            round=rnd,
+        )
 
-    steps = pd.DataFrame([step("real", 0, t) for t in (10.1, 10.5, 11.0)]
-                         + [step("real", 1, t) for t in (12.1, 12.5, 13.0)])
-    host = pd.DataFrame({"t_unix_s": [10.5, 11.0, 11.5, 11.9, 12.5, 13.0], "host": ["a"] * 6,
-                         "cpu_pct": [80.0, 80.0, 10.0, 10.0, 90.0, 90.0]})  # 11.5, 11.9: the twin's stretch
+    steps = pd.DataFrame(
+        [step("real", 0, t) for t in (10.1, 10.5, 11.0)]
+        + [step("real", 1, t) for t in (12.1, 12.5, 13.0)]
+    )
+    host = pd.DataFrame(
+        {
+            "t_unix_s": [10.5, 11.0, 11.5, 11.9, 12.5, 13.0],
+            "host": ["a"] * 6,
+            "cpu_pct": [80.0, 80.0, 10.0, 10.0, 90.0, 90.0],
+        }
+    )  # 11.5, 11.9: the twin's stretch
     win = windows(steps)
     assert win["round"].tolist() == [0, 1]
     assert sorted(samples_in(host, win, 1, "real")["cpu_pct"]) == [80.0, 80.0, 90.0, 90.0]
@@ -206,12 +310,27 @@ def test_a_variant_measured_in_rounds_takes_only_the_samples_of_its_own_rounds()
 def test_cpu_cores_per_rank_is_each_ranks_process_cpu_averaged_over_the_measured_steps():
     from pipeprof.analysis.telemetry import add_telemetry
 
-    steps = pd.DataFrame({"np": 2, "variant": "real", "warmup": False, "step_time_ms": 1000.0,
-                          "end_unix_s": [101.0, 102.0, 103.0]})
+    steps = pd.DataFrame(
+        {
+            "np": 2,
+            "variant": "real",
+            "warmup": False,
+            "step_time_ms": 1000.0,
+            "end_unix_s": [101.0, 102.0, 103.0],
+        }
+    )
     # rank 0 used 1.5 cores and rank 1 half a core during the steps; a sample outside counts not
-    proc = pd.DataFrame({"t_unix_s": [100.5, 101.5, 102.5, 100.5, 101.5, 102.5, 200.0],
-                         "host": "h", "rank": [0, 0, 0, 1, 1, 1, 1],
-                         "cpu_pct": [140.0, 160.0, 150.0, 50.0, 40.0, 60.0, 900.0], "rss_mb": 10.0})
-    summary = pd.DataFrame({"np": [2], "variant": ["real"], "input_wait_pct": [1.0], "warning": [""]})
+    proc = pd.DataFrame(
+        {
+            "t_unix_s": [100.5, 101.5, 102.5, 100.5, 101.5, 102.5, 200.0],
+            "host": "h",
+            "rank": [0, 0, 0, 1, 1, 1, 1],
+            "cpu_pct": [140.0, 160.0, 150.0, 50.0, 40.0, 60.0, 900.0],
+            "rss_mb": 10.0,
+        }
+    )
+    summary = pd.DataFrame(
+        {"np": [2], "variant": ["real"], "input_wait_pct": [1.0], "warning": [""]}
+    )
     row = add_telemetry(summary, steps, None, None, proc).iloc[0]
     assert row["cpu_cores_per_rank"] == pytest.approx(1.0)  # (1.5 + 0.5) / 2

@@ -6,13 +6,13 @@ import re
 
 import pytest
 
-from pipeprof.workflows import diagnose
 from pipeprof import scenario as scen
 from pipeprof.analysis.memory import default_ram_budget_bytes
-from pipeprof.workflows.plan import check_memory, variant_specs
 from pipeprof.errors import PipeprofError
 from pipeprof.launch import horovod, launcher, topology
 from pipeprof.scenario import LaunchConfig
+from pipeprof.workflows import diagnose
+from pipeprof.workflows.plan import check_memory, variant_specs
 
 
 def hostfile(tmp_path, hosts: int, slots: int):
@@ -37,16 +37,32 @@ def test_hosts_are_filled_in_horovods_order():
     t = topology.assign(6, LaunchConfig(hosts="a:4,b:4"), cores=8)
     assert t.ranks_by_host == {"a": 4, "b": 2} and t.ranks_per_host == 4 and t.cores_per_rank == 2
     assert [(s.host, s.rank, s.local_rank, s.local_size) for s in t.slots] == [
-        ("a", 0, 0, 4), ("a", 1, 1, 4), ("a", 2, 2, 4), ("a", 3, 3, 4), ("b", 4, 0, 2), ("b", 5, 1, 2)]
+        ("a", 0, 0, 4),
+        ("a", 1, 1, 4),
+        ("a", 2, 2, 4),
+        ("a", 3, 3, 4),
+        ("b", 4, 0, 2),
+        ("b", 5, 1, 2),
+    ]
     assert t.hosts_arg == "a:4,b:2"  # what horovodrun is given: Gloo fills every slot it is handed
 
 
 def test_a_local_run_is_unchanged():
     t = topology.assign(2, LaunchConfig())
-    assert t.ranks_by_host == {"localhost": 2} and t.ranks_here == 2 and t.hosts_arg == "localhost:2"
+    assert (
+        t.ranks_by_host == {"localhost": 2} and t.ranks_here == 2 and t.hosts_arg == "localhost:2"
+    )
     assert t.cores_per_rank == max(1, len(os.sched_getaffinity(0)) // 2)
-    assert diagnose.cores_per_rank(scen.Scenario(), 2) == float(max(1, len(os.sched_getaffinity(0)) // 2))
-    assert horovod.horovodrun_argv(2, LaunchConfig(), ["w"])[:5] == ["horovodrun", "-np", "2", "-H", "localhost:2"]
+    assert diagnose.cores_per_rank(scen.Scenario(), 2) == float(
+        max(1, len(os.sched_getaffinity(0)) // 2)
+    )
+    assert horovod.horovodrun_argv(2, LaunchConfig(), ["w"])[:5] == [
+        "horovodrun",
+        "-np",
+        "2",
+        "-H",
+        "localhost:2",
+    ]
 
 
 def test_the_verdict_counts_the_ranks_of_one_host_not_all_of_them(tmp_path):
@@ -67,8 +83,10 @@ def budget_in_refusal(tmp_path, launch_lines: str, np: int) -> float:
         (data / c / "x.jpg").write_bytes(b"")
     toml = tmp_path / "big.toml"
     # one image per rank whose decoded size no machine has: the check must refuse and show its budget
-    toml.write_text(f'name = "big"\n[data]\nsource = "folder"\npath = "{data}"\nimage_size = 400000\n'
-                    f'num_classes = 2\n[pipeline.cache]\nenabled = true\n[launch]\n{launch_lines}')
+    toml.write_text(
+        f'name = "big"\n[data]\nsource = "folder"\npath = "{data}"\nimage_size = 400000\n'
+        f"num_classes = 2\n[pipeline.cache]\nenabled = true\n[launch]\n{launch_lines}"
+    )
     s = scen.load(str(toml))
     with pytest.raises(PipeprofError) as exc:
         check_memory(s, variant_specs(s), str(data), [np], None)
@@ -101,8 +119,13 @@ def test_hostfile_lines_and_their_mistakes(tmp_path):
 
 def test_host_list_mistakes_are_one_line_each():
     assert topology.parse_hosts("a:8, b:4,c") == [("a", 8), ("b", 4), ("c", 1)]
-    for bad, says in (("a:x", "slots of 'a'"), ("a:0", "has 0 slots"), ("a b:2", "not a host name"),
-                      (",", "no hosts given"), ("a:2,a:2", "listed twice")):
+    for bad, says in (
+        ("a:x", "slots of 'a'"),
+        ("a:0", "has 0 slots"),
+        ("a b:2", "not a host name"),
+        (",", "no hosts given"),
+        ("a:2,a:2", "listed twice"),
+    ):
         with pytest.raises(PipeprofError, match=says) as exc:
             topology.parse_hosts(bad)
         assert "\n" not in exc.value.message

@@ -8,9 +8,13 @@ from pipeprof.scenario import PipelineConfig
 from pipeprof.tune import space as sp
 from pipeprof.tune.search import coordinate_descent
 
-SPACE = [sp.Dimension("parallel_calls", (1, 2, 4, "autotune")), sp.Dimension("prefetch", (1, 4, "autotune")),
-         sp.Dimension("private_threadpool_size", (0, 2, 4)), sp.Dimension("max_intra_op_parallelism", (0, 1)),
-         sp.Dimension("cache", ("off", "before_augment"))]
+SPACE = [
+    sp.Dimension("parallel_calls", (1, 2, 4, "autotune")),
+    sp.Dimension("prefetch", (1, 4, "autotune")),
+    sp.Dimension("private_threadpool_size", (0, 2, 4)),
+    sp.Dimension("max_intra_op_parallelism", (0, 1)),
+    sp.Dimension("cache", ("off", "before_augment")),
+]
 
 
 def separable(point, window=None):
@@ -24,8 +28,13 @@ def separable(point, window=None):
 
 
 def test_finds_the_optimum_of_a_separable_objective_with_far_fewer_trials_than_the_grid():
-    start = {"parallel_calls": 1, "prefetch": 1, "private_threadpool_size": 0, "max_intra_op_parallelism": 0,
-             "cache": "off"}
+    start = {
+        "parallel_calls": 1,
+        "prefetch": 1,
+        "private_threadpool_size": 0,
+        "max_intra_op_parallelism": 0,
+        "cache": "off",
+    }
     res = coordinate_descent(SPACE, start, separable, budget_s=1e9)
     grid_best = max(sp.grid(SPACE), key=lambda p: separable(p)["samples_per_s"])
     assert res.best.point == grid_best
@@ -43,6 +52,7 @@ def drifting_machine(objective, slow_from_s: float):
         took = window.min_s if lost else window.max_s
         clock[0] += took
         return {"samples_per_s": rate, "seconds": took, "stop": "lost" if lost else "max_time"}
+
     return evaluate, lambda: clock[0]
 
 
@@ -53,8 +63,14 @@ def test_a_slowdown_mid_search_does_not_hide_a_better_setting():
         return {"samples_per_s": 110.0 if point["cache"] == "before_augment" else 100.0}
 
     evaluate, clock = drifting_machine(cache_only, slow_from_s=4.0)
-    res = coordinate_descent(SPACE, {d.name: d.values[0] for d in SPACE}, evaluate, budget_s=1e9, trial_s=1.0,
-                             clock=clock)
+    res = coordinate_descent(
+        SPACE,
+        {d.name: d.values[0] for d in SPACE},
+        evaluate,
+        budget_s=1e9,
+        trial_s=1.0,
+        clock=clock,
+    )
     assert res.best.point["cache"] == "before_augment"
     # before the cache was swept, the incumbent was measured again after the slowdown
     cache_trial = next(i for i, t in enumerate(res.trials) if t.point["cache"] == "before_augment")
@@ -64,8 +80,13 @@ def test_a_slowdown_mid_search_does_not_hide_a_better_setting():
 
 def test_a_lucky_fast_trial_is_confirmed_against_the_incumbent_before_the_search_moves():
     # every setting is the same (100/s); one trial of one candidate catches a fast second (+10%)
-    lucky = {"parallel_calls": 2, "prefetch": 1, "private_threadpool_size": 0, "max_intra_op_parallelism": 0,
-             "cache": "off"}
+    lucky = {
+        "parallel_calls": 2,
+        "prefetch": 1,
+        "private_threadpool_size": 0,
+        "max_intra_op_parallelism": 0,
+        "cache": "off",
+    }
     calls = []
 
     def evaluate(point, window):
@@ -77,25 +98,36 @@ def test_a_lucky_fast_trial_is_confirmed_against_the_incumbent_before_the_search
     confirms = [t for t in res.trials if t.phase == "confirm"]
     assert len(confirms) == 1 and confirms[0].point == {d.name: d.values[0] for d in SPACE}
     search = [t for t in res.trials if t.phase == "search"]
-    assert len(search) == sum(len(d.values) - 1 for d in SPACE)  # one round of sweeps: the search never moved
+    assert len(search) == sum(
+        len(d.values) - 1 for d in SPACE
+    )  # one round of sweeps: the search never moved
 
 
 def test_a_candidate_that_cannot_win_stops_at_its_minimum():
     evaluate, clock = drifting_machine(separable, slow_from_s=1e9)
     windows = []
-    res = coordinate_descent(SPACE, {d.name: d.values[0] for d in SPACE},
-                             lambda p, w: windows.append(w) or evaluate(p, w), budget_s=1e9, trial_s=1.0, clock=clock)
+    res = coordinate_descent(
+        SPACE,
+        {d.name: d.values[0] for d in SPACE},
+        lambda p, w: windows.append(w) or evaluate(p, w),
+        budget_s=1e9,
+        trial_s=1.0,
+        clock=clock,
+    )
     lost = [t for t in res.trials if t.stop == "lost"]
     assert lost and all(t.seconds == 0.5 and t.phase == "search" for t in lost)
     search = [(t, w) for t, w in zip(res.trials, windows) if t.phase == "search"]
-    assert all(w.beat is not None and w.target_pct == 1.0 for _, w in search)  # held to the incumbent + 2%
+    assert all(
+        w.beat is not None and w.target_pct == 1.0 for _, w in search
+    )  # held to the incumbent + 2%
     assert res.best.phase == "run-off"
 
 
 def test_budget_stops_the_search_and_still_returns_the_best_so_far():
     t = itertools.count()
-    res = coordinate_descent(SPACE, {d.name: d.values[0] for d in SPACE}, separable, budget_s=3.5,
-                             clock=lambda: next(t))
+    res = coordinate_descent(
+        SPACE, {d.name: d.values[0] for d in SPACE}, separable, budget_s=3.5, clock=lambda: next(t)
+    )
     assert res.stopped_by_budget and res.best is not None and len(res.trials) < 12
 
 
@@ -106,8 +138,13 @@ def test_disallowed_points_are_never_measured():
         measured.append(p)
         return separable(p, w)
 
-    coordinate_descent(SPACE, {d.name: d.values[0] for d in SPACE}, f, budget_s=1e9,
-                       allowed=lambda p: p["cache"] == "off")
+    coordinate_descent(
+        SPACE,
+        {d.name: d.values[0] for d in SPACE},
+        f,
+        budget_s=1e9,
+        allowed=lambda p: p["cache"] == "off",
+    )
     assert all(p["cache"] == "off" for p in measured)
 
 
@@ -123,9 +160,23 @@ def test_failing_points_never_win():
 
 def test_points_become_pipelines_and_toml_fragments():
     base = PipelineConfig()
-    p = sp.apply(base, {"parallel_calls": 3, "prefetch": 2, "private_threadpool_size": 4,
-                        "max_intra_op_parallelism": 1, "cache": "before_augment", "shuffle_buffer": 64})
-    assert (p.parallel_calls, p.prefetch.depth, p.private_threadpool_size, p.max_intra_op_parallelism) == (3, 2, 4, 1)
+    p = sp.apply(
+        base,
+        {
+            "parallel_calls": 3,
+            "prefetch": 2,
+            "private_threadpool_size": 4,
+            "max_intra_op_parallelism": 1,
+            "cache": "before_augment",
+            "shuffle_buffer": 64,
+        },
+    )
+    assert (
+        p.parallel_calls,
+        p.prefetch.depth,
+        p.private_threadpool_size,
+        p.max_intra_op_parallelism,
+    ) == (3, 2, 4, 1)
     assert p.cache.enabled and p.cache.kind == "memory" and p.shuffle.buffer_size == 64
     import tomllib
 
@@ -144,8 +195,13 @@ def test_default_space_scales_with_cores(cores):
 
 
 def test_a_trial_budget_ends_the_search_after_that_many_trials_whatever_the_time_left():
-    start = {"parallel_calls": 1, "prefetch": 1, "private_threadpool_size": 0, "max_intra_op_parallelism": 0,
-             "cache": "off"}
+    start = {
+        "parallel_calls": 1,
+        "prefetch": 1,
+        "private_threadpool_size": 0,
+        "max_intra_op_parallelism": 0,
+        "cache": "off",
+    }
     res = coordinate_descent(SPACE, start, separable, budget_s=1e9, max_trials=4)
     assert res.stopped_by_budget
     assert sum(t.phase != "run-off" for t in res.trials) == 4  # then the run-off of the best few

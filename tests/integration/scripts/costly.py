@@ -45,10 +45,23 @@ ds = tf.data.Dataset.from_tensor_slices((files, labels)).shard(hvd.size(), hvd.r
 ds = ds.map(decode_image, num_parallel_calls=tf.data.AUTOTUNE)
 ds = ds.map(augment_image, num_parallel_calls=tf.data.AUTOTUNE)
 ds = ds.batch(8, drop_remainder=True).repeat().prefetch(tf.data.AUTOTUNE)
-model = tf.keras.Sequential([tf.keras.Input((SIZE, SIZE, 3)), tf.keras.layers.Conv2D(8, 3, activation="relu"),
-                             tf.keras.layers.GlobalAveragePooling2D(), tf.keras.layers.Dense(len(classes))])
-model.compile(optimizer=hvd.DistributedOptimizer(tf.keras.optimizers.SGD(0.01)),
-              loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+model = tf.keras.Sequential(
+    [
+        tf.keras.Input((SIZE, SIZE, 3)),
+        tf.keras.layers.Conv2D(8, 3, activation="relu"),
+        tf.keras.layers.GlobalAveragePooling2D(),
+        tf.keras.layers.Dense(len(classes)),
+    ]
+)
+model.compile(
+    optimizer=hvd.DistributedOptimizer(tf.keras.optimizers.SGD(0.01)),
+    loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+)
 ds = pk.instrument(ds)
-model.fit(ds, steps_per_epoch=20, epochs=1000, verbose=0,
-          callbacks=[hvd.callbacks.BroadcastGlobalVariablesCallback(0), pk.PipeprofCallback()])
+model.fit(
+    ds,
+    steps_per_epoch=20,
+    epochs=1000,
+    verbose=0,
+    callbacks=[hvd.callbacks.BroadcastGlobalVariablesCallback(0), pk.PipeprofCallback()],
+)
