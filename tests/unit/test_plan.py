@@ -162,3 +162,20 @@ def test_a_flush_takes_the_stock_and_the_first_batch_made_and_stops():
     assert flush(iter(range(3)), 0.020) == 3  # an iterator that ends ends the flush
     # a pipeline far faster than anything pulls: the flush stops at its cap
     assert flush(iter(int, 1), 0.020) == FLUSH_MAX_BATCHES
+
+
+def test_a_flush_of_a_pipeline_faster_than_the_model_stops_at_its_first_made_batch():
+    import time
+
+    from pipeprof.rank.measure import flush
+
+    def stocked(n):
+        yield from range(n)  # in the buffers: at once
+        while True:
+            time.sleep(0.003)  # made now, in 3 ms: faster than a 20 ms twin step
+            yield -1
+
+    # taken flat out for two twin steps, its making would keep the host's cores busy and leave
+    # its buffers to refill during the measured steps; a jump from ~0 to 3 ms ends it
+    assert flush(stocked(5), 0.020) == 6
+    assert flush(stocked(1), 0.020) == 2
