@@ -13,11 +13,16 @@ import tomllib
 import types
 import typing
 from pathlib import Path
-from typing import Any, Literal, Union
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, Union, cast
 
 from pipeprof.errors import PipeprofError
 
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
 NOT_TOML_KEYS = {"source_file"}
+
+D = TypeVar("D", bound="DataclassInstance")
 
 
 def deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
@@ -55,7 +60,7 @@ def _coerce(tp: Any, value: Any, where: str, key: str) -> Any:
     if dataclasses.is_dataclass(tp):
         if not isinstance(value, dict):
             raise bad()
-        return build(tp, value, where, key)
+        return build(cast(type[Any], tp), value, where, key)
     if origin is Literal:
         if value not in typing.get_args(tp) or isinstance(value, bool) != any(
             isinstance(a, bool) for a in typing.get_args(tp)
@@ -98,8 +103,8 @@ def _coerce(tp: Any, value: Any, where: str, key: str) -> Any:
 
 
 def build(
-    cls: type, data: dict[str, Any], where: str, prefix: str, *, ignore_unknown: bool = False
-) -> Any:
+    cls: type[D], data: dict[str, Any], where: str, prefix: str, *, ignore_unknown: bool = False
+) -> D:
     """A dataclass from plain data, every value checked against its field's type: the one
     schema mechanism for scenarios and for the records that cross processes. An unknown key
     is an error naming it, or skipped with ``ignore_unknown`` (records written by a newer

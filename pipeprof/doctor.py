@@ -435,7 +435,7 @@ def _tfrecords(report: Report, scenario: Scenario) -> tuple[list[Finding], list[
     return report.findings, bad
 
 
-def _bytes(n: int) -> str:
+def _bytes(n: float) -> str:
     for unit in ("B", "KB", "MB", "GB", "TB"):
         if n < 1000 or unit == "TB":
             return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.1f} {unit}"

@@ -29,7 +29,7 @@ import logging
 import os
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import tensorflow as tf
 
@@ -38,6 +38,9 @@ from pipeprof.rank.identity import identity
 from pipeprof.records import StepRecord
 from pipeprof.telemetry.agent import RankTelemetry
 from pipeprof.telemetry.stream import ENV_ADDRESS, ENV_RUN_DIR, ENV_TOKEN, StreamClient
+
+if TYPE_CHECKING:
+    from pipeprof.rank.fit import FitMeasurement
 
 log = logging.getLogger("pipeprof.keras")
 # what the wrapped train step adds to its logs, taken out again before any callback sees them
@@ -113,7 +116,7 @@ class PipeprofCallback(tf.keras.callbacks.Callback):
         self.address = address or os.environ.get(ENV_ADDRESS)
         self.gpu_interval_s, self.host_interval_s = gpu_interval_s, host_interval_s
         self.telemetry: RankTelemetry | None = None
-        self.measurement = None  # rank.fit.FitMeasurement under pipeprof compare
+        self.measurement: FitMeasurement | None = None  # under pipeprof compare
         self.step = 0
         self._t0 = self._prev_end = self._prev_cpu = 0.0
         self._entered: tf.Tensor | None = None  # the step's timestamp (unix seconds)
@@ -162,7 +165,7 @@ class PipeprofCallback(tf.keras.callbacks.Callback):
                 self._entered, self._batch_size = logs.pop(ENTERED, None), logs.pop(BATCH, None)
             return logs
 
-        train_function._pipeprof_original = original
+        cast(Any, train_function)._pipeprof_original = original  # a function attribute
         model.train_function = train_function
 
     # -- Keras hooks ------------------------------------------------------------------------

@@ -29,7 +29,7 @@ import time
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pandas as pd
 
@@ -157,7 +157,7 @@ class RunDir:
         return path
 
     def manifest(self, what: str = "the run's manifest") -> dict[str, Any]:
-        return json.loads(self._require("manifest.json", what).read_text())
+        return cast(dict[str, Any], json.loads(self._require("manifest.json", what).read_text()))
 
     def summary(self, what: str = "the run's results") -> pd.DataFrame:
         return pd.read_csv(self._require("summary.csv", what))
@@ -218,7 +218,7 @@ class RunDir:
         path = self.path / "status.json"
         if not path.exists():
             return {"state": "unknown", "detail": ""}
-        status = json.loads(path.read_text())
+        status: dict[str, Any] = json.loads(path.read_text())
         if (
             status.get("state") == RUNNING
             and status.get("host") == socket.gethostname()

@@ -14,13 +14,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from pipeprof.config import (  # noqa: F401  (the CLI loads scenarios through here)
-    apply_overrides,
-    build,
-    deep_merge,
-    overlay_overrides,
-    parse_override,
-)
+from pipeprof.config import apply_overrides, build, deep_merge
+
+# re-exported: the CLI loads scenarios and their overrides through here
+from pipeprof.config import overlay_overrides as overlay_overrides
+from pipeprof.config import parse_override as parse_override
 from pipeprof.errors import PipeprofError
 from pipeprof.models import MIN_INPUT_SIDE
 
@@ -95,7 +93,7 @@ class MapConfig:
     # "module:function" called once as function(**kwargs); it returns the map function,
     # (image, label) -> (image, label). Empty: no map stage
     function: str = ""
-    kwargs: dict = field(default_factory=dict)  # the keyword arguments of that call
+    kwargs: dict[str, Any] = field(default_factory=dict)  # the keyword arguments of that call
 
 
 @dataclass(frozen=True)
@@ -190,7 +188,7 @@ class VariantConfig:
     """A real-data variant: a name and overrides of ``pipeline`` (same keys, any subset)."""
 
     name: str = "real"
-    pipeline: dict = field(default_factory=dict)
+    pipeline: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -46,7 +46,8 @@ fi
 TF_REQ=${PIPEPROF_TF:-tensorflow-cpu==2.15.1}
 stamp_want=$(cat pyproject.toml scripts/setup.sh | sha1sum | cut -c1-16)-$TF_REQ
 if [ -f .venv/.pipeprof-setup ] && [ "$(cat .venv/.pipeprof-setup)" = "$stamp_want" ] \
-   && .venv/bin/python -c 'import horovod.tensorflow, pipeprof, pytest, xdist' 2>/dev/null; then
+   && .venv/bin/python -c 'import horovod.tensorflow, pipeprof, pytest, xdist, mypy' 2>/dev/null \
+   && [ -x .venv/bin/ruff ]; then
   exit 0
 fi
 
@@ -55,7 +56,7 @@ pip=(.venv/bin/python -m pip --disable-pip-version-check)
 echo "setup: installing TensorFlow ($TF_REQ) and the build tools Horovod needs" >&2
 "${pip[@]}" install -q --upgrade pip 'setuptools<70' wheel 'cmake<4'
 "${pip[@]}" install -q "$TF_REQ" 'numpy<2' 'pandas>=2.0,<2.3' 'nvidia-ml-py>=12' 'psutil>=5.9' 'rich>=13' 'pytest>=7' 'pytest-xdist>=3.6' \
-  'matplotlib>=3.7,<3.10' 'prometheus-client>=0.17' 'jsonschema>=4'
+  'matplotlib>=3.7,<3.10' 'prometheus-client>=0.17' 'jsonschema>=4' 'ruff==0.8.4' 'mypy==1.13.0'
 
 if ! .venv/bin/python -c 'import horovod.tensorflow' 2>/dev/null; then
   echo "setup: building Horovod 0.28.1 from source (about 4 minutes on 2 cores; cached by pip afterwards)" >&2

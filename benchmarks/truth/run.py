@@ -115,6 +115,9 @@ class Machine:
     # emulated device ms -> np -> (the ceiling's step ms, the CPU cores each rank uses on it):
     # the model alone, measured by a synthetic-only run of the cheap pipeline's scenario
     ceilings: dict[str, dict[str, tuple[float, float]]] = field(default_factory=dict)
+    # spin case -> CPU-ms of its whole pipeline per batch (the spin, and everything tf.data does
+    # around it: the cache's reads, the shuffle, batching, its threads), run alone flat out
+    pipeline_cpu_ms: dict[str, float] = field(default_factory=dict)
 
 
 def klass(gap: float) -> str:
@@ -161,6 +164,10 @@ def expected_gap(case: Case, np_: int, m: Machine) -> float:
         "throttle": m.decode_us[case.stored_px],
     }[case.kind]
     cpu_ms = BATCH * per_image_us / 1e3
+    if (
+        case.kind == "spin" and case.name in m.pipeline_cpu_ms
+    ):  # measured: the spin and all around it
+        cpu_ms = m.pipeline_cpu_ms[case.name]
     if device is None:  # CPU-trained: the pipeline's CPU adds to the model's
         return 100.0 * cpu_ms / (cpu_ms + m.model_cpu_ms)
     step, used = m.ceilings[f"{device:g}"][str(np_)]
@@ -258,6 +265,29 @@ def pipeprof(args: list[str], log: Path, timeout: int = 900) -> None:
         raise RuntimeError(f"pipeprof {args[0]} failed (exit {proc.returncode}); see {log}")
 
 
+def pipeline_cpu_alone(root: Path, image_size: int, iterations: int) -> float:
+    """``inject.pipeline_cpu`` in a process of its own (a pipeline's threads outlive their
+    iterator for a while: measured in one process after another case, the same pipeline cost
+    36 CPU-ms a batch where it cost 23 alone)."""
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "benchmarks.truth.inject",
+            "pipeline",
+            str(root),
+            str(image_size),
+            str(iterations),
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=True,
+    )
+    return float(out.stdout.split()[-1])
+
+
 def measure_machine(cases: list[Case], work: Path, log: Path) -> Machine:
     """The spin rate, each stored size's decode cost and file size (on the generated files the
     cases will read), and the CPU model's CPU per step: everything the truth needs, measured
@@ -304,6 +334,10 @@ def measure_machine(cases: list[Case], work: Path, log: Path) -> Machine:
                 pass
             runs.append((time.process_time() - c0) / (4 * len(sample)) * 1e6)
         m.decode_us[case.stored_px] = sorted(runs)[1]
+        for spun in cases:
+            if spun.kind == "spin" and spun.device != "cpu" and spun.stored_px == case.stored_px:
+                iterations = max(1, round(spin_us(spun, m) * m.spin_iter_per_us))
+                m.pipeline_cpu_ms[spun.name] = pipeline_cpu_alone(root, spun.image_size, iterations)
     emulated: dict[str, set[int]] = {}
     for c in cases:
         if (d := device_ms(c, m)) is not None:
@@ -500,6 +534,8 @@ def report(rows: list[Row], m: Machine, minutes: float) -> tuple[str, dict]:
             else ""
         )
         + f"; {minutes:.1f} min",
+        "spin cases' pipeline, CPU-ms per batch run alone (the spin's own share in brackets): "
+        + ", ".join(f"{name} {ms:.1f}" for name, ms in m.pipeline_cpu_ms.items()),
         "",
     ]
     head = (

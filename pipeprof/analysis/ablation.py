@@ -14,15 +14,16 @@ import math
 
 import pandas as pd
 
+from pipeprof.analysis import stages
+from pipeprof.analysis.stages import LADDER
 from pipeprof.scenario import CacheConfig, MapConfig, PipelineConfig, PrefetchConfig, StageSwitch
 
-LADDER = ("read", "+label", "+shuffle", "+map", "+augment", "+prefetch", "+cache")
 # A rung describes a stage's share; the verdict rests on the real variant and the stage
 # benchmark. Each rung may measure for this share of train.max_measure_s (at least the minimum).
 RUNG_TIME_SHARE = 0.25
 
 
-STAGE_ORDER = ("read", "label", "shuffle", "map", "augment", "prefetch", "cache")
+STAGE_ORDER = stages.ORDER
 
 
 def ladder(

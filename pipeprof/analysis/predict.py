@@ -49,11 +49,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 
-def expected_max(samples: np.ndarray, n: int) -> float:
+def expected_max(samples: npt.NDArray[np.float64], n: int) -> float:
     """E[max of n independent draws] from the empirical distribution of ``samples``.
 
     Exact for that distribution: with the sample sorted, P(max = x_(i)) = (i/m)^n − ((i−1)/m)^n.
@@ -137,7 +139,9 @@ class Removed:
     )
 
 
-def _mix_quantiles(real: np.ndarray, synth: np.ndarray, keep: float) -> np.ndarray:
+def _mix_quantiles(
+    real: npt.NDArray[np.float64], synth: npt.NDArray[np.float64], keep: float
+) -> npt.NDArray[np.float64]:
     """``real``'s values, each moved toward the synthetic distribution's value at the same
     quantile, keeping ``keep`` of its distance (1: real unchanged, 0: the synthetic's quantiles)."""
     order = np.argsort(real)
@@ -239,7 +243,7 @@ class Prediction:
         str  # input | storage | stragglers | contention | none: the largest term real steps add
     )
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 

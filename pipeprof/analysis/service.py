@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -25,7 +26,7 @@ class Sizing:
     fewer_workers: int  # half as many (0 when one is needed)
     gap_with_fewer_pct: float  # the gap those leave (nan when fewer_workers is 0)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 

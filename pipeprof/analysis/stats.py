@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 
 # Two-sided 95% Student-t quantiles by degrees of freedom (1..30); beyond 30, ~normal.
@@ -81,13 +82,16 @@ SUMMARY_COLUMNS = [
     "warning",
     "ceiling_note",
 ]
-# How a variant's measurement ended (summary.csv's stop_reason; analysis.stopping decides).
+# How a measurement ended: summary.csv's stop_reason (analysis.stopping decides) and the stage
+# benchmark's and tune's ``stop`` (data.stagebench), one set of names for both.
 STOP_FIXED, STOP_TARGET, STOP_CLEAR, STOP_MAX_TIME = (
     "fixed steps",
     "target",
     "clear of thresholds",
     "max time",
 )
+STOP_FIXED_TIME = "fixed time"  # the stage benchmark measured for the seconds it was given
+STOP_LOST = "lost"  # the stage benchmark's rate fell far below the best found (tune gives up on it)
 # The ceiling's steps beside a real pipeline used this many more CPU cores per rank than the
 # synthetic run's own: the pipeline's threads kept working through them (contention). Below
 # it, a ceiling that moved did so at the same CPU use: the machine's speed changed (drift).
@@ -138,7 +142,10 @@ def round_sums(steps: pd.DataFrame) -> pd.DataFrame:
 
 
 def paired_gap_interval(
-    s_samples: np.ndarray, s_seconds: np.ndarray, r_samples: np.ndarray, r_seconds: np.ndarray
+    s_samples: npt.NDArray[np.float64],
+    s_seconds: npt.NDArray[np.float64],
+    r_samples: npt.NDArray[np.float64],
+    r_seconds: npt.NDArray[np.float64],
 ) -> tuple[float, float]:
     """The gap in % of a real variant measured in rounds that alternate with its synthetic
     twin, and its 95% half-interval. Each array holds one value per round; contiguous rounds
@@ -150,11 +157,15 @@ def paired_gap_interval(
         return math.nan, math.nan
 
     def g(a: int, b: int) -> float:
-        return 100.0 * (
-            1.0
-            - (r_samples[a:b].sum() / r_seconds[a:b].sum())
-            / (s_samples[a:b].sum() / s_seconds[a:b].sum())
+        gap_pct: float = (
+            100.0
+            * (  # a numpy float64 (the sums' type is not tracked)
+                1.0
+                - (r_samples[a:b].sum() / r_seconds[a:b].sum())
+                / (s_samples[a:b].sum() / s_seconds[a:b].sum())
+            )
         )
+        return gap_pct
 
     point = g(0, n)
     blocks = min(MAX_BLOCKS, n)
@@ -230,7 +241,9 @@ def paired_gap(real: pd.DataFrame, twin: pd.DataFrame) -> tuple[float, float, fl
     return g, h, float(both["samples_s"].sum() / both["seconds_s"].sum()) if len(both) else math.nan
 
 
-def rate_interval(samples: np.ndarray, seconds: np.ndarray) -> tuple[float, float]:
+def rate_interval(
+    samples: npt.NDArray[np.float64], seconds: npt.NDArray[np.float64]
+) -> tuple[float, float]:
     """Samples per second over contiguous steps, and its 95% batch-means half-interval
     (NaN with fewer than 4 steps). The adaptive stopping rule and the summary share it."""
     n = len(seconds)
@@ -445,14 +458,14 @@ def summarize(
             if not one.empty
             else math.nan
         )
-        (
-            gaps.append(g),
-            halves.append(h),
-            twin_rates.append(tr),
-            verdicts.append(v),
-            warnings.append(w),
-        )
-        shifts.append(shift), notes.append(note), effs.append(eff)
+        gaps.append(g)
+        halves.append(h)
+        twin_rates.append(tr)
+        verdicts.append(v)
+        warnings.append(w)
+        shifts.append(shift)
+        notes.append(note)
+        effs.append(eff)
     out["gap_pct"], out["gap_pct_ci95"], out["twin_samples_per_s"] = gaps, halves, twin_rates
     out["ceiling_shift_pct"], out["ceiling_note"] = shifts, notes
     out["scaling_efficiency_pct"] = effs

@@ -21,6 +21,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
 from pipeprof.analysis.stats import (
     STOP_CLEAR,
@@ -62,7 +63,9 @@ def check_every(warmup_step_s: float) -> int:
 
 
 def precision(
-    step_s: np.ndarray, samples: np.ndarray, reference: tuple[float, float] | None
+    step_s: npt.NDArray[np.float64],
+    samples: npt.NDArray[np.float64],
+    reference: tuple[float, float] | None,
 ) -> tuple[float, float, float]:
     """(point, half-width, what the rule holds): the gap against ``reference`` (rate,
     half) in points, or, without a reference, the throughput's relative half-width in %."""
@@ -75,8 +78,8 @@ def precision(
 
 def evaluate(
     rule: Rule,
-    step_s: np.ndarray,
-    samples: np.ndarray,
+    step_s: npt.NDArray[np.float64],
+    samples: npt.NDArray[np.float64],
     reference: tuple[float, float] | None,
     clear_streak: int = 0,
 ) -> tuple[Check, int]:
@@ -96,10 +99,10 @@ def evaluate(
 def evaluate_paired(
     rule: Rule,
     steps: int,
-    s_samples: np.ndarray,
-    s_seconds: np.ndarray,
-    r_samples: np.ndarray,
-    r_seconds: np.ndarray,
+    s_samples: npt.NDArray[np.float64],
+    s_seconds: npt.NDArray[np.float64],
+    r_samples: npt.NDArray[np.float64],
+    r_seconds: npt.NDArray[np.float64],
     clear_streak: int = 0,
 ) -> tuple[Check, int]:
     """The same rule for a real variant measured in rounds alternating with its twin (one

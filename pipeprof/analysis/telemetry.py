@@ -88,7 +88,10 @@ def add_telemetry(
                 "cpu_pct" in ps.columns and ps["cpu_pct"].notna().any()
             ):  # a rank's process: 100% = one core
                 k = float(ps.groupby(["host", "rank"])["cpu_pct"].mean().mean()) / 100.0
-        gpu_util.append(g), cpu_util.append(c), rss_max.append(m), rank_cores.append(k)
+        gpu_util.append(g)
+        cpu_util.append(c)
+        rss_max.append(m)
+        rank_cores.append(k)
         busy = 100.0 - r["input_wait_pct"] if not math.isnan(r["input_wait_pct"]) else math.nan
         note = ""
         if not math.isnan(g) and not math.isnan(busy) and g - busy > DISAGREEMENT_POINTS:

@@ -226,7 +226,12 @@ def decide(
     )
     unexplained = straddles = False
     cpu_share = needed / cores_per_rank if cores_per_rank > 0 else math.inf
-    if measured and (gap_pct - half >= threshold_pct or gap_pct + half < threshold_pct):
+    # (``measured`` implies ``gap_pct is not None``; the check repeats it for the type checker)
+    if (
+        measured
+        and gap_pct is not None
+        and (gap_pct - half >= threshold_pct or gap_pct + half < threshold_pct)
+    ):
         bound = gap_pct >= threshold_pct
         # A pipeline that alone runs far faster than the model on a sliver of the rank's cores
         # cannot cause a large gap: say so rather than blame it.
@@ -245,6 +250,7 @@ def decide(
         # the contention law swings across the line with the host's measured busy share
         # (4-9% here for one pipeline whose measured gap is 7-20%), so it must not overrule a
         # point estimate it can explain.
+        assert gap_pct is not None  # measured
         straddles = True
         explained = (
             contention / 100 if contention is not None else cpu_share

@@ -10,7 +10,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from pipeprof.analysis.ablation import LADDER
+from pipeprof.analysis.stages import LADDER
 
 
 def real_rows(summary: pd.DataFrame) -> pd.DataFrame:

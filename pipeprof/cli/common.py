@@ -268,9 +268,9 @@ def overrides_from_args(args: argparse.Namespace) -> list[tuple[list[str], Any]]
         if getattr(args, attr, False):
             out.append((key.split("."), value))
     for attr, key in VALUE_FLAGS.items():
-        value = getattr(args, attr, None)
-        if value is not None:
-            out.append((key.split("."), value))
+        given = getattr(args, attr, None)
+        if given is not None:
+            out.append((key.split("."), given))
     if args.cache:
         out += [
             (["pipeline", "cache", "enabled"], True),

@@ -149,7 +149,8 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
     for note in ctx["notes"]:
         console.print(f"[yellow]note:[/] {note}")
     if ctx["service"] is not None:
-        print_service(console, *ctx["service"], args.service_cores_per_worker)
+        core_ms, at_np, sizing = ctx["service"]
+        print_service(console, core_ms, at_np, sizing, args.service_cores_per_worker)
     last = preds[-1]
     console.print(
         f"at np={last.np}: [bold]{last.dominant}[/] dominates the step → {advice(last, run_dir)}"

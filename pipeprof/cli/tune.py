@@ -115,14 +115,15 @@ def print_result(res: TuneResult, console: Console) -> None:
     for name in ("", "samples/s", "CPU cores used", "vs scenario"):
         cmp.add_column(name, justify="left" if not name else "right")
     base = res.scenario_default.get("samples_per_s", math.nan)
+    best = res.search.best
     for label, r in (
         ("scenario", res.scenario_default),
         ("AUTOTUNE", res.autotune),
         (
             "tuned",
-            {
-                "samples_per_s": res.search.best.samples_per_s,
-                "cpu_cores_used": res.search.best.cpu_cores_used,
+            {  # no best when every trial failed: the table says nan, the trials say why
+                "samples_per_s": best.samples_per_s if best is not None else math.nan,
+                "cpu_cores_used": best.cpu_cores_used if best is not None else math.nan,
             },
         ),
     ):

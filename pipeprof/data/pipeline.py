@@ -48,7 +48,8 @@ def _tfrecord_files(path: str) -> tuple[list[str], list[int], list[tuple[str, st
     """The TFRecord files matching ``path`` (a folder or a glob): readable ones, their sizes,
     and the unreadable ones with their reason."""
     pattern = os.path.join(path, "*") if os.path.isdir(path) else path
-    files, unreadable = [], []
+    files: list[str] = []
+    unreadable: list[str] = []
     for f in sorted(glob.glob(os.path.expanduser(pattern))):
         if os.path.isfile(f):
             (files if os.access(f, os.R_OK) else unreadable).append(f)

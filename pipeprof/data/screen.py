@@ -108,7 +108,7 @@ class BadElements:
 def remote_bad_elements(lines: list[str], data: DataConfig) -> list[tuple[str, int, str, str]]:
     """The bad elements a remote pipeline printed (``BadElements(remote=...)``): (variant,
     rank, path, reason) for each, named by the same describe as in a rank."""
-    describers = {"files": _describe_files, "records": _describe_records(data)}
+    describers: dict[str, Describe] = {"files": _describe_files, "records": _describe_records(data)}
     out = []
     for line in lines:
         tag, variant, rank, kind, *fields = line.rstrip("\n").split("\t")

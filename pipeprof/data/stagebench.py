@@ -29,7 +29,14 @@ from typing import Any
 import numpy as np
 
 from pipeprof.analysis.ablation import ladder
-from pipeprof.analysis.stats import rate_interval
+from pipeprof.analysis.stages import COSTLY
+from pipeprof.analysis.stats import (
+    STOP_FIXED_TIME,
+    STOP_LOST,
+    STOP_MAX_TIME,
+    STOP_TARGET,
+    rate_interval,
+)
 from pipeprof.config import build
 from pipeprof.data import filecache
 from pipeprof.data.files import count_images
@@ -37,10 +44,8 @@ from pipeprof.errors import PipeprofError
 from pipeprof.launch import signals, supervise, topology
 from pipeprof.scenario import DataConfig, PipelineConfig
 
-STAGES = ("read", "label", "shuffle", "map", "augment")
+STAGES = COSTLY
 
-# how an adaptive measurement ended (``stop`` in its answer)
-STOP_FIXED, STOP_TARGET, STOP_LOST, STOP_MAX_TIME = "fixed", "target", "lost", "max_time"
 MIN_BATCHES = (
     20  # batch means need blocks of a few batches: prefetching makes neighbours correlated
 )
@@ -120,14 +125,14 @@ def measure(
         cache_prefix=cache_prefix,
     )
     ends = []
-    stop, next_check = STOP_FIXED, min_seconds
+    stop, next_check = STOP_FIXED_TIME, min_seconds
     c0, t0 = time.process_time(), time.perf_counter()
     while True:
         next(it)
         ends.append(time.perf_counter())
         wall = ends[-1] - t0
         if wall >= seconds and len(ends) >= 3:
-            stop = STOP_MAX_TIME if min_seconds is not None else STOP_FIXED
+            stop = STOP_MAX_TIME if min_seconds is not None else STOP_FIXED_TIME
             break
         if next_check is not None and wall >= next_check and len(ends) >= MIN_BATCHES:
             next_check = wall + CHECK_S

@@ -69,8 +69,10 @@ def get(name: str) -> Launcher:
         )
     if isinstance(factory, str):
         module, _, attr = factory.partition(":")
-        factory = getattr(importlib.import_module(module), attr)
-    return factory()
+        make: Callable[[], Launcher] = getattr(importlib.import_module(module), attr)
+    else:
+        make = factory
+    return make()
 
 
 def worker_counts(spec: str | int | list[int]) -> list[int]:

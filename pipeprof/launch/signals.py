@@ -110,8 +110,8 @@ def handled() -> Iterator[None]:
         with _lock:
             _depth -= 1
             if _depth == 0:
-                for sig, handler in _previous.items():
-                    signal.signal(sig, handler)  # type: ignore[arg-type]
+                for signum, handler in _previous.items():
+                    signal.signal(signum, handler)  # type: ignore[arg-type]
                 _previous.clear()
                 _received = None
 

@@ -78,5 +78,7 @@ def get(name: str = DEFAULT) -> Engine:
         )
     if isinstance(factory, str):
         module, _, attr = factory.partition(":")
-        factory = getattr(importlib.import_module(module), attr)
-    return factory()
+        make: Callable[[], Engine] = getattr(importlib.import_module(module), attr)
+    else:
+        make = factory
+    return make()

@@ -31,7 +31,7 @@ from pipeprof.config import build
 from pipeprof.launch.job import PROGRESS_TAG, ScriptJob
 from pipeprof.rank.engine import Engine
 from pipeprof.rank.output import emit, gather_records, write_variant
-from pipeprof.rank.plan import TWIN, Plan
+from pipeprof.rank.plan import TWIN, Plan, Step
 from pipeprof.records import StepRecord, VariantRun
 from pipeprof.scenario import TrainConfig
 
@@ -124,7 +124,7 @@ class FitMeasurement:
         self.batch = 0
         self.started = 0.0
         self.done = False
-        self.step_announced = None
+        self.step_announced: Step | None = None
 
     def _next_phase(self) -> None:
         self.phase += 1
@@ -171,6 +171,7 @@ class FitMeasurement:
             self._next_phase()
         if self.done:
             return
+        assert self.plan is not None  # _next_phase made one, or set done
         step = self.plan.next_step()
         self.step_announced = step
         synthetic_phase = self.phases[self.phase] == "synthetic"
@@ -189,6 +190,7 @@ class FitMeasurement:
         if self.done or self.step_announced is None:
             return self.done
         step, self.step_announced = self.step_announced, None
+        assert self.plan is not None  # the plan that announced the step
         if not self.batch:
             self.batch = batch
             self.plan.batch = float(batch * self.size)
@@ -238,6 +240,7 @@ class FitMeasurement:
 
     def _finish_phase(self, stop_reason: str | None = None) -> bool:
         plan, variant = self.plan, self.phases[self.phase]
+        assert plan is not None  # the callers finish a phase that has a plan
         own = [r for r in self.records if not r.warmup and not r.paired]
         seconds = (
             plan.seconds if plan.seconds is not None else sum(r.step_time_ms for r in own) / 1e3

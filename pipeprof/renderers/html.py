@@ -12,6 +12,7 @@ import math
 import numbers
 import time
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -105,7 +106,7 @@ def figure(chart_id: str, svg: str | None, caption: str) -> str:
 def _partial_banner(run: Run) -> str:
     if not run.partial:
         return ""
-    state = run.status.get("state")
+    state: Any = run.status.get("state")  # a str, as a rule
     why = {
         "running": "the run is still in progress",
         "stopped": "the run's process ended before it finished",

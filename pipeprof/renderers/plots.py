@@ -250,6 +250,7 @@ def telemetry_over_time(
         axes = [fig.add_subplot(len(panels), 1, i + 1) for i in range(len(panels))]
         for ax, panel in zip(axes, panels):
             if panel == "gpu":
+                assert gpu is not None  # has_gpu
                 for i, ((h, g), s) in enumerate(gpu.groupby(["host", "gpu"], sort=True)):
                     s = views.downsample(s.dropna(subset=["gpu_util_pct"]), "t_unix_s")
                     ax.plot(
@@ -262,6 +263,7 @@ def telemetry_over_time(
                 ax.set_ylabel("GPU utilisation (%)")
                 ax.set_title("GPU utilisation (NVML)")
             else:
+                assert host is not None  # has_host
                 for i, (h, s) in enumerate(host.groupby("host", sort=True)):
                     s = views.downsample(s, "t_unix_s")
                     ax.plot(s["t_unix_s"] - t0, s["cpu_pct"], lw=1, color=PALETTE[i % 8], label=h)
@@ -323,6 +325,7 @@ def ablation(summary: pd.DataFrame, stages: pd.DataFrame | None) -> str | None:
             ax.set_title("The ablation ladder: what each stage adds to a step")
             ax.legend(fontsize=7, frameon=False)
         if has_stages:
+            assert stages is not None  # has_stages
             ax = axes[k]
             ax.bar(stages["stage"], stages["marginal_core_ms_1"], color=COMPUTE_COLOUR)
             ax.set_ylabel("core-ms per sample")

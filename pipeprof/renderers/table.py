@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 import pandas as pd
-from rich.console import Console
+from rich.console import Console, JustifyMethod
 from rich.measure import Measurement
 from rich.table import Table
 
@@ -27,7 +27,7 @@ def fmt(value, digits: int = 1, suffix: str = "") -> str:
 
 def summary_table(summary: pd.DataFrame, title: str = "pipeprof compare") -> Table:
     table = Table(title=title, title_justify="left", header_style="bold")
-    for name, justify in [
+    columns: list[tuple[str, JustifyMethod]] = [
         ("np", "right"),
         ("variant", "left"),
         ("samples/s", "right"),
@@ -42,7 +42,8 @@ def summary_table(summary: pd.DataFrame, title: str = "pipeprof compare") -> Tab
         ("host CPU", "right"),
         ("cores/rank", "right"),
         ("input-bound", "left"),
-    ]:
+    ]
+    for name, justify in columns:
         table.add_column(name, justify=justify)
     for _, r in summary.iterrows():
         verdict = str(r["verdict"]) if isinstance(r["verdict"], str) else ""

@@ -169,7 +169,7 @@ def trace_events(run: Run) -> list[dict[str, Any]]:
         for row in gpu.dropna(subset=["gpu_util_pct"]).itertuples(index=False):
             t = float(row.t_unix_s)
             local = str(row.local_ranks).split(";")[0]
-            pid = next(
+            gpu_pid = next(
                 (
                     rank
                     for a, b, h, lr, rank in owners
@@ -177,13 +177,13 @@ def trace_events(run: Run) -> list[dict[str, Any]]:
                 ),
                 host_pids.get(row.host),
             )
-            if pid is None:
+            if gpu_pid is None:
                 continue
             events.append(
                 {
                     "ph": "C",
                     "name": f"GPU {row.gpu} utilisation %",
-                    "pid": pid,
+                    "pid": gpu_pid,
                     "ts": _us(t, t0),
                     "args": {"gpu_util_pct": round(float(row.gpu_util_pct), 1)},
                 }

@@ -105,6 +105,7 @@ class RankTelemetry:
             now = time.monotonic()
             host_due = now >= next_host
             if now >= next_gpu:
+                assert self.gpu is not None  # without one, next_gpu is inf
                 next_gpu = now + self.gpu_interval_s
                 # GPU and host ticks drift apart, so the slow GPU fields keep their own clock
                 slow = now >= next_slow

@@ -111,8 +111,8 @@ class Recorder:
     def close(self) -> None:
         with self._lock:
             if self.malformed_count > 1:
-                with self.malformed_path.open("a") as fh:
-                    fh.write(f"({self.malformed_count} malformed records in all)\n")
+                with self.malformed_path.open("a") as out:
+                    out.write(f"({self.malformed_count} malformed records in all)\n")
             self._flush_locked()
             for fh, _ in self._writers.values():
                 fh.close()

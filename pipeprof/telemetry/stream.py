@@ -23,7 +23,7 @@ import socket
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from pipeprof.telemetry.priority import lower_this_thread
 
@@ -105,7 +105,7 @@ class Collector:
             self._thread.join(timeout=5)
         for key in list(self._sel.get_map().values()):
             self._sel.unregister(key.fileobj)
-            key.fileobj.close()
+            cast(socket.socket, key.fileobj).close()  # the server and its connections
         self._sel.close()
 
     def _loop(self) -> None:
@@ -131,7 +131,7 @@ class Collector:
         self.connections += 1
 
     def _read(self, key: selectors.SelectorKey) -> None:
-        conn, state = key.fileobj, key.data
+        conn, state = cast(socket.socket, key.fileobj), key.data  # a connection (see _accept)
         try:
             chunk = conn.recv(1 << 16)
         except (BlockingIOError, InterruptedError):
@@ -150,6 +150,7 @@ class Collector:
         for line in lines:
             if not line.strip():
                 continue
+            problem: str | None
             try:
                 record = json.loads(line)
             except ValueError as exc:

@@ -6,7 +6,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from rich.console import Console, Group, RenderableType
+from rich.console import Console, Group, JustifyMethod, RenderableType
 from rich.live import Live
 from rich.panel import Panel
 from rich.progress_bar import ProgressBar
@@ -85,7 +85,7 @@ def header(s: DashboardState) -> RenderableType:
 
 def ranks_table(s: DashboardState) -> Table:
     t = Table(title="ranks (last 20 steps)", title_justify="left", expand=True, header_style="bold")
-    for name, just in [
+    rank_columns: list[tuple[str, JustifyMethod]] = [
         ("rank", "right"),
         ("host", "left"),
         ("samples/s", "right"),
@@ -96,7 +96,8 @@ def ranks_table(s: DashboardState) -> Table:
         ("GPU mem", "right"),
         ("CPU", "right"),
         ("RSS MB", "right"),
-    ]:
+    ]
+    for name, just in rank_columns:
         t.add_column(name, justify=just, no_wrap=True)
     for r in s.ranks:
         mem = (
@@ -154,12 +155,13 @@ def hosts_panel(s: DashboardState) -> RenderableType:
 
 def results_table(s: DashboardState) -> Table:
     t = Table(title="results so far", title_justify="left", header_style="bold")
-    for name, just in [
+    result_columns: list[tuple[str, JustifyMethod]] = [
         ("np", "right"),
         ("variant", "left"),
         ("samples/s", "right"),
         ("gap", "right"),
-    ]:
+    ]
+    for name, just in result_columns:
         t.add_column(name, justify=just)
     for r in s.results:
         t.add_row(

@@ -7,7 +7,14 @@ import time
 
 import pandas as pd
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeRemainingColumn,
+)
 
 from pipeprof.tui.dashboard import LiveDashboard
 from pipeprof.tui.state import LiveState, ResultRow
@@ -31,7 +38,7 @@ class PlainReporter(Reporter):
     def __init__(self, console: Console) -> None:
         self.console = console
         self._bar: Progress | None = None
-        self._task = None
+        self._task: TaskID | None = None
         self._t0 = time.monotonic()
         self._last_precision = -PRECISION_LINE_EVERY_S
 
@@ -53,6 +60,7 @@ class PlainReporter(Reporter):
             )
             self._bar.start()
             self._task = self._bar.add_task("data", total=total)
+        assert self._task is not None  # added with the bar, above
         self._bar.update(self._task, completed=done)
         if done >= total:
             self._bar.stop()

@@ -40,7 +40,7 @@ class Trial:
     error: str = ""
     seconds: float = float("nan")
     half_pct: float = float("nan")  # the rate's 95% half-width, % of the rate
-    stop: str = ""  # how the measurement ended: fixed | target | lost | max_time
+    stop: str = ""  # how the measurement ended (analysis.stats.STOP_*: target, lost, max time, ...)
 
 
 @dataclass(frozen=True)

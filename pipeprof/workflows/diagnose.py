@@ -12,6 +12,7 @@ from pathlib import Path
 import pandas as pd
 
 from pipeprof.analysis import remedies
+from pipeprof.analysis.stages import COSTLY
 from pipeprof.analysis.verdict import Verdict, decide
 from pipeprof.data.stagebench import StageBench, stage_costs
 from pipeprof.launch import topology
@@ -34,11 +35,7 @@ def cached_stages(pipe: PipelineConfig) -> set[str]:
     (the scenario's own map included)."""
     if not pipe.cache.enabled:
         return set()
-    return (
-        {"read", "label"}
-        if pipe.cache.placement == "before_augment"
-        else {"read", "label", "shuffle", "map", "augment"}
-    )
+    return set(COSTLY[:2]) if pipe.cache.placement == "before_augment" else set(COSTLY)
 
 
 def measure_stages(

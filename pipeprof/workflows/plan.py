@@ -7,8 +7,9 @@ from __future__ import annotations
 import dataclasses
 import socket
 
-from pipeprof.analysis.ablation import LADDER, RUNG_TIME_SHARE, ladder_pipelines
+from pipeprof.analysis.ablation import RUNG_TIME_SHARE, ladder_pipelines
 from pipeprof.analysis.memory import check, default_ram_budget_bytes
+from pipeprof.analysis.stages import LADDER
 from pipeprof.config import build
 from pipeprof.errors import PipeprofError
 from pipeprof.launch import topology

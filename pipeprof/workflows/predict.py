@@ -174,7 +174,8 @@ def load_source(
                 stage_costs(bench, scenario.variant_pipeline(scenario.variants[0]))
             ).assign(cores=cores)
         run.write_stages(stages)
-        stages = run.stages()  # as every later reader sees them
+        reread = run.stages()  # as every later reader sees them
+        stages = reread if reread is not None else stages
         notes.append(f"measured the pipeline's stages now ({run.path / 'stages.csv'})")
     model = run.model()
     source_cores = (

@@ -1,7 +1,8 @@
 """The stage benchmark's trials on a real pipeline: fixed length, or adaptive (the tuner's)."""
 
+from pipeprof.analysis.stats import STOP_FIXED_TIME, STOP_LOST, STOP_TARGET
 from pipeprof.data.generate import generate
-from pipeprof.data.stagebench import STOP_FIXED, STOP_LOST, STOP_TARGET, StageBench
+from pipeprof.data.stagebench import StageBench
 from pipeprof.scenario import DataConfig, GenerateConfig, PipelineConfig
 
 
@@ -11,7 +12,9 @@ def test_a_trial_measures_its_length_or_stops_once_it_cannot_win_or_is_known(tmp
     with StageBench(data, str(root), 8, cores=1, log_path=tmp_path / "sb.log") as bench:
         fixed = bench.run(PipelineConfig(), 0.6)
         assert (
-            fixed["stop"] == STOP_FIXED and fixed["seconds"] >= 0.6 and fixed["samples_per_s"] > 0
+            fixed["stop"] == STOP_FIXED_TIME
+            and fixed["seconds"] >= 0.6
+            and fixed["samples_per_s"] > 0
         )
         # a bar a thousand times the rate just measured: it loses at its minimum, not its maximum
         lost = bench.run(

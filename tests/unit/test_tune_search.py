@@ -4,6 +4,7 @@ import itertools
 
 import pytest
 
+from pipeprof.analysis.stats import STOP_LOST, STOP_MAX_TIME
 from pipeprof.scenario import PipelineConfig
 from pipeprof.tune import space as sp
 from pipeprof.tune.search import coordinate_descent
@@ -51,7 +52,11 @@ def drifting_machine(objective, slow_from_s: float):
         lost = window.beat is not None and rate < window.beat
         took = window.min_s if lost else window.max_s
         clock[0] += took
-        return {"samples_per_s": rate, "seconds": took, "stop": "lost" if lost else "max_time"}
+        return {
+            "samples_per_s": rate,
+            "seconds": took,
+            "stop": STOP_LOST if lost else STOP_MAX_TIME,
+        }
 
     return evaluate, lambda: clock[0]
 
@@ -114,7 +119,7 @@ def test_a_candidate_that_cannot_win_stops_at_its_minimum():
         trial_s=1.0,
         clock=clock,
     )
-    lost = [t for t in res.trials if t.stop == "lost"]
+    lost = [t for t in res.trials if t.stop == STOP_LOST]
     assert lost and all(t.seconds == 0.5 and t.phase == "search" for t in lost)
     search = [(t, w) for t, w in zip(res.trials, windows) if t.phase == "search"]
     assert all(
