@@ -61,7 +61,7 @@ def calibrate(iterations: int = 200_000, repeats: int = 5) -> float:
 
 
 def pipeline_cpu(
-    files: list[Path], image_size: int, iterations: int, seconds: float = 4.0, batch: int = 32
+    files: list[Path], image_size: int, iterations: int, seconds: float = 3.0, batch: int = 32
 ) -> float:
     """CPU-ms per batch of a spin case's pipeline as the suite's ``scenario_toml`` builds it (decode and
     resize, cache, shuffle 256, the spin, batch, prefetch; parallel calls autotuned), iterated

@@ -242,7 +242,7 @@ batch_size = {BATCH}
 device = "{device}"
 warmup_steps = 10
 min_measure_s = 4
-max_measure_s = 20
+max_measure_s = 16
 
 [[variants]]
 name = "real"
