@@ -57,6 +57,10 @@ def _coerce(tp: Any, value: Any, where: str, key: str) -> Any:
             f"{where}: {key} must be {_type_name(tp)}, got {type(value).__name__} {value!r}"
         )
 
+    if tp is type(None):  # the None of an "X | None" field
+        if value is not None:
+            raise bad()
+        return None
     if dataclasses.is_dataclass(tp):
         if not isinstance(value, dict):
             raise bad()

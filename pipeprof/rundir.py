@@ -20,6 +20,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import platform
@@ -36,7 +37,7 @@ import pandas as pd
 from pipeprof import __version__, atomic
 from pipeprof.errors import PipeprofError
 from pipeprof.launch import topology
-from pipeprof.records import STEP_COLUMNS
+from pipeprof.records import STEP_COLUMNS, StepRecord, VariantRun
 
 
 def _new_run_dir(out: str | None, scenario_name: str) -> Path:
@@ -291,6 +292,29 @@ class RunDir:
         return json.loads(path.read_text()) if path.exists() else {}
 
     # --- writing (whole files, atomically) -----------------------------------------------
+
+    def write_variant_run(self, records: list[StepRecord], result: VariantRun) -> None:
+        """Rank 0, once a variant is measured: every rank's steps of it, and its line in
+        variants.jsonl (appended: one per variant, as they finish)."""
+        path = self.path / "steps" / f"np{result.np}-{result.variant}.csv"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        with tmp.open("w", newline="") as fh:
+            writer = csv.DictWriter(fh, fieldnames=STEP_COLUMNS)
+            writer.writeheader()
+            for r in records:
+                writer.writerow(r.to_dict())
+        tmp.replace(path)
+        with (self.path / "variants.jsonl").open("a") as fh:
+            fh.write(json.dumps(result.to_dict()) + "\n")
+
+    def write_model(self, data: dict[str, Any]) -> None:
+        write_json(self.path / "model.json", data)
+
+    def write_script_stages(self, frame: pd.DataFrame) -> None:
+        atomic.write_text(
+            self.path / "script_stages.csv", frame.to_csv(index=False, float_format="%.5g")
+        )
 
     def write_manifest(self, data: dict[str, Any]) -> None:
         write_json(self.path / "manifest.json", data)

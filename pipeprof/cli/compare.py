@@ -15,7 +15,7 @@ from pipeprof.cli.common import (
     overrides_from_args,
 )
 from pipeprof.errors import PipeprofError
-from pipeprof.workflows.compare import compare
+from pipeprof.workflows.compare import CompareRequest, compare
 
 
 def add_parser(sub: Any) -> None:
@@ -127,12 +127,11 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
             f"the input pipeline and the allreduce are real"
         )
     try:
-        result = compare(
+        request = CompareRequest(
             scenario,
             nps,
             out=args.out,
             argv=argv,
-            reporter=reporter,
             stream_host=args.stream_host,
             ablation=args.ablation,
             verdict=args.verdict,
@@ -142,6 +141,7 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
             report=not args.no_report,
             remedies=args.remedies,
         )
+        result = compare(request, reporter=reporter)
     finally:
         reporter.close()
     emulated = " · EMULATED " + scenario.train.device if scenario.train.device != "auto" else ""
@@ -149,7 +149,7 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
 
 
 def run_script(args: argparse.Namespace, argv: list[str]) -> int:
-    from pipeprof.workflows.script import compare_script, script_scenario
+    from pipeprof.workflows.script import script_scenario
 
     if args.synthetic_only:
         raise PipeprofError(
@@ -176,18 +176,18 @@ def run_script(args: argparse.Namespace, argv: list[str]) -> int:
         f"pipeprof compare: [bold]{' '.join(cmd)}[/], worker counts {', '.join(map(str, nps))}"
     )
     try:
-        result = compare_script(
-            cmd,
+        request = CompareRequest(
             scenario,
             nps,
+            script=cmd,
             out=args.out,
             argv=argv,
-            reporter=reporter,
             stream_host=args.stream_host,
             ablation=args.ablation,
-            cores_override=args.cores_per_rank,
+            cores_per_rank=args.cores_per_rank,
             report=not args.no_report,
         )
+        result = compare(request, reporter=reporter)
     finally:
         reporter.close()
     return finish(result, console, f"pipeprof compare · {' '.join(cmd)[:60]}")

@@ -13,7 +13,7 @@ from pipeprof.cli.common import (
     make_reporter,
     overrides_from_args,
 )
-from pipeprof.workflows.compare import compare
+from pipeprof.workflows.compare import CompareRequest, compare
 
 
 def add_parser(sub: Any) -> None:
@@ -52,17 +52,17 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
         args, console, command="run", scenario=scenario.name, steps_total=steps
     )
     try:
-        result = compare(
+        request = CompareRequest(
             scenario,
             [args.np_one],
             out=args.out,
             argv=argv,
-            reporter=reporter,
             only_variants=args.variant,
             synthetic=args.with_synthetic,
             stream_host=args.stream_host,
             report=not args.no_report,
         )
+        result = compare(request, reporter=reporter)
     finally:
         reporter.close()
     return finish(result, console, f"pipeprof run · {scenario.name} · np={args.np_one}")

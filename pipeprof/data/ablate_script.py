@@ -4,26 +4,20 @@ measures each transformation of the dataset it was handed (``data.chain``), then
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pandas as pd
 import tensorflow as tf
 
-from pipeprof import atomic
 from pipeprof.data import chain
 from pipeprof.launch import topology
 from pipeprof.launch.job import ScriptJob
-
-FILE = (
-    "script_stages.csv"  # in the run directory: one row per transformation of the user's pipeline
-)
+from pipeprof.rundir import RunDir
 
 
 def ablate_and_exit(dataset: tf.data.Dataset, job: ScriptJob) -> None:
     rows = chain.measure(chain.links(dataset), seconds=job.seconds)
     frame = pd.DataFrame(rows)
     frame.insert(1, "cores", topology.usable_cores())
-    atomic.write_text(Path(job.run_dir) / FILE, frame.to_csv(index=False, float_format="%.5g"))
+    RunDir(job.run_dir).write_script_stages(frame)
     print(
         f"pipeprof: measured {len(rows)} transformations of the script's dataset alone; the script ends here",
         flush=True,

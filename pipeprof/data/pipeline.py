@@ -462,7 +462,7 @@ def build(
     if pipe.max_intra_op_parallelism:
         options.threading.max_intra_op_parallelism = pipe.max_intra_op_parallelism
     if service:  # the options travel with the graph to the workers; the rank keeps the prefetch
-        from pipeprof.data.service import distribute
+        from pipeprof.data.tfdata_service import distribute
 
         ds = distribute(ds.with_options(options), service)
     if pipe.prefetch.enabled:

@@ -14,8 +14,8 @@ from typing import Any
 
 from pipeprof.config import build
 
-# Lines ranks print for the launcher (horovodrun merges every rank's output into one stream).
-PROGRESS_TAG = "PIPEPROF-PROGRESS"
+# The line a failing rank prints for the launcher (which merges every rank's output into one
+# stream); progress lines are pipeprof.events'.
 ERROR_TAG = "PIPEPROF-ERROR"
 
 

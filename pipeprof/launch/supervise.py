@@ -136,3 +136,15 @@ class Family:
         self._killpg(signal.SIGKILL)
         for p in list(self.seen.values()):
             _signal(p, signal.SIGKILL)
+
+
+def stop_together(families: list[Family], grace_s: float = GRACE_S) -> list[int]:
+    """Stop several children as ``Family.stop`` does, their grace periods side by side: every
+    group gets SIGTERM first, then each is waited for until one shared deadline. Returns their
+    exit codes."""
+    for family in families:
+        if family.proc.poll() is None:
+            family.refresh(force=True)
+            family._killpg(signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    return [family.stop(grace_s=max(0.0, deadline - time.monotonic())) for family in families]

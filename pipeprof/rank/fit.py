@@ -28,9 +28,10 @@ import tensorflow as tf
 from pipeprof.analysis import stopping
 from pipeprof.analysis.ablation import RUNG_TIME_SHARE
 from pipeprof.config import build
-from pipeprof.launch.job import PROGRESS_TAG, ScriptJob
+from pipeprof.events import Precision, VariantStart, emit
+from pipeprof.launch.job import ScriptJob
 from pipeprof.rank.engine import Engine
-from pipeprof.rank.output import emit, gather_records, write_variant
+from pipeprof.rank.output import gather_records, write_variant
 from pipeprof.rank.plan import TWIN, Plan, Step
 from pipeprof.records import StepRecord, VariantRun
 from pipeprof.scenario import TrainConfig
@@ -154,15 +155,13 @@ class FitMeasurement:
         self.started = time.perf_counter()
         if self.rank == 0:
             emit(
-                PROGRESS_TAG,
-                {
-                    "event": "variant_start",
-                    "np": self.size,
-                    "variant": variant,
-                    "index": self.phase,
-                    "of_variants": len(self.phases),
-                    "steps": self.plan.total_steps,
-                },
+                VariantStart(
+                    np=self.size,
+                    variant=variant,
+                    index=self.phase,
+                    of_variants=len(self.phases),
+                    steps=self.plan.total_steps,
+                )
             )
 
     def before_step(self) -> None:
@@ -217,19 +216,17 @@ class FitMeasurement:
         check = self.plan.finish_step(step_ms)
         if check is not None and self.rank == 0:
             emit(
-                PROGRESS_TAG,
-                {
-                    "event": "precision",
-                    "np": self.size,
-                    "variant": step.variant if not step.paired else step.paired,
-                    "index": self.phase,
-                    "of_variants": len(self.phases),
-                    "half_pct": check.half_pct,
-                    "target_pct": check.target_pct,
-                    "gap": self.phases[self.phase] == "real" and "synthetic" in self.phases,
-                    "steps": check.steps,
-                    "seconds": check.seconds,
-                },
+                Precision(
+                    np=self.size,
+                    variant=step.variant if not step.paired else step.paired,
+                    index=self.phase,
+                    of_variants=len(self.phases),
+                    half_pct=check.half_pct,
+                    target_pct=check.target_pct,
+                    gap=self.phases[self.phase] == "real" and "synthetic" in self.phases,
+                    steps=check.steps,
+                    seconds=check.seconds,
+                )
             )
         if self.plan.finished:
             return self._finish_phase()

@@ -20,18 +20,19 @@ from pathlib import Path
 
 import numpy
 
-from pipeprof import atomic
 from pipeprof.analysis import stopping
 from pipeprof.config import build
 from pipeprof.errors import PipeprofError
-from pipeprof.launch.job import ERROR_TAG, PROGRESS_TAG, Job, VariantSpec
+from pipeprof.events import Precision, RanksUp, StepProgress, VariantStart, emit
+from pipeprof.launch.job import ERROR_TAG, Job, VariantSpec
 from pipeprof.rank import engine as engines
 from pipeprof.rank.devices import emulated_step, setup_devices
 from pipeprof.rank.engine import Engine
 from pipeprof.rank.identity import identity
 from pipeprof.rank.measure import run_variant
-from pipeprof.rank.output import emit, gather_records, write_variant
+from pipeprof.rank.output import gather_records, write_variant
 from pipeprof.records import StepRecord, VariantRun
+from pipeprof.rundir import RunDir
 from pipeprof.scenario import PipelineConfig, Scenario, TrainConfig, emulated_ms
 
 
@@ -222,26 +223,20 @@ def _train(job: Job, scenario: Scenario, engine: Engine, telemetry) -> int:
     broadcast_opt_pending = True
     if rank == 0:
         emit(
-            PROGRESS_TAG,
-            {
-                "event": "start",
-                "np": size,
-                "device": device,
-                "per_worker_batch": per_worker_batch,
-                "learning_rate": lr,
-            },
-        )
-        atomic.write_text(
-            run_dir / "model.json",
-            json.dumps(
-                {
-                    "model": scenario.model.name,
-                    "parameters": gradient_floats,
-                    "gradient_bytes": 4 * gradient_floats,
-                    "device": train.device,
-                }
+            RanksUp(
+                np=size,
+                device=device,
+                per_worker_batch=per_worker_batch,
+                learning_rate=lr,
             )
-            + "\n",
+        )
+        RunDir(run_dir).write_model(
+            {
+                "model": scenario.model.name,
+                "parameters": gradient_floats,
+                "gradient_bytes": 4 * gradient_floats,
+                "device": train.device,
+            }
         )
 
     def average(values: list[float]) -> numpy.ndarray:
@@ -263,15 +258,13 @@ def _train(job: Job, scenario: Scenario, engine: Engine, telemetry) -> int:
         )  # 0: adaptive
         if rank == 0:
             emit(
-                PROGRESS_TAG,
-                {
-                    "event": "variant_start",
-                    "np": size,
-                    "variant": spec.name,
-                    "index": k,
-                    "of_variants": len(job.variants),
-                    "steps": total,
-                },
+                VariantStart(
+                    np=size,
+                    variant=spec.name,
+                    index=k,
+                    of_variants=len(job.variants),
+                    steps=total,
+                )
             )
 
         def on_step(
@@ -289,16 +282,14 @@ def _train(job: Job, scenario: Scenario, engine: Engine, telemetry) -> int:
                 opt.learning_rate.assign(lr / size + (lr - lr / size) * global_step / warm_lr_steps)
             if rank == 0 and (done % job.progress_every == 0 or done == of):
                 emit(
-                    PROGRESS_TAG,
-                    {
-                        "event": "progress",
-                        "np": size,
-                        "variant": name,
-                        "index": k,
-                        "of_variants": len(job.variants),
-                        "step": done,
-                        "steps": total,
-                    },
+                    StepProgress(
+                        np=size,
+                        variant=name,
+                        index=k,
+                        of_variants=len(job.variants),
+                        step=done,
+                        steps=total,
+                    )
                 )
 
         if warm_lr_steps and global_step == 0:
@@ -312,19 +303,17 @@ def _train(job: Job, scenario: Scenario, engine: Engine, telemetry) -> int:
         ) -> None:
             if rank == 0:
                 emit(
-                    PROGRESS_TAG,
-                    {
-                        "event": "precision",
-                        "np": size,
-                        "variant": name,
-                        "index": k,
-                        "of_variants": len(job.variants),
-                        "half_pct": check.half_pct,
-                        "target_pct": check.target_pct,
-                        "gap": gap,
-                        "steps": check.steps,
-                        "seconds": check.seconds,
-                    },
+                    Precision(
+                        np=size,
+                        variant=name,
+                        index=k,
+                        of_variants=len(job.variants),
+                        half_pct=check.half_pct,
+                        target_pct=check.target_pct,
+                        gap=gap,
+                        steps=check.steps,
+                        seconds=check.seconds,
+                    )
                 )
 
         twin = itertools.repeat(noise) if alternates else None

@@ -29,6 +29,7 @@ import pandas as pd
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info, start_http_server
 
 from pipeprof.errors import PipeprofError
+from pipeprof.events import Event, Launch, Plan, VariantDone, VariantStart
 from pipeprof.workflows.events import Reporter
 
 RANK_LABELS = ("rank", "host", "np", "variant")
@@ -154,23 +155,17 @@ class MetricsExporter(Reporter):
 
     # --- Reporter --------------------------------------------------------------------------
 
-    def progress(self, event: dict) -> None:
-        kind = event.get("event")
+    def progress(self, event: Event) -> None:
         with self._lock:
-            if kind == "plan":
-                self._total = len(event.get("worker_counts") or []) * len(
-                    event.get("variants") or []
-                )
+            if isinstance(event, Plan):
+                self._total = len(event.worker_counts) * len(event.variants)
                 self.progress_ratio.set(0.0)
-            elif kind == "launch" and event.get("np") is not None:
-                self._np = str(event["np"])
-                self.workers.set(float(event["np"]))
-            elif kind == "variant_start":
-                self._np, self._variant = (
-                    str(event.get("np", self._np)),
-                    str(event.get("variant", "")),
-                )
-            elif kind == "variant_done":
+            elif isinstance(event, Launch) and event.np is not None:
+                self._np = str(event.np)
+                self.workers.set(float(event.np))
+            elif isinstance(event, VariantStart):
+                self._np, self._variant = str(event.np), event.variant
+            elif isinstance(event, VariantDone):
                 self._done += 1
                 self.completed.inc()
                 if self._total:

@@ -16,6 +16,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
+from pipeprof.events import Event, Launch, Precision, RanksUp, StepProgress, VariantDone
 from pipeprof.tui.dashboard import LiveDashboard
 from pipeprof.tui.state import LiveState, ResultRow
 from pipeprof.workflows.events import Reporter
@@ -23,13 +24,12 @@ from pipeprof.workflows.events import Reporter
 PRECISION_LINE_EVERY_S = 10.0  # plain output: how often to say how narrow the interval is
 
 
-def precision_text(event: dict) -> str:
+def precision_text(event: Precision) -> str:
     """``gap ±3.4 → ±2`` while a real variant measures; ``±1.8% → ±1%`` for the ceiling."""
-    unit = "" if event.get("gap") else "%"
-    what = "gap" if event.get("gap") else "samples/s"
-    half = event.get("half_pct")
-    now = "–" if half is None or math.isnan(half) else f"±{half:.1f}{unit}"
-    return f"{event['steps']} steps, {event['seconds']:.0f}s: {what} {now} → ±{event['target_pct']:g}{unit}"
+    unit = "" if event.gap else "%"
+    what = "gap" if event.gap else "samples/s"
+    now = "–" if math.isnan(event.half_pct) else f"±{event.half_pct:.1f}{unit}"
+    return f"{event.steps} steps, {event.seconds:.0f}s: {what} {now} → ±{event.target_pct:g}{unit}"
 
 
 class PlainReporter(Reporter):
@@ -66,39 +66,38 @@ class PlainReporter(Reporter):
             self._bar.stop()
             self._bar = None
 
-    def progress(self, event: dict) -> None:
+    def progress(self, event: Event) -> None:
+        at = f"[{time.monotonic() - self._t0:6.0f}s]"
         elapsed = time.monotonic() - self._t0
-        kind = event.get("event")
-        if kind == "launch":
+        if isinstance(event, Launch) and event.np is not None:
             self.console.print(
-                f"[{elapsed:6.0f}s] np={event['np']}: starting {event['np']} Horovod rank(s), "
-                f"{event['of_variants']} variant(s)"
+                f"{at} np={event.np}: starting {event.np} rank(s), {event.of_variants} variant(s)"
             )
-        elif kind == "start":
+        elif isinstance(event, RanksUp):
             self.console.print(
-                f"[{elapsed:6.0f}s] np={event['np']}: ranks up on {event['device']}, "
-                f"batch {event['per_worker_batch']}/worker, lr {event['learning_rate']:g}"
+                f"{at} np={event.np}: ranks up on {event.device}, "
+                f"batch {event.per_worker_batch}/worker, lr {event.learning_rate:g}"
             )
-        elif kind == "progress" and event["steps"] and event["step"] == event["steps"] // 2:
+        elif isinstance(event, StepProgress) and event.steps and event.step == event.steps // 2:
             self.console.print(
-                f"[{elapsed:6.0f}s] np={event['np']}: {event['variant']} "
-                f"({event['index'] + 1}/{event['of_variants']}) step {event['step']}/{event['steps']}"
+                f"{at} np={event.np}: {event.variant} "
+                f"({event.index + 1}/{event.of_variants}) step {event.step}/{event.steps}"
             )
-        elif kind == "precision" and elapsed - self._last_precision >= PRECISION_LINE_EVERY_S:
+        elif (
+            isinstance(event, Precision)
+            and elapsed - self._last_precision >= PRECISION_LINE_EVERY_S
+        ):
             self._last_precision = elapsed
             self.console.print(
-                f"[{elapsed:6.0f}s] np={event['np']}: {event['variant']} "
-                f"({event['index'] + 1}/{event['of_variants']}) {precision_text(event)}"
+                f"{at} np={event.np}: {event.variant} "
+                f"({event.index + 1}/{event.of_variants}) {precision_text(event)}"
             )
-        elif kind == "variant_done":
+        elif isinstance(event, VariantDone):
             how = (
-                f", {event['steps']} steps, stopped: {event['stop_reason']}"
-                if event.get("stop_reason")
-                else ""
+                f", {event.steps} steps, stopped: {event.stop_reason}" if event.stop_reason else ""
             )
             self.console.print(
-                f"[{elapsed:6.0f}s] np={event['np']}: {event['variant']} done in "
-                f"{event['wall_s']:.1f}s{how}"
+                f"{at} np={event.np}: {event.variant} done in {event.wall_s:.1f}s{how}"
             )
 
     def close(self) -> None:
@@ -129,9 +128,9 @@ class DashboardReporter(PlainReporter):
         if self._dash is None:
             self._dash = LiveDashboard(self.state.snapshot, self.console).__enter__()
 
-    def progress(self, event: dict) -> None:
-        self.state.apply(event)
-        if event.get("event") == "launch":
+    def progress(self, event: Event) -> None:
+        self.state.apply_event(event)
+        if isinstance(event, Launch):
             self._ensure_live()
 
     def record(self, record: dict) -> None:

@@ -4,6 +4,7 @@ streamed records. No rich here: the dashboard renders a ``DashboardState``; test
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections import deque
@@ -12,6 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+
+from pipeprof.events import Event, Launch, Precision, VariantStart
 
 RECENT_STEPS = 20  # the per-rank window the dashboard's rates come from
 
@@ -98,10 +101,25 @@ class LiveState:
         self._proc: dict[int, dict[str, Any]] = {}
         self._results: list[ResultRow] = []
         self._notes: dict[str, str] = {}
-        self._precision: dict[str, Any] | None = None
+        self._precision: Precision | None = None
+
+    def apply_event(self, event: Event) -> None:
+        """A progress event (``pipeprof.events``)."""
+        with self._lock:
+            if isinstance(event, Precision):
+                self._precision = event
+            elif isinstance(event, Launch | VariantStart):
+                self._precision = None
+                self._np = event.np if event.np is not None else self._np
+                self._vn = event.of_variants
+                if isinstance(event, Launch):
+                    self._steps.clear()
+                else:
+                    self._variant, self._vi = event.variant, event.index + 1
 
     def apply(self, record: dict[str, Any]) -> None:
-        kind = record.get("kind") or record.get("event")
+        """A record a rank streamed (``telemetry.stream``: its ``kind`` says which)."""
+        kind = record.get("kind")
         with self._lock:
             if kind == "step":
                 rank = int(record["rank"])
@@ -133,19 +151,12 @@ class LiveState:
                 self._host[record.get("host", "")] = record
             elif kind == "proc":
                 self._proc[int(record["rank"])] = record
-            elif kind == "precision":
-                self._precision = record
-            elif kind in ("launch", "variant_start", "step_progress"):
+            elif kind == "variant_start":  # pipeprof.keras's callback under watch says what runs
                 self._precision = None
                 self._np = record.get("np", self._np)
-                if kind == "launch":
-                    self._steps.clear()
-                if "variant" in record:
-                    self._variant = record["variant"]
-                if "index" in record:
-                    self._vi = int(record["index"]) + 1
-                if "of_variants" in record:
-                    self._vn = int(record["of_variants"])
+                self._variant = record.get("variant", self._variant)
+                self._vi = int(record.get("index", 0)) + 1
+                self._vn = int(record.get("of_variants", self._vn))
 
     def set_results(self, rows: list[ResultRow]) -> None:
         with self._lock:
@@ -188,11 +199,10 @@ class LiveState:
         p = self._precision
         if p is None:
             return {}
-        half = p.get("half_pct")
         return dict(
-            half_pct=None if half is None or half != half else float(half),
-            target_pct=float(p["target_pct"]),
-            precision_is_gap=bool(p.get("gap")),
+            half_pct=None if math.isnan(p.half_pct) else float(p.half_pct),
+            target_pct=float(p.target_pct),
+            precision_is_gap=p.gap,
         )
 
     def _rank_view(self, rank: int) -> RankView:

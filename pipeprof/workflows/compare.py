@@ -14,17 +14,19 @@ from pathlib import Path
 import pandas as pd
 
 from pipeprof.errors import PipeprofError
+from pipeprof.events import Launch, Plan
 from pipeprof.launch import launcher as launchers
 from pipeprof.launch import runner, signals, topology
 from pipeprof.launch.job import Job, VariantSpec
-from pipeprof.launch.service import port_in_use
+from pipeprof.launch.service_processes import port_in_use
 from pipeprof.rundir import FAILED, FINISHED, INTERRUPTED, RUNNING, RunDir, manifest
 from pipeprof.scenario import Scenario, cache_warning, emulated_ms
 from pipeprof.telemetry.nvml import Nvml
-from pipeprof.workflows import service
+from pipeprof.workflows import service_around_launch
 from pipeprof.workflows.data import prepare_data
 from pipeprof.workflows.events import Reporter
 from pipeprof.workflows.live import RecordStream, progress_lines
+from pipeprof.workflows.orchestrate import each_worker_count
 from pipeprof.workflows.plan import check_memory, stream_endpoint, variant_specs
 from pipeprof.workflows.summary import bad_files_warning, device_label, write_summary
 
@@ -40,28 +42,53 @@ class CompareResult:
     signum: int | None = None  # the stop signal (SIGINT, SIGTERM, SIGHUP) that ended it early
 
 
+@dataclass(frozen=True)
+class CompareRequest:
+    """What one compare is asked to do, for a scenario and for a user's script alike: the
+    command line (``cli.compare``), ``pipeprof run`` and ``tune``'s confirming run build one."""
+
+    scenario: Scenario
+    nps: list[int]
+    out: str | None = None  # the run directory; None: a new one under runs/
+    argv: list[str] = field(default_factory=list)  # the command line, for the manifest
+    script: list[str] = field(default_factory=list)  # a user's training command (compare -- CMD)
+    only_variants: list[str] | None = None
+    synthetic: bool = True  # run the synthetic twin
+    real: bool = True  # run the real variants (False: --synthetic-only)
+    ablation: bool = False  # the ladder of rungs, then the stage benchmark and the verdict
+    verdict: bool = False  # the stage benchmark and the verdict, without rungs
+    remedies: str | None = None  # None, "auto" (the costliest stage's) or "all"
+    cores_per_rank: float | None = None  # the verdict's cores per rank, when not the topology's
+    ram_budget_bytes: int | None = None
+    stream_host: str | None = None  # the address ranks stream to
+    report: bool = True  # render report.html and the rest at the end
+
+
 def compare(
-    scenario: Scenario,
-    nps: list[int],
-    *,
-    out: str | None = None,
-    argv: list[str] | None = None,
-    reporter: Reporter | None = None,
-    nvml: Nvml | None = None,
-    only_variants: list[str] | None = None,
-    synthetic: bool = True,
-    stream_host: str | None = None,
-    ablation: bool = False,
-    cores_per_rank: float | None = None,
-    ram_budget_bytes: int | None = None,
-    real: bool = True,
-    report: bool = True,
-    remedies: str | None = None,
-    verdict: bool = False,
+    request: CompareRequest, *, reporter: Reporter | None = None, nvml: Nvml | None = None
 ) -> CompareResult:
-    """``verdict``: measure the stages alone after the run and give the verdict per np (as
-    ``ablation`` does, without its rungs). ``remedies``: None, "auto" (the remedies for the stage that costs most per sample,
-    measured alone before the launch) or "all" (every remedy that applies)."""
+    """One compare: a launch per worker count (``workflows.orchestrate``), every variant inside
+    it, the results summarised after each. ``request.verdict``: measure the stages alone after
+    the run and give the verdict per np (as ``ablation`` does, without its rungs);
+    ``request.remedies``: "auto" (the remedies for the stage that costs most per sample,
+    measured alone before the launch) or "all" (every remedy that applies). A request with a
+    ``script`` runs the user's command instead (``workflows.script``)."""
+    if request.script:
+        from pipeprof.workflows.script import compare_script
+
+        return compare_script(request, reporter=reporter)
+    r = request
+    scenario, nps, out, argv, stream_host, ablation = (
+        r.scenario,
+        r.nps,
+        r.out,
+        r.argv,
+        r.stream_host,
+        r.ablation,
+    )
+    verdict, remedies, report, cores_per_rank = r.verdict, r.remedies, r.report, r.cores_per_rank
+    ram_budget_bytes = r.ram_budget_bytes
+    only_variants, synthetic, real = r.only_variants, r.synthetic, r.real
     reporter = reporter or Reporter()
     nvml = nvml or Nvml()
     gpus = nvml.inventory()
@@ -99,9 +126,7 @@ def compare(
         )
     )
     run.write_status(RUNNING)
-    reporter.progress(
-        {"event": "plan", "worker_counts": list(nps), "variants": [s.name for s in specs]}
-    )
+    reporter.progress(Plan(worker_counts=list(nps), variants=[s.name for s in specs]))
     # every host's ranks must reach the rendezvous in time: size it for the busiest host
     local = max(topology.assign(n, scenario.launch).ranks_per_host for n in nps)
     env = launcher.env(
@@ -123,52 +148,49 @@ def compare(
         remedy_reference=scenario.variants[0].name if remedies else None,
         gpus=len(gpus),
     )
-    failure = None
-    signum = None
     caught = signals.Catch()  # a stop signal between launches ends them; what was measured is kept
     remote = bool(scenario.launch.hosts or scenario.launch.hostfile)
     stream = RecordStream(run_dir, reporter, remote=remote, stream_host=stream_host)
-    service_host = stream_endpoint(remote, stream_host)[
-        1
-    ]  # where the ranks reach a tf.data service
-    with caught, stream:
-        for n in nps:
-            try:
-                with service.around_launch(
-                    specs, scenario.service, run_dir, n, service_host
-                ) as launch_specs:
-                    job = Job(
-                        run_dir=str(run_dir),
-                        np=n,
-                        scenario=scenario.to_dict(),
-                        data_root=data_root,
-                        variants=launch_specs,
-                        stream=stream.address if scenario.telemetry.enabled else "",
-                        stream_token=stream.token,
-                    )
-                    argv_n = launcher.ranks_argv(
-                        n, scenario.launch, [sys.executable, "-m", "pipeprof.rank", job.encode()]
-                    )
-                    reporter.progress({"event": "launch", "np": n, "of_variants": len(specs)})
-                    result = runner.run(
-                        argv_n,
-                        env=env,
-                        log_path=run.log_path(f"np{n}"),
-                        program=launcher.name,
-                        timeout_s=scenario.launch.timeout_s,
-                        on_line=progress_lines(reporter),
-                    )
-            except PipeprofError as exc:  # the launch could not start (e.g. its tf.data service): nothing ran at this np
-                failure = f"np={n}: {exc.message}"
-                break
-            stream.after_launch()
-            service.collect_bad_files(run_dir, n, scenario.data)
-            reporter.results(summarise())
-            if (failure := launch_failure(n, result, run)) is not None:
-                signum = result.signum
-                break
-    stream.close()
-    failure, signum = caught.outcome(failure, signum, run_dir)
+    service_host = stream_endpoint(remote, stream_host)[1]  # where ranks reach a tf.data service
+
+    def launch(n: int) -> tuple[runner.LaunchResult | None, str | None]:
+        try:
+            with service_around_launch.around_launch(
+                specs, scenario.service, run_dir, n, service_host
+            ) as launch_specs:
+                job = Job(
+                    run_dir=str(run_dir),
+                    np=n,
+                    scenario=scenario.to_dict(),
+                    data_root=data_root,
+                    variants=launch_specs,
+                    stream=stream.address if scenario.telemetry.enabled else "",
+                    stream_token=stream.token,
+                )
+                rank_cmd = [sys.executable, "-m", "pipeprof.rank", job.encode()]
+                reporter.progress(Launch(np=n, of_variants=len(specs)))
+                result = runner.run(
+                    launcher.ranks_argv(n, scenario.launch, rank_cmd),
+                    env=env,
+                    log_path=run.log_path(f"np{n}"),
+                    program=launcher.name,
+                    timeout_s=scenario.launch.timeout_s,
+                    on_line=progress_lines(reporter),
+                )
+        except PipeprofError as exc:  # it could not start (e.g. its tf.data service): nothing ran
+            return None, f"np={n}: {exc.message}"
+        service_around_launch.collect_bad_files(run_dir, n, scenario.data)
+        return result, launch_failure(n, result, run)
+
+    outcome = each_worker_count(
+        nps,
+        launch,
+        stream=stream,
+        caught=caught,
+        run_dir=run_dir,
+        after=lambda n: reporter.results(summarise()),
+    )
+    failure, signum = outcome.failure, outcome.signum
     summary = summarise()
     if (skipped := bad_files_warning(run_dir)) is not None:
         reporter.warning(skipped)

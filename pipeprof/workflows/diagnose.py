@@ -92,14 +92,31 @@ def diagnose(
         rows = measure_stages(
             scenario, data_root, nps, run_dir, cores_override=cores_override, seconds=seconds
         )
+    verdicts = verdicts_per_np(
+        rows, summary, scenario, reference, cores_override, remedies_cited=True
+    )
+    write_verdicts(run, verdicts)
+    return verdicts
+
+
+def verdicts_per_np(
+    rows: list[dict],
+    summary: pd.DataFrame,
+    scenario: Scenario,
+    reference: str,
+    cores_override: float | None,
+    *,
+    remedies_cited: bool = False,
+) -> list[Verdict]:
+    """The verdict at each worker count the summary has a ceiling for, from the stage costs
+    ``rows`` and the gap of the ``reference`` variant (pipeprof's scenarios and a user's script
+    alike); ``remedies_cited``: the remedy variants that ran are cited with their figures."""
     verdicts = []
-    for n in nps:
+    for n in sorted(int(n) for n in summary["np"].unique()):
         at = summary[summary["np"] == n].set_index("variant")
         if "synthetic" not in at.index:
             continue
-        synth_per_rank = float(at.loc["synthetic", "samples_per_s"]) / n
-        gap = float(at.loc[reference, "gap_pct"]) if reference in at.index else math.nan
-        half = float(at.loc[reference, "gap_pct_ci95"]) if reference in at.index else math.nan
+        measured = reference in at.index
         busy = (
             float(at.loc["synthetic", "cpu_util_pct"]) if "cpu_util_pct" in at.columns else math.nan
         )
@@ -107,16 +124,21 @@ def diagnose(
             decide(
                 rows,
                 np=n,
-                synthetic_per_rank=synth_per_rank,
+                synthetic_per_rank=float(at.loc["synthetic", "samples_per_s"]) / n,
                 cores_per_rank=cores_per_rank(scenario, n, cores_override),
-                gap_pct=gap,
-                gap_ci95=half,
+                gap_pct=float(at.loc[reference, "gap_pct"]) if measured else None,
+                gap_ci95=float(at.loc[reference, "gap_pct_ci95"]) if measured else None,
                 host_busy_pct=busy,
-                measured_remedies=remedies.measured_lines(summary, reference, n),
+                measured_remedies=remedies.measured_lines(summary, reference, n)
+                if remedies_cited
+                else None,
             )
         )
+    return verdicts
+
+
+def write_verdicts(run: RunDir, verdicts: list[Verdict]) -> None:
     run.write_verdicts(
         [v.to_dict() for v in verdicts],
         "\n\n".join("\n".join(v.text + [f"  - {a}" for a in v.advice]) for v in verdicts) + "\n",
     )
-    return verdicts

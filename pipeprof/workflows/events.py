@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import pandas as pd
 
+from pipeprof.events import Event
+
 
 class Reporter:
     """What the caller sees while compare runs; the CLI renders these, tests can record them."""
@@ -13,7 +15,8 @@ class Reporter:
 
     def warning(self, text: str) -> None: ...
 
-    def progress(self, event: dict) -> None: ...
+    def progress(self, event: Event) -> None:
+        """A progress event (``pipeprof.events``): from the workflow, or a rank's line."""
 
     def data_progress(self, done: int, total: int) -> None: ...
 
@@ -41,7 +44,7 @@ class FanOut(Reporter):
         for r in self.reporters:
             r.warning(text)
 
-    def progress(self, event: dict) -> None:
+    def progress(self, event: Event) -> None:
         for r in self.reporters:
             r.progress(event)
 

@@ -4,13 +4,12 @@ reporter that shows them while they arrive."""
 
 from __future__ import annotations
 
-import json
 import secrets
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pipeprof.launch.job import PROGRESS_TAG
+from pipeprof.events import parse_line
 from pipeprof.telemetry.recorder import Recorder
 from pipeprof.telemetry.stream import Collector
 from pipeprof.workflows.events import Reporter
@@ -70,10 +69,8 @@ def progress_lines(reporter: Reporter) -> Callable[[str], None]:
     """A launch's output line handler: the ranks' progress lines go to the reporter."""
 
     def on_line(line: str) -> None:
-        if PROGRESS_TAG in line:
-            try:
-                reporter.progress(json.loads(line.split(PROGRESS_TAG, 1)[1]))
-            except ValueError:
-                pass  # a progress line cut by another rank's output: the next one will do
+        event = parse_line(line)  # None: no event, or one cut by another rank's output
+        if event is not None:
+            reporter.progress(event)
 
     return on_line

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from pipeprof.analysis import service
+from pipeprof.analysis import service_sizing
 from pipeprof.analysis.predict import (
     CROWDED_BUSY,
     TERMS_ADVICE,
@@ -34,7 +34,7 @@ from pipeprof.errors import PipeprofError
 from pipeprof.launch import topology
 from pipeprof.rundir import RunDir
 from pipeprof.scenario import Scenario
-from pipeprof.workflows.service import worker_cost
+from pipeprof.workflows.service_around_launch import worker_cost
 
 
 def _bytes_per_sample(data_root: str) -> float | None:
@@ -258,7 +258,7 @@ def run_predict(
 ) -> tuple[list[Prediction], Source, dict]:
     """The prediction, written to the run directory. Where the run measured tf.data service
     workers (the data-service remedy), ``ctx["service"]`` sizes the service for each np:
-    (core-ms per sample served, the np it was measured at, [service.Sizing])."""
+    (core-ms per sample served, the np it was measured at, [service_sizing.Sizing])."""
     src, ctx = load_source(run_dir, target.step_ms)
     if ceiling_dir is not None:
         target = dataclasses.replace(target, ceiling=load_ceiling(ceiling_dir, src.batch_per_rank))
@@ -266,7 +266,7 @@ def run_predict(
     rows = [p.to_dict() | {"advice": advice(p, run_dir)} for p in preds]
     ctx["service"] = None
     if (cost := worker_cost(run_dir)) is not None:
-        sizing = service.size(
+        sizing = service_sizing.size(
             {p.np: p.synthetic_samples_per_s for p in preds}, cost[0], service_cores_per_worker
         )
         ctx["service"] = (cost[0], cost[1], sizing)

@@ -19,8 +19,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from pipeprof.analysis.verdict import Verdict, decide
+from pipeprof.analysis.verdict import Verdict
 from pipeprof.errors import PipeprofError
+from pipeprof.events import Launch, Plan
 from pipeprof.launch import launcher as launchers
 from pipeprof.launch import runner, signals, topology
 from pipeprof.launch.job import ENV_SCRIPT_JOB, ScriptJob
@@ -28,10 +29,11 @@ from pipeprof.rundir import RUNNING, RunDir, manifest
 from pipeprof.scenario import Scenario
 from pipeprof.telemetry.nvml import Nvml
 from pipeprof.telemetry.stream import ENV_ADDRESS, ENV_RUN_DIR, ENV_TOKEN
-from pipeprof.workflows.compare import CompareResult, finish_run, launch_failure
-from pipeprof.workflows.diagnose import cores_per_rank
+from pipeprof.workflows.compare import CompareRequest, CompareResult, finish_run, launch_failure
+from pipeprof.workflows.diagnose import cores_per_rank, verdicts_per_np, write_verdicts
 from pipeprof.workflows.events import Reporter
 from pipeprof.workflows.live import RecordStream, progress_lines
+from pipeprof.workflows.orchestrate import each_worker_count
 from pipeprof.workflows.summary import write_summary
 
 VARIANTS = ("synthetic", "real")
@@ -66,19 +68,21 @@ def _measured(run: RunDir, n: int) -> set[str]:
     }
 
 
-def compare_script(
-    cmd: list[str],
-    scenario: Scenario,
-    nps: list[int],
-    *,
-    out: str | None = None,
-    argv: list[str] | None = None,
-    reporter: Reporter | None = None,
-    stream_host: str | None = None,
-    ablation: bool = False,
-    cores_override: float | None = None,
-    report: bool = True,
-) -> CompareResult:
+def compare_script(request: CompareRequest, *, reporter: Reporter | None = None) -> CompareResult:
+    """``request.script`` under the launcher at each worker count (see the module's docstring)."""
+    cmd, scenario, nps, out, argv = (
+        request.script,
+        request.scenario,
+        request.nps,
+        request.out,
+        request.argv,
+    )
+    stream_host, ablation, cores_override, report = (
+        request.stream_host,
+        request.ablation,
+        request.cores_per_rank,
+        request.report,
+    )
     reporter = reporter or Reporter()
     if not cmd:
         raise PipeprofError(
@@ -108,7 +112,7 @@ def compare_script(
         )
     )
     run.write_status(RUNNING)
-    reporter.progress({"event": "plan", "worker_counts": list(nps), "variants": list(VARIANTS)})
+    reporter.progress(Plan(worker_counts=list(nps), variants=list(VARIANTS)))
     reporter.message(
         "one launch per worker count: the script's model.fit measures the synthetic twin, then its "
         "own pipeline in rounds against it"
@@ -116,7 +120,6 @@ def compare_script(
     local = max(topology.assign(n, scenario.launch).ranks_per_host for n in nps)
     base_env = launcher.env(dict(os.environ), str(Path.cwd()), local_ranks=local)
     train = {k: getattr(scenario.train, k) for k in MEASUREMENT_KEYS}
-    summary, failure, signum = pd.DataFrame(), None, None
     caught = signals.Catch()
     stream = RecordStream(
         run_dir,
@@ -125,7 +128,7 @@ def compare_script(
         stream_host=stream_host,
     )
 
-    def launch(n: int, variants: list[str], label: str):
+    def run_script(n: int, variants: list[str], label: str) -> runner.LaunchResult:
         job = ScriptJob(run_dir=str(run_dir), np=n, variants=variants, train=train)
         env = dict(
             base_env,
@@ -136,9 +139,9 @@ def compare_script(
                 ENV_RUN_DIR: str(run_dir),
             },
         )
-        reporter.progress({"event": "launch", "np": n, "of_variants": len(variants)})
+        reporter.progress(Launch(np=n, of_variants=len(variants)))
         try:
-            result = runner.run(
+            return runner.run(
                 launcher.script_argv(n, scenario.launch, cmd),
                 env=env,
                 program=launcher.name,
@@ -148,31 +151,32 @@ def compare_script(
             )
         except FileNotFoundError:
             raise PipeprofError(f"compare: command not found: {cmd[0]}") from None
-        stream.after_launch()
-        return result
 
-    with caught, stream:
-        for n in nps:
-            result = launch(n, list(VARIANTS), f"np{n}")
-            missing = [v for v in VARIANTS if v not in _measured(run, n)]
-            if result.ok and len(missing) == len(VARIANTS):
-                failure = (
-                    f"np={n}: {' '.join(cmd)} ran, but pipeprof measured no step of it: {ADD_BOTH} "
-                    f"(log: {run.log_path(f'np{n}')})"
-                )
-                break
-            if result.ok and missing:
-                reporter.message(
-                    f"np={n}: model.fit ended before {' and '.join(missing)} was measured: one more "
-                    f"launch for it (one launch per variant)"
-                )
-                result = launch(n, missing, f"np{n}-{'-'.join(missing)}")
-            reporter.results(write_summary(run_dir, {"synthetic"}, list(VARIANTS)))
-            if (failure := launch_failure(n, result, run)) is not None:
-                signum = result.signum
-                break
-    failure, signum = caught.outcome(failure, signum, run_dir)
-    stream.close()
+    def launch(n: int) -> tuple[runner.LaunchResult | None, str | None]:
+        result = run_script(n, list(VARIANTS), f"np{n}")
+        missing = [v for v in VARIANTS if v not in _measured(run, n)]
+        if result.ok and len(missing) == len(VARIANTS):
+            return result, (
+                f"np={n}: {' '.join(cmd)} ran, but pipeprof measured no step of it: {ADD_BOTH} "
+                f"(log: {run.log_path(f'np{n}')})"
+            )
+        if result.ok and missing:
+            reporter.message(
+                f"np={n}: model.fit ended before {' and '.join(missing)} was measured: one more "
+                f"launch for it (one launch per variant)"
+            )
+            result = run_script(n, missing, f"np{n}-{'-'.join(missing)}")
+        return result, launch_failure(n, result, run)
+
+    outcome = each_worker_count(
+        nps,
+        launch,
+        stream=stream,
+        caught=caught,
+        run_dir=run_dir,
+        after=lambda n: reporter.results(write_summary(run_dir, {"synthetic"}, list(VARIANTS))),
+    )
+    failure, signum = outcome.failure, outcome.signum
     summary = write_summary(run_dir, {"synthetic"}, list(VARIANTS))
     verdicts: list[Verdict] = []
     if ablation and failure is None and not summary.empty:
@@ -225,27 +229,8 @@ def ablate(
         for _, r in stages.iterrows()
         if not math.isnan(r["marginal_core_ms"])
     ]
-    verdicts = []
-    for n in nps:
-        at = summary[summary["np"] == n].set_index("variant")
-        if "synthetic" not in at.index or not rows:
-            continue
-        real = at.loc["real"] if "real" in at.index else None
-        verdicts.append(
-            decide(
-                rows,
-                np=n,
-                synthetic_per_rank=float(at.loc["synthetic", "samples_per_s"]) / n,
-                cores_per_rank=cores_per_rank(scenario, n, cores_override),
-                gap_pct=float(real["gap_pct"]) if real is not None else None,
-                gap_ci95=float(real["gap_pct_ci95"]) if real is not None else None,
-                host_busy_pct=float(at.loc["synthetic", "cpu_util_pct"]),
-            )
-        )
-    run.write_verdicts(
-        [v.to_dict() for v in verdicts],
-        "\n\n".join("\n".join(v.text + [f"  - {a}" for a in v.advice]) for v in verdicts) + "\n",
-    )
+    verdicts = verdicts_per_np(rows, summary, scenario, "real", cores_override) if rows else []
+    write_verdicts(run, verdicts)
     return verdicts, None
 
 

@@ -25,7 +25,7 @@ from pipeprof.rundir import RUNNING, RunDir, manifest
 from pipeprof.scenario import PipelineConfig, Scenario, VariantConfig
 from pipeprof.tune import space as sp
 from pipeprof.tune.search import Evaluate, SearchResult, Trial, Window, coordinate_descent
-from pipeprof.workflows.compare import CompareResult, compare, finish_run
+from pipeprof.workflows.compare import CompareRequest, CompareResult, compare, finish_run
 from pipeprof.workflows.data import prepare_data
 from pipeprof.workflows.events import Reporter
 
@@ -220,12 +220,14 @@ def tune(
             launch=dataclasses.replace(scenario.launch, np=[1]),
         )
         confirm = compare(
-            confirm_scenario,
-            [1],
-            out=str(run_dir / "confirm"),
-            argv=argv,
+            CompareRequest(
+                confirm_scenario,
+                [1],
+                out=str(run_dir / "confirm"),
+                argv=list(argv or []),
+                report=report,
+            ),
             reporter=reporter,
-            report=report,
         )
     finish_run(run, None, None, reporter, report)
     return TuneResult(

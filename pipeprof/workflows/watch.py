@@ -9,6 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from pipeprof.errors import PipeprofError
+from pipeprof.events import Launch
 from pipeprof.launch import runner, signals
 from pipeprof.launch.launcher import base_env
 from pipeprof.rundir import RUNNING, RunDir, manifest
@@ -61,7 +62,7 @@ def watch(
         env.update(
             {ENV_ADDRESS: stream.address, ENV_TOKEN: stream.token, ENV_RUN_DIR: str(run_dir)}
         )
-        reporter.progress({"event": "launch", "np": None, "of_variants": 1})
+        reporter.progress(Launch(np=None, of_variants=1))
         try:
             result = runner.run(
                 cmd,

@@ -22,11 +22,12 @@ import time
 from pathlib import Path
 
 from pipeprof.errors import PipeprofError
-from pipeprof.launch.job import ERROR_TAG, PROGRESS_TAG, Job
+from pipeprof.events import RanksUp, emit
+from pipeprof.launch.job import ERROR_TAG, Job
 from pipeprof.rank import engine as engines
 from pipeprof.rank.identity import identity
 from pipeprof.rank.measure import run_variant
-from pipeprof.rank.output import emit, gather_records, write_variant
+from pipeprof.rank.output import gather_records, write_variant
 from pipeprof.records import VariantRun
 from pipeprof.scenario import Scenario, emulated_ms
 
@@ -76,14 +77,12 @@ def train(job: Job) -> int:
 
     if rank == 0:
         emit(
-            PROGRESS_TAG,
-            {
-                "event": "start",
-                "np": size,
-                "device": "fake",
-                "per_worker_batch": per_worker_batch,
-                "learning_rate": scenario.train.learning_rate,
-            },
+            RanksUp(
+                np=size,
+                device="fake",
+                per_worker_batch=per_worker_batch,
+                learning_rate=scenario.train.learning_rate,
+            )
         )
     twin_ran = False
     for k, spec in enumerate(job.variants):

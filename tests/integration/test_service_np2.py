@@ -27,7 +27,7 @@ def service_processes(marker: str) -> list[psutil.Process]:
     for proc in psutil.process_iter(["cmdline", "status"]):
         cmd = " ".join(proc.info["cmdline"] or [])
         if (
-            "pipeprof.data.service" in cmd
+            "pipeprof.data.tfdata_service" in cmd
             and marker in cmd
             and proc.info["status"] != psutil.STATUS_ZOMBIE
         ):
@@ -151,7 +151,7 @@ def test_service_processes_end_when_pipeprof_is_killed(tmp_path):
     started = tmp_path / "started"
     script = textwrap.dedent(f"""
         import pathlib, time
-        from pipeprof.launch.service import ServiceProcesses
+        from pipeprof.launch.service_processes import ServiceProcesses
         with ServiceProcesses(pathlib.Path({str(tmp_path / 'service')!r}), workers=1) as service:
             pathlib.Path({str(started)!r}).write_text(service.address)
             time.sleep(600)

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from pipeprof import scenario as scen
-from pipeprof.workflows.compare import compare
+from pipeprof.workflows.compare import CompareRequest, compare
 
 pytestmark = [pytest.mark.horovod, pytest.mark.alone]
 
@@ -25,12 +25,14 @@ def test_the_story_gap_grows_augmentation_is_named_and_the_remedies_are_cited(
     # the stock it built through the twin's steps (rank.measure.flush), np=2's interval at 8 s
     # was ±10 and once failed to clear np=1's; at 15 s a run gave np=1 -0.5% ±1.3, np=2 21.5% ±11.8
     result = compare(
-        story,
-        [1, 2],
-        out=str(tmp_path / "run"),
-        only_variants=["real"],
-        remedies="auto",
-        report=False,
+        CompareRequest(
+            story,
+            [1, 2],
+            out=str(tmp_path / "run"),
+            only_variants=["real"],
+            remedies="auto",
+            report=False,
+        )
     )
     assert result.failure is None, result.failure
     rows = result.summary.set_index(["np", "variant"])

@@ -267,7 +267,7 @@ def test_the_launcher_reads_the_service_workers_bad_files_without_tensorflow(tmp
 
     code = (
         "import sys; from pathlib import Path; from pipeprof.scenario import DataConfig; "
-        "from pipeprof.workflows.service import collect_bad_files; "
+        "from pipeprof.workflows.service_around_launch import collect_bad_files; "
         f"n = collect_bad_files(Path({str(tmp_path)!r}), 1, DataConfig()); "
         "print(n, 'tensorflow' in sys.modules)"
     )

@@ -6,6 +6,7 @@ import time
 
 from rich.console import Console
 
+from pipeprof.events import VariantStart
 from pipeprof.tui.dashboard import MAX_REFRESH_PER_S, LiveDashboard, bar, render
 from pipeprof.tui.state import DashboardState, HostView, LiveState, RankView, ResultRow
 
@@ -113,9 +114,7 @@ def test_empty_state_waits_for_ranks():
 def test_live_state_builds_rank_rows_from_records_with_an_injected_clock():
     now = [100.0]
     state = LiveState(scenario="s", steps_total=40, clock=lambda: now[0])
-    state.apply(
-        {"event": "variant_start", "np": 2, "variant": "real", "index": 1, "of_variants": 2}
-    )
+    state.apply_event(VariantStart(np=2, variant="real", index=1, of_variants=2))
     state.apply({"kind": "hello", "rank": 1, "local_rank": 1, "host": "h"})
     for i in range(10):
         for r in (0, 1):

@@ -11,6 +11,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from pipeprof.errors import PipeprofError
+from pipeprof.events import Launch, Plan, VariantDone, VariantStart
 from pipeprof.renderers.metrics import MetricsExporter
 
 DASHBOARDS = Path(__file__).resolve().parents[2] / "dashboards"
@@ -26,11 +27,11 @@ def scrape(url: str) -> dict[str, list]:
 
 
 def feed(exporter: MetricsExporter, ranks: int = 2, steps: int = 30) -> None:
-    exporter.progress({"event": "plan", "worker_counts": [1, 2], "variants": ["synthetic", "real"]})
-    exporter.progress({"event": "launch", "np": ranks, "of_variants": 2})
+    exporter.progress(Plan(worker_counts=[1, 2], variants=["synthetic", "real"]))
+    exporter.progress(Launch(np=ranks, of_variants=2))
     for r in range(ranks):
         exporter.record({"kind": "hello", "rank": r, "local_rank": r, "host": "node1", "np": ranks})
-    exporter.progress({"event": "variant_start", "np": ranks, "variant": "real"})
+    exporter.progress(VariantStart(np=ranks, variant="real", index=1, of_variants=2))
     for i in range(steps):
         for r in range(ranks):
             exporter.record(
@@ -83,7 +84,7 @@ def feed(exporter: MetricsExporter, ranks: int = 2, steps: int = 30) -> None:
             "reason": "empty",
         }
     )
-    exporter.progress({"event": "variant_done", "np": ranks, "variant": "real"})
+    exporter.progress(VariantDone(np=ranks, variant="real", index=1, of_variants=2, wall_s=1.0))
     exporter.results(
         pd.DataFrame([{"np": ranks, "variant": "real", "gap_pct": 21.5, "gap_pct_ci95": 1.5}])
     )

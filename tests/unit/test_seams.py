@@ -14,7 +14,7 @@ from pipeprof.rank import engine as engines
 from pipeprof.rank.identity import identity, slurm_local_size
 from pipeprof.rundir import RunDir
 from pipeprof.scenario import Scenario, validate
-from pipeprof.workflows.compare import compare
+from pipeprof.workflows.compare import CompareRequest, compare
 from tests.fakes.launcher import FakeLauncher
 
 REPO = Path(__file__).resolve().parents[2]
@@ -57,7 +57,9 @@ def fake(monkeypatch):
 def test_compare_runs_end_to_end_through_a_registered_launcher_and_engine(fake, tmp_path):
     # batches every 50 ms against a 20 ms step: the true gap is 1 - 20/50 = 60% at every np (a
     # busy 2-core host stretches some sleeps, so the bound is loose; a model-bound run reads 0%)
-    result = compare(fake_scenario(), [1, 2], out=str(tmp_path / "run"), report=False)
+    result = compare(
+        CompareRequest(fake_scenario(), [1, 2], out=str(tmp_path / "run"), report=False)
+    )
     assert result.failure is None, result.failure
     s = result.summary.set_index(["np", "variant"])
     assert fake.launches == 2
@@ -78,7 +80,7 @@ def test_a_failing_rank_is_named_with_its_host(monkeypatch, tmp_path):
     failing = FakeLauncher(batch_ms=10.0, fail_rank=1)
     monkeypatch.setitem(launchers.LAUNCHERS, "fake", lambda: failing)
     monkeypatch.setitem(engines.ENGINES, "files", "tests.fakes.engine:FileEngine")
-    result = compare(fake_scenario(), [2], out=str(tmp_path / "run"), report=False)
+    result = compare(CompareRequest(fake_scenario(), [2], out=str(tmp_path / "run"), report=False))
     assert result.failure is not None and "np=2" in result.failure
     assert f"rank 1 on {socket.gethostname()}: fake input failure in variant real" in result.failure
     assert "synthetic" in set(

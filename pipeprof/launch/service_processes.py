@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import shlex
-import signal
 import socket
 import subprocess
 import sys
@@ -19,10 +18,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pipeprof.errors import PipeprofError
+from pipeprof.launch import supervise
 
 START_TIMEOUT_S = 120.0  # TensorFlow's import on a busy 2-core host takes seconds per process
 STOP_GRACE_S = 5.0
-MODULE = "pipeprof.data.service"
+MODULE = "pipeprof.data.tfdata_service"
 
 
 def port_in_use(port: int) -> bool:
@@ -168,21 +168,6 @@ class ServiceProcesses:
         return out
 
     def stop(self) -> None:
-        """End every server: SIGTERM to its group, SIGKILL after a grace period."""
-        for proc in self.procs:
-            _signal_group(proc, signal.SIGTERM)
-        deadline = time.monotonic() + STOP_GRACE_S
-        for proc in self.procs:
-            try:
-                proc.wait(timeout=max(0.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                _signal_group(proc, signal.SIGKILL)
-                proc.wait()
+        """End every server: SIGTERM to its group, SIGKILL after a grace period (all at once)."""
+        supervise.stop_together([supervise.Family(p) for p in self.procs], STOP_GRACE_S)
         self.procs.clear()
-
-
-def _signal_group(proc: subprocess.Popen, signum: int) -> None:
-    try:
-        os.killpg(proc.pid, signum)
-    except (ProcessLookupError, PermissionError):
-        pass

@@ -1,7 +1,7 @@
 """tf.data service: a rank's pipeline runs on service worker processes, the rank consumes.
 
-``python -m pipeprof.data.service dispatcher|worker ...`` is one server process, started and
-stopped by ``pipeprof.launch.service`` around a launch. The rank side is ``distribute``: the
+``python -m pipeprof.data.tfdata_service dispatcher|worker ...`` is one server process, started and
+stopped by ``pipeprof.launch.service_processes`` around a launch. The rank side is ``distribute``: the
 rank builds its pipeline as always (its own shard), and tf.data service serialises the graph
 and runs it on every worker (``parallel_epochs``: each worker produces the rank's shard, the
 rank takes batches from whichever has one ready), so the rank's CPU does no preprocessing.
@@ -44,7 +44,7 @@ def _watch_parent(parent: int) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m pipeprof.data.service")
+    parser = argparse.ArgumentParser(prog="python -m pipeprof.data.tfdata_service")
     parser.add_argument("role", choices=["dispatcher", "worker"])
     parser.add_argument("--port", type=int, default=0, help="0: any free port")
     parser.add_argument("--dispatcher", default="", help="worker: the dispatcher's host:port")

@@ -13,7 +13,7 @@ from pathlib import Path
 from pipeprof import atomic
 from pipeprof.data import badfiles
 from pipeprof.launch.job import VariantSpec
-from pipeprof.launch.service import ServiceProcesses
+from pipeprof.launch.service_processes import ServiceProcesses
 from pipeprof.rundir import RunDir
 from pipeprof.scenario import DataConfig, ServiceConfig
 
