@@ -28,6 +28,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import harness
 import tensorflow as tf
 
 from pipeprof.data import pipeline
@@ -140,16 +141,18 @@ def main(argv: list[str] | None = None) -> int:
             data = DataConfig(
                 source="tfrecord", path=str(Path(tmp) / "records"), image_size=SIZE, num_classes=10
             )
-        sides = {
-            "checked": lambda: pipeline.build(
-                data, PIPE, data_root=root, shard=pipeline.Shard(0, 1), batch_size=50
-            ),
-            "unchecked": lambda: unchecked(data, root),
-        }
-        got: dict[str, list[float]] = {k: [] for k in sides}
-        for r in range(args.rounds):
-            for name in ("checked", "unchecked") if r % 2 else ("unchecked", "checked"):
-                got[name].append(cpu_ms_per_sample(sides[name](), args.batches))
+        got = harness.in_rounds(  # unchecked first in even rounds, checked first in odd ones
+            args.rounds,
+            {
+                "unchecked": lambda: cpu_ms_per_sample(unchecked(data, root), args.batches),
+                "checked": lambda: cpu_ms_per_sample(
+                    pipeline.build(
+                        data, PIPE, data_root=root, shard=pipeline.Shard(0, 1), batch_size=50
+                    ),
+                    args.batches,
+                ),
+            },
+        )
     ratios = sorted(c / u for c, u in zip(got["checked"], got["unchecked"]))
     c, u = statistics.median(got["checked"]), statistics.median(got["unchecked"])
     print(

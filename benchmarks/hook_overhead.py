@@ -26,13 +26,9 @@ import tempfile
 import textwrap
 from pathlib import Path
 
+import harness
 import numpy
-
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-BIN = REPO / ".venv" / "bin"
-
-import timeslice  # noqa: E402  (benchmarks/, beside this script)
+import timeslice
 
 SCRIPT = textwrap.dedent('''
     """The example's pipeline and model, trained for a fixed number of steps, with or without pipeprof."""
@@ -84,11 +80,11 @@ def main() -> None:
     from pipeprof.data.generate import generate
     from pipeprof.scenario import GenerateConfig
 
-    env = dict(os.environ, PYTHONPATH=str(REPO), TF_CPP_MIN_LOG_LEVEL="2")
+    env = dict(os.environ, PYTHONPATH=str(harness.REPO), TF_CPP_MIN_LOG_LEVEL="2")
     with tempfile.TemporaryDirectory() as tmp:
         data = generate(GenerateConfig(images=600, size=192, classes=2, seed=3), Path(tmp) / "data")
         script = Path(tmp) / "bench_train.py"
-        script.write_text(SCRIPT.format(examples=str(REPO / "examples"), data=str(data)))
+        script.write_text(SCRIPT.format(examples=str(harness.REPO / "examples"), data=str(data)))
         print(
             f"hook overhead · examples/chips_train.py's pipeline and model at 64px, batch 16, np=1, "
             f"{args.steps} measured steps a side, taking turns every {args.slice_s:g} s"
@@ -99,13 +95,8 @@ def main() -> None:
             plain = timeslice.Side(
                 "plain",
                 [
-                    str(BIN / "horovodrun"),
-                    "-np",
-                    "1",
-                    "-H",
-                    "localhost:1",
-                    "--gloo",
-                    str(BIN / "python"),
+                    *harness.horovodrun(1),
+                    sys.executable,
                     str(script),
                     "--plain",
                     "--steps",
@@ -118,7 +109,7 @@ def main() -> None:
             hooked = timeslice.Side(
                 "hooked",
                 [
-                    str(BIN / "pipeprof"),
+                    *harness.PIPEPROF,
                     "compare",
                     "--np",
                     "1",
@@ -131,16 +122,15 @@ def main() -> None:
                     "--out",
                     str(out),
                     "--",
-                    str(BIN / "python"),
+                    sys.executable,
                     str(script),
                     "--steps",
                     str(args.steps),
                 ],
                 env=env,
             )
-            timeslice.run_sliced(
-                *((plain, hooked) if r % 2 == 0 else (hooked, plain)), slice_s=args.slice_s
-            )
+            first, second = harness.turns([plain, hooked], r)
+            timeslice.run_sliced(first, second, slice_s=args.slice_s)
             for side in (plain, hooked):
                 timeslice.check(side)
             e = numpy.array(json.loads(ends.read_text()))
@@ -150,7 +140,7 @@ def main() -> None:
             rate_hooked, n_hooked = timeslice.run_rate(out, "real", hooked.windows)
             ratios.append(rate_hooked / rate_plain)
             print(
-                f"  round {r + 1} ({'plain' if r % 2 == 0 else 'hooked'} first): plain {rate_plain:7.1f} "
+                f"  round {r + 1} ({first.name} first): plain {rate_plain:7.1f} "
                 f"({n_plain} steps)  hooked {rate_hooked:7.1f} ({n_hooked}) samples/s  ratio {ratios[-1]:.3f}",
                 flush=True,
             )
@@ -159,4 +149,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    harness.entry(main)

@@ -19,9 +19,8 @@ about 6% of the example script's samples/s, measured by benchmarks/hook_overhead
 import statistics
 import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import harness  # noqa: F401  (puts this checkout's pipeprof first on sys.path)
 import tensorflow as tf
 
 tf.get_logger().setLevel("ERROR")

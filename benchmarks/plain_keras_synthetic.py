@@ -29,10 +29,11 @@ Run under horovodrun, e.g.::
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import time
 from typing import Any
+
+import harness
 
 TAG = "PLAIN-SYNTHETIC"
 
@@ -145,27 +146,24 @@ def main(argv: list[str] | None = None) -> int:
     p50 = statistics.median(b - a for a, b in zip(marks, marks[1:]))
     global_batch = args.batch_size * hvd.size()
     if hvd.rank() == 0:
-        print(
-            f"{TAG} "
-            + json.dumps(
-                {
-                    "np": hvd.size(),
-                    "device": device,
-                    "model": args.model,
-                    "image_size": args.image_size,
-                    "classes": args.classes,
-                    "per_worker_batch": args.batch_size,
-                    "global_batch": global_batch,
-                    "warmup": args.warmup,
-                    "steps": args.steps,
-                    "measured_s": wall,
-                    "samples_per_s": global_batch * args.steps / wall,
-                    "samples_per_s_in_batch": global_batch * args.steps / in_batch,
-                    "step_time_ms_p50": p50 * 1e3,
-                    "samples_per_s_p50": global_batch / p50,
-                }
-            ),
-            flush=True,
+        harness.print_tagged(
+            TAG,
+            {
+                "np": hvd.size(),
+                "device": device,
+                "model": args.model,
+                "image_size": args.image_size,
+                "classes": args.classes,
+                "per_worker_batch": args.batch_size,
+                "global_batch": global_batch,
+                "warmup": args.warmup,
+                "steps": args.steps,
+                "measured_s": wall,
+                "samples_per_s": global_batch * args.steps / wall,
+                "samples_per_s_in_batch": global_batch * args.steps / in_batch,
+                "step_time_ms_p50": p50 * 1e3,
+                "samples_per_s_p50": global_batch / p50,
+            },
         )
     return 0
 

@@ -11,40 +11,23 @@ and whether the adaptive row reached ±target or cleared the nearest threshold.
 from __future__ import annotations
 
 import argparse
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
+import harness
 import pandas as pd
 
-REPO = Path(__file__).resolve().parents[1]
-PIPEPROF = str(REPO / ".venv" / "bin" / "pipeprof")
 THRESHOLDS = (5.0, 20.0)
 
 
 def compare(out: Path, extra: list[str], nps: str) -> tuple[pd.DataFrame, float]:
     t0 = time.monotonic()
-    proc = subprocess.run(
-        [
-            PIPEPROF,
-            "compare",
-            "quickstart",
-            "--np",
-            nps,
-            "--no-dashboard",
-            "--out",
-            str(out),
-            *extra,
-        ],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
+    harness.pipeprof(
+        ["compare", "quickstart", "--np", nps, "--no-dashboard", "--out", str(out), *extra],
+        what=" ".join(["pipeprof compare", *extra]),
     )
-    if proc.returncode != 0:
-        sys.exit(f"compare {' '.join(extra)} failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
-    return pd.read_csv(out / "summary.csv"), time.monotonic() - t0
+    return harness.summary(out), time.monotonic() - t0
 
 
 def held(row: pd.Series, target: float) -> str:
@@ -104,4 +87,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    harness.entry(main)

@@ -21,30 +21,17 @@ import argparse
 import itertools
 import json
 import math
-import subprocess
-import sys
-import tempfile
 import time
 from pathlib import Path
 
+import harness
 import pandas as pd
-
-REPO = Path(__file__).resolve().parents[1]
-PIPEPROF = str(REPO / ".venv" / "bin" / "pipeprof")
 
 
 def one_run(scenario: str, np_spec: str, out: Path) -> tuple[pd.DataFrame, str, float]:
     t0 = time.monotonic()
-    proc = subprocess.run(
-        [PIPEPROF, "compare", scenario, "--np", np_spec, "--out", str(out)],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        timeout=1800,
-    )
-    if proc.returncode != 0:
-        raise RuntimeError(f"run failed (exit {proc.returncode}): {proc.stderr[-2000:]}")
-    return pd.read_csv(out / "summary.csv"), proc.stdout + proc.stderr, time.monotonic() - t0
+    proc = harness.pipeprof(["compare", scenario, "--np", np_spec, "--out", str(out)], timeout=1800)
+    return harness.summary(out), proc.stdout + proc.stderr, time.monotonic() - t0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -55,8 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--coverage", type=float, default=0.90)
     p.add_argument("--out", default="", help="keep the run directories and results.json here")
     args = p.parse_args(argv)
-    out = Path(args.out or tempfile.mkdtemp(prefix="pipeprof-repeats-"))
-    out.mkdir(parents=True, exist_ok=True)
+    out = harness.out_dir(args.out, "pipeprof-repeats-")
     rows, problems = [], []
     for i in range(1, args.runs + 1):
         summary, text, seconds = one_run(args.scenario, args.np_spec, out / f"run{i}")
@@ -138,4 +124,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    harness.entry(main)

@@ -14,14 +14,14 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import tempfile
 import time
 from pathlib import Path
 
+import harness
 import pandas as pd
 
 from pipeprof import scenario as scen
-from pipeprof.workflows.compare import compare
+from pipeprof.workflows.compare import CompareRequest, compare
 
 
 def service_cores(run_dir: Path, np_: int) -> float:
@@ -30,9 +30,10 @@ def service_cores(run_dir: Path, np_: int) -> float:
     if not info.is_file():
         return math.nan
     cpu = sum(json.loads(info.read_text())["cpu_s"])
-    runs = [json.loads(line) for line in (run_dir / "variants.jsonl").read_text().splitlines()]
     wall = sum(
-        r["wall_s"] for r in runs if r["np"] == np_ and r["variant"] == "remedy:data-service"
+        r["wall_s"]
+        for r in harness.variant_runs(run_dir)
+        if r["np"] == np_ and r["variant"] == "remedy:data-service"
     )
     return cpu / wall if wall > 0 else math.nan
 
@@ -40,7 +41,9 @@ def service_cores(run_dir: Path, np_: int) -> float:
 def one_run(out: Path) -> pd.DataFrame:
     t0 = time.monotonic()
     result = compare(
-        scen.load("augmentation-story"), [1, 2], out=str(out), remedies="all", report=False
+        CompareRequest(
+            scen.load("augmentation-story"), [1, 2], out=str(out), remedies="all", report=False
+        )
     )
     if result.failure:
         raise SystemExit(result.failure)
@@ -69,7 +72,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--out", default="")
     args = parser.parse_args()
-    base = Path(args.out or tempfile.mkdtemp(prefix="pipeprof-story-"))
+    base = harness.out_dir(args.out, "pipeprof-story-")
     pd.set_option("display.width", 200)
     closed = []
     for k in range(args.runs):

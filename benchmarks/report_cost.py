@@ -18,19 +18,14 @@ from __future__ import annotations
 import argparse
 import os
 import socket
-import subprocess
-import sys
 import tempfile
 import threading
 import time
 import urllib.request
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-PIPEPROF = str(REPO / ".venv" / "bin" / "pipeprof")
-
-import timeslice  # noqa: E402  (benchmarks/, beside this script)
+import harness
+import timeslice
 
 
 def free_port() -> int:
@@ -74,7 +69,7 @@ class Scraper(threading.Thread):
 
 def part1(rounds: int, steps: int, slice_s: float) -> None:
     base = [
-        PIPEPROF,
+        *harness.PIPEPROF,
         "run",
         "quickstart",
         "--np",
@@ -88,13 +83,7 @@ def part1(rounds: int, steps: int, slice_s: float) -> None:
         "--no-report",
     ]
     ratios: dict[str, list[float]] = {"synthetic": [], "real": []}
-    from pipeprof import scenario
-    from pipeprof.workflows.data import prepare_data
-    from pipeprof.workflows.events import Reporter
-
-    prepare_data(
-        scenario.load("quickstart"), Reporter()
-    )  # once, before two runs would both want to
+    harness.prepared("quickstart")  # once, before two runs would both want to
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(rounds):
             port = free_port()
@@ -103,14 +92,15 @@ def part1(rounds: int, steps: int, slice_s: float) -> None:
             on = timeslice.Side(
                 "ON",
                 base + ["--metrics-port", str(port), "--out", str(outs["ON"])],
-                cwd=str(REPO),
+                cwd=str(harness.REPO),
                 on_resume=scraper.on_resume,
                 on_pause=scraper.on_pause,
             )
-            off = timeslice.Side("OFF", base + ["--out", str(outs["OFF"])], cwd=str(REPO))
+            off = timeslice.Side("OFF", base + ["--out", str(outs["OFF"])], cwd=str(harness.REPO))
+            first, second = harness.turns([on, off], r)
             scraper.start()
             try:
-                timeslice.run_sliced(*((on, off) if r % 2 == 0 else (off, on)), slice_s=slice_s)
+                timeslice.run_sliced(first, second, slice_s=slice_s)
             finally:
                 scraper.done.set()
             line = []
@@ -125,7 +115,7 @@ def part1(rounds: int, steps: int, slice_s: float) -> None:
                     f"{v} ON {r_on:7.1f} ({n_on} steps) OFF {r_off:7.1f} ({n_off}) ratio {r_on / r_off:.3f}"
                 )
             print(
-                f"  round {r + 1} ({'ON' if r % 2 == 0 else 'OFF'} first): "
+                f"  round {r + 1} ({first.name} first): "
                 + " | ".join(line)
                 + f" | {scraper.scrapes} scrapes of {scraper.bytes / 1e3:.0f} kB",
                 flush=True,
@@ -142,9 +132,8 @@ def part2(run_dir: Path | None) -> None:
         if run_dir is None:
             run_dir = Path(tmp) / "seed-gap-32"
             t0 = time.monotonic()
-            subprocess.run(
+            harness.pipeprof(
                 [
-                    PIPEPROF,
                     "compare",
                     "seed-gap",
                     "--np",
@@ -156,10 +145,7 @@ def part2(run_dir: Path | None) -> None:
                     "--no-report",
                     "--out",
                     str(run_dir),
-                ],
-                check=True,
-                capture_output=True,
-                cwd=REPO,
+                ]
             )
             print(
                 f"  made {run_dir.name}: compare seed-gap --np 32 (emulated) in {time.monotonic() - t0:.0f} s"
@@ -207,4 +193,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    harness.entry(main)

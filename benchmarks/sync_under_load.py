@@ -23,17 +23,16 @@ arrival does not, and the cycle time does not change it.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import random
-import subprocess
 import sys
 import threading
 import time
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+import harness
+
 RANK_ENV = "PIPEPROF_SYNC_PROBE"
+TAG = "RESULT"
 
 
 def rank_main(mode: str, steps: int, data_root: str, scenario_name: str) -> None:
@@ -97,12 +96,8 @@ def rank_main(mode: str, steps: int, data_root: str, scenario_name: str) -> None
     mine = [1e3 * sum(r[k] for r in kept) / len(kept) for k in range(2)] + [cpu_ms]
     every = hvd.allgather(tf.constant([mine], tf.float64)).numpy()
     if hvd.rank() == 0:
-        print(
-            "RESULT "
-            + json.dumps(
-                dict(zip(["allreduce_ms", "step_ms", "cpu_ms_per_step"], every.mean(0).tolist()))
-            ),
-            flush=True,
+        harness.print_tagged(
+            TAG, dict(zip(["allreduce_ms", "step_ms", "cpu_ms_per_step"], every.mean(0).tolist()))
         )
 
 
@@ -114,13 +109,7 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=100)
     ap.add_argument("--scenario", default="seed-gap")
     args = ap.parse_args()
-    sys.path.insert(0, str(REPO))
-    from pipeprof import scenario as sc
-    from pipeprof.workflows.data import prepare_data
-    from pipeprof.workflows.events import Reporter
-
-    data_root = prepare_data(sc.load(args.scenario), Reporter())
-    horovodrun = str(REPO / ".venv" / "bin" / "horovodrun")
+    _, data_root = harness.prepared(args.scenario)
     print(
         f"{'cycle ms':>8} {'mode':>12} {'allreduce ms':>13} {'step ms':>8} {'CPU ms/step':>12} {'step − synthetic':>17}"
     )
@@ -128,14 +117,9 @@ def main() -> None:
         base = None
         for mode in args.modes.split(","):
             env = dict(os.environ, HOROVOD_CYCLE_TIME=cycle, OMP_NUM_THREADS="1", **{RANK_ENV: "1"})
-            proc = subprocess.run(
+            proc = harness.run(
                 [
-                    horovodrun,
-                    "-np",
-                    str(args.np),
-                    "-H",
-                    f"localhost:{args.np}",
-                    "--gloo",
+                    *harness.horovodrun(args.np),
                     sys.executable,
                     __file__,
                     mode,
@@ -143,17 +127,16 @@ def main() -> None:
                     data_root,
                     args.scenario,
                 ],
+                what=f"np={args.np} {mode}: horovodrun",
                 env=env,
-                capture_output=True,
-                text=True,
-                cwd=REPO,
             )
-            line = next((x for x in proc.stdout.splitlines() if "RESULT " in x), None)
-            if proc.returncode != 0 or line is None:
-                sys.exit(
-                    f"np={args.np} {mode}: horovodrun exited {proc.returncode}\n{proc.stderr[-1500:]}"
+            r = harness.read_tagged(proc.stdout, TAG)
+            if r is None:
+                raise harness.failure(
+                    f"np={args.np} {mode}: horovodrun (no {TAG} line)",
+                    proc.returncode,
+                    proc.stdout + proc.stderr,
                 )
-            r = json.loads(line.split("RESULT ", 1)[1])
             base = r["step_ms"] if mode == "synthetic" else base
             extra = f"{r['step_ms'] - base:+.1f}" if base is not None else ""
             print(
@@ -167,4 +150,4 @@ if __name__ == "__main__":
     if os.environ.get(RANK_ENV):
         rank_main(sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4])
     else:
-        main()
+        harness.entry(main)

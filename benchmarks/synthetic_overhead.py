@@ -37,14 +37,11 @@ The script always exits 0 once both sides have measured; it exits 1 if a launch 
 from __future__ import annotations
 
 import argparse
-import csv
-import json
 import math
 import os
 import resource
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -53,7 +50,8 @@ from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+import harness
+
 PLAIN_SCRIPT = Path(__file__).resolve().parent / "plain_keras_synthetic.py"
 PLAIN_TAG = "PLAIN-SYNTHETIC"
 NOISY_SPREAD = (
@@ -130,44 +128,20 @@ def with_other_load(launch: Callable[[], Measurement]) -> Measurement:
     return replace(result, other_load=max(0.0, other))
 
 
-def tool(name: str) -> str:
-    """A console script of the running interpreter's environment (the venv), else from PATH."""
-    beside = Path(sys.executable).parent / name
-    found = str(beside) if beside.exists() else shutil.which(name)
-    if not found:
-        raise SystemExit(f"{name} not found next to {sys.executable} or on PATH")
-    return found
-
-
 def worker_env() -> dict[str, str]:
     """The environment pipeprof gives its ranks (pipeprof.launch.horovod.worker_env), for both sides."""
     env = dict(os.environ)
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     env["PYTHONUNBUFFERED"] = "1"
     env["PYTHONPATH"] = os.pathsep.join(
-        p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p
+        p for p in (str(harness.REPO), os.environ.get("PYTHONPATH", "")) if p
     )
     return env
 
 
-def _run(argv: list[str], timeout_s: int, what: str) -> str:
-    proc = subprocess.run(
-        argv, cwd=REPO, env=worker_env(), capture_output=True, text=True, timeout=timeout_s
-    )
-    if proc.returncode != 0:
-        tail = "\n".join((proc.stdout + proc.stderr).splitlines()[-30:])
-        raise RuntimeError(f"{what} failed (exit {proc.returncode}):\n{tail}")
-    return proc.stdout
-
-
 def run_plain(cfg: Config, np: int) -> Measurement:
     argv = [
-        tool("horovodrun"),
-        "-np",
-        str(np),
-        "-H",
-        f"localhost:{np}",
-        "--gloo",
+        *harness.horovodrun(np),
         sys.executable,
         str(PLAIN_SCRIPT),
         "--model",
@@ -183,18 +157,17 @@ def run_plain(cfg: Config, np: int) -> Measurement:
         "--steps",
         str(cfg.steps),
     ]
-    out = _run(argv, cfg.timeout_s, f"plain Keras at np={np}")
-    for line in out.splitlines():
-        if PLAIN_TAG in line:
-            result = json.loads(line.split(PLAIN_TAG, 1)[1])
-            return Measurement(float(result["samples_per_s"]), float(result["samples_per_s_p50"]))
-    raise RuntimeError(f"plain Keras at np={np} printed no {PLAIN_TAG} line")
+    what = f"plain Keras at np={np}"
+    proc = harness.run(argv, what=what, env=worker_env(), timeout=cfg.timeout_s)
+    result = harness.read_tagged(proc.stdout, PLAIN_TAG)
+    if result is None:
+        raise RuntimeError(f"{what} printed no {PLAIN_TAG} line")
+    return Measurement(float(result["samples_per_s"]), float(result["samples_per_s_p50"]))
 
 
 def run_pipeprof(cfg: Config, np: int, out_dir: Path) -> Measurement:
     # launch.np rather than --np: "--np 2" means the powers of two up to 2, i.e. 1 and 2.
-    argv = [
-        tool("pipeprof"),
+    args = [
         "compare",
         cfg.scenario,
         "--synthetic-only",
@@ -227,15 +200,17 @@ def run_pipeprof(cfg: Config, np: int, out_dir: Path) -> Measurement:
         "--set",
         "train.batch_mode=per_worker",
     ]
-    _run(argv, cfg.timeout_s, f"pipeprof compare at np={np}")
-    with (out_dir / "summary.csv").open(newline="") as fh:
-        for row in csv.DictReader(fh):
-            if row["variant"] == "synthetic" and int(row["np"]) == np:
-                global_batch = cfg.batch_size * np  # batch_mode = per_worker
-                return Measurement(
-                    float(row["samples_per_s"]),
-                    global_batch / (float(row["step_time_ms_p50"]) / 1e3),
-                )
+    harness.pipeprof(
+        args, what=f"pipeprof compare at np={np}", env=worker_env(), timeout=cfg.timeout_s
+    )
+    summary = harness.summary(out_dir)
+    for _, row in summary[summary["variant"] == "synthetic"].iterrows():
+        if int(row["np"]) == np:
+            global_batch = cfg.batch_size * np  # batch_mode = per_worker
+            return Measurement(
+                float(row["samples_per_s"]),
+                global_batch / (float(row["step_time_ms_p50"]) / 1e3),
+            )
     raise RuntimeError(f"{out_dir / 'summary.csv'} has no synthetic row at np={np}")
 
 
@@ -387,7 +362,7 @@ def main(argv: list[str] | None = None) -> int:
                 for attempt in range(args.retries + 1):
                     got: dict[str, Measurement] = {}
                     # plain first in odd rounds, pipeprof first in even ones (A B B A ...): drift cancels
-                    for side in ("plain", "pipeprof") if i % 2 else ("pipeprof", "plain"):
+                    for side in harness.turns(["plain", "pipeprof"], i - 1):
                         out_dir = work / f"np{np}-round{i}-try{attempt + 1}"
                         launch = (
                             partial(run_plain, cfg, np)
@@ -410,7 +385,7 @@ def main(argv: list[str] | None = None) -> int:
                     )
                     time.sleep(args.retry_wait)
                 rounds.append(result)
-    except (RuntimeError, subprocess.TimeoutExpired) as exc:
+    except RuntimeError as exc:  # harness.Failed among them: a launch failed or timed out
         print(f"error: {exc}", file=sys.stderr)
         if rounds:
             report(cfg, rounds, args.threshold, args.max_other_load)

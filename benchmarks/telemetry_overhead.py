@@ -27,18 +27,12 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-import pandas as pd
-
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-PIPEPROF = str(REPO / ".venv" / "bin" / "pipeprof")
-
-import timeslice  # noqa: E402  (benchmarks/, beside this script)
+import harness
+import timeslice
 
 
 class Cpu:
@@ -71,7 +65,7 @@ class Cpu:
 def part1(rounds: int, steps: int, slice_s: float) -> dict[str, list[float]]:
     """Throughput ON/OFF per round; returns the launcher's and ranks' CPU per side for part 3."""
     base = [
-        PIPEPROF,
+        *harness.PIPEPROF,
         "run",
         "quickstart",
         "--np",
@@ -93,13 +87,7 @@ def part1(rounds: int, steps: int, slice_s: float) -> dict[str, list[float]]:
         "running OFF": [],
         "step ms ON": [],
     }
-    from pipeprof import scenario
-    from pipeprof.workflows.data import prepare_data
-    from pipeprof.workflows.events import Reporter
-
-    prepare_data(
-        scenario.load("quickstart"), Reporter()
-    )  # once, before two runs would both want to
+    harness.prepared("quickstart")  # once, before two runs would both want to
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(rounds):
             used = {"ON": Cpu(), "OFF": Cpu()}
@@ -109,24 +97,24 @@ def part1(rounds: int, steps: int, slice_s: float) -> dict[str, list[float]]:
                 base + ["--out", str(outs["ON"])],
                 env=env,
                 terminal=True,
-                cwd=str(REPO),
+                cwd=str(harness.REPO),
                 on_pause=used["ON"].sample,
             )
             off = timeslice.Side(
                 "OFF",
                 base + ["--no-telemetry", "--no-dashboard", "--out", str(outs["OFF"])],
                 env=env,
-                cwd=str(REPO),
+                cwd=str(harness.REPO),
                 on_pause=used["OFF"].sample,
             )
-            first, second = (on, off) if r % 2 == 0 else (off, on)  # who starts: alternate
+            first, second = harness.turns([on, off], r)  # who starts: alternate
             timeslice.run_sliced(first, second, slice_s=slice_s)
             for side in (on, off):
                 timeslice.check(side)
                 cpu[f"launcher {side.name}"].append(used[side.name].launcher_s)
                 cpu[f"running {side.name}"].append(side.running_s)
             cpu["ranks ON"].append(used["ON"].ranks_s)
-            summary = pd.read_csv(outs["ON"] / "summary.csv")
+            summary = harness.summary(outs["ON"])
             cpu["step ms ON"].append(
                 float(summary["step_time_ms_mean"].min())
             )  # the fastest variant's
@@ -297,4 +285,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    harness.entry(main)

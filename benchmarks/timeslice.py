@@ -23,6 +23,7 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 
+import harness
 import numpy
 import psutil
 
@@ -201,21 +202,20 @@ def sliced_rate(
 
 
 def check(side: Side) -> None:
-    """Stop the benchmark with the side's last output if it failed."""
+    """If the side failed, a one-line ``harness.Failed`` (its output kept in a log file)."""
     if side.returncode != 0:
-        raise SystemExit(
-            f"{side.name} failed: exit {side.returncode}\n"
-            f"{side.output.decode(errors='replace')[-2000:]}"
+        raise harness.failure(
+            side.name,
+            side.returncode,
+            side.output.decode(errors="replace"),
+            shown=" ".join(side.argv),
         )
 
 
 def run_rate(out, variant: str, windows: list[tuple[float, float]]) -> tuple[float, int]:
     """A pipeprof run directory's samples/s for one variant, over its measured steps inside the
     side's windows, and how many steps that is."""
-    from pipeprof.rundir import RunDir
-
-    steps = RunDir(out).steps()
-    steps = steps[(steps["variant"] == variant) & ~steps["warmup"].astype(bool)]
+    steps = harness.measured_steps(out, variant)
     return sliced_rate(windows, steps["end_unix_s"], steps["step_time_ms"], steps["batch_size"])
 
 

@@ -20,20 +20,16 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import sys
 import time
+from functools import partial
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+import harness
 
-from pipeprof import scenario as scen  # noqa: E402
-from pipeprof.data.stagebench import StageBench  # noqa: E402
-from pipeprof.tune import space as sp  # noqa: E402
-from pipeprof.tune.search import Window, coordinate_descent  # noqa: E402
-from pipeprof.workflows.data import prepare_data  # noqa: E402
-from pipeprof.workflows.events import Reporter  # noqa: E402
-from pipeprof.workflows.tune import bench_evaluate  # noqa: E402
+from pipeprof.data.stagebench import StageBench
+from pipeprof.tune import space as sp
+from pipeprof.tune.search import Window, coordinate_descent
+from pipeprof.workflows.tune import bench_evaluate
 
 
 def main() -> None:
@@ -48,9 +44,8 @@ def main() -> None:
         "--final-seconds", type=float, default=2.0, help="length of a head-to-head trial"
     )
     args = ap.parse_args()
-    s = scen.load(args.scenario)
+    s, data_root = harness.prepared(args.scenario)
     base = s.variant_pipeline(s.variants[0])
-    data_root = prepare_data(s, Reporter())
     space = [d for d in sp.default_space(args.cores, shuffle=False)]
     points = sp.grid(space)
     print(
@@ -117,11 +112,11 @@ def main() -> None:
         # Head to head in rounds: every contender once per round, the order rotated each round,
         # so the machine's drift (±10% over tens of seconds here) lands on all alike; the ratio
         # is taken within each round, where the two were measured seconds apart.
-        final: dict[str, list[float]] = {k: [] for k in contenders}
-        names = list(contenders)
-        for r in range(args.rounds):
-            for name in names[r % len(names) :] + names[: r % len(names)]:
-                final[name].append(evaluate(contenders[name], args.final_seconds)["samples_per_s"])
+        trials = harness.in_rounds(
+            args.rounds,
+            {k: partial(evaluate, p, args.final_seconds) for k, p in contenders.items()},
+        )
+        final = {k: [t["samples_per_s"] for t in v] for k, v in trials.items()}
 
     med = {k: statistics.median(v) for k, v in final.items()}
     same = sp.key(contenders["tuner's winner"]) == sp.key(contenders["grid's winner"])

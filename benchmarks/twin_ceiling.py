@@ -24,13 +24,10 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import sys
 import time
 from collections import defaultdict
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+import harness
 
 
 def thread_cpu() -> dict[str, float]:
@@ -96,16 +93,12 @@ def main() -> None:
 
     import tensorflow as tf
 
-    from pipeprof import scenario as scen
     from pipeprof.data import pipeline
     from pipeprof.models import build_model
     from pipeprof.rank.plan import SETTLE_STEPS
-    from pipeprof.workflows.data import prepare_data
-    from pipeprof.workflows.events import Reporter
 
     tf.config.threading.set_intra_op_parallelism_threads(cores)
-    s = scen.load(args.scenario)
-    root = prepare_data(s, Reporter())
+    s, root = harness.prepared(args.scenario)
     data = s.data
     batch = s.train.batch_size
     model = build_model(s.model.name, (data.image_size, data.image_size, 3), data.num_classes)

@@ -18,22 +18,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
-import sys
-import tempfile
 from pathlib import Path
 
-import pandas as pd
+import harness
 
-REPO = Path(__file__).resolve().parents[1]
-PIPEPROF = str(REPO / ".venv" / "bin" / "pipeprof")
 TOLERANCE_POINTS = 5.0
-
-
-def sh(args: list[str]) -> None:
-    proc = subprocess.run([PIPEPROF, *args], cwd=REPO, capture_output=True, text=True)
-    if proc.returncode != 0:
-        sys.exit(f"pipeprof {' '.join(args)} failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
 
 
 def main() -> None:
@@ -47,14 +36,13 @@ def main() -> None:
     args = ap.parse_args()
     nps = [int(n) for n in args.nps.split(",")]
     cores = len(os.sched_getaffinity(0))
-    with tempfile.TemporaryDirectory() as scratch:
-        tmp = args.keep or scratch
-        one, ceiling, multi = Path(tmp) / "np1", Path(tmp) / "ceiling", Path(tmp) / "multi"
+    with harness.scratch(args.keep) as tmp:
+        one, ceiling, multi = tmp / "np1", tmp / "ceiling", tmp / "multi"
         print(
             f"1/4 emulated compare at np=1 with the ablation ({args.scenario}, {args.steps} steps)",
             flush=True,
         )
-        sh(
+        harness.pipeprof(
             [
                 "compare",
                 args.scenario,
@@ -71,7 +59,7 @@ def main() -> None:
             f"2/4 synthetic-only compare at np = {', '.join(map(str, nps))} (the target's ceiling)",
             flush=True,
         )
-        sh(
+        harness.pipeprof(
             [
                 "compare",
                 args.scenario,
@@ -94,15 +82,15 @@ def main() -> None:
             "--cores-per-node",
             str(cores),
         ]
-        sh(["predict", str(one), *target])
-        network_only = pd.read_csv(one / "prediction.csv").set_index("np")
-        sh(["predict", str(one), *target, "--ceiling", str(ceiling)])
-        predicted = pd.read_csv(one / "prediction.csv").set_index("np")
+        harness.pipeprof(["predict", str(one), *target])
+        network_only = harness.prediction(one).set_index("np")
+        harness.pipeprof(["predict", str(one), *target, "--ceiling", str(ceiling)])
+        predicted = harness.prediction(one).set_index("np")
         print(
             f"4/4 emulated compares at np = {', '.join(map(str, nps))} (real Horovod ranks)",
             flush=True,
         )
-        sh(
+        harness.pipeprof(
             [
                 "compare",
                 args.scenario,
@@ -115,9 +103,9 @@ def main() -> None:
                 str(multi),
             ]
         )
-        measured = pd.read_csv(multi / "summary.csv")
+        measured = harness.summary(multi)
         measured = measured[measured["variant"] == "real"].set_index("np")
-        base = pd.read_csv(one / "summary.csv").set_index(["np", "variant"])
+        base = harness.summary(one).set_index(["np", "variant"])
 
     print()
     print(
@@ -147,4 +135,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    harness.entry(main)

@@ -26,18 +26,16 @@ Run it alone on the machine (it needs both cores to itself): about 12 minutes a 
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
+import harness
 import pandas as pd
 
-REPO = Path(__file__).resolve().parents[1]
-PIPEPROF = str(REPO / ".venv" / "bin" / "pipeprof")
+from pipeprof.rundir import RunDir
+
 TOLERANCE_POINTS = 5.0
 
 COMMON = """
@@ -129,10 +127,9 @@ SHAPES = {"crowded": [0], "roomy": [0, 1]}  # CPUs per shape (of this process's 
 
 
 def pipeprof(args: list[str], cpus: list[int] | None = None) -> None:
+    """``pipeprof ARGS``, on the given CPUs only (``taskset``) when ``cpus`` is given."""
     prefix = ["taskset", "-c", ",".join(map(str, cpus))] if cpus is not None else []
-    proc = subprocess.run([*prefix, PIPEPROF, *args], cwd=REPO, capture_output=True, text=True)
-    if proc.returncode != 0:
-        sys.exit(f"pipeprof {' '.join(args)} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+    harness.run([*prefix, *harness.PIPEPROF, *args], what=f"pipeprof {' '.join(args)}")
 
 
 def one_run(base: Path, pipelines: list[str], steps: int) -> pd.DataFrame:
@@ -174,7 +171,7 @@ def one_run(base: Path, pipelines: list[str], steps: int) -> pd.DataFrame:
             )
             runs[shape], ceilings[shape] = out, ceiling
         measured = {
-            shape: pd.read_csv(out / "summary.csv").query("variant == 'real'").set_index("np")
+            shape: harness.summary(out).query("variant == 'real'").set_index("np")
             for shape, out in runs.items()
         }
         for source, target in (
@@ -198,7 +195,7 @@ def one_run(base: Path, pipelines: list[str], steps: int) -> pd.DataFrame:
                     "--no-report",
                 ]
             )
-            pred = pd.read_csv(runs[source] / "prediction.csv").set_index("np")
+            pred = harness.prediction(runs[source]).set_index("np")
             note = crowded_notes(runs[source])
             for n in (1, 2):
                 if source == target and n == 1:
@@ -226,7 +223,7 @@ def one_run(base: Path, pipelines: list[str], steps: int) -> pd.DataFrame:
 
 def crowded_notes(run_dir: Path) -> str:
     """predict's note on a crowded source, from the prediction it wrote ("" when not crowded)."""
-    notes = json.loads((run_dir / "prediction.json").read_text())["notes"]
+    notes = RunDir(run_dir).prediction_info()["notes"]
     return " ".join(n for n in notes if "busy over its real steps" in n)
 
 
@@ -266,7 +263,7 @@ def photo_check(base: Path, steps: int) -> dict:
             "--no-dashboard",
         ]
     )
-    measured = pd.read_csv(target / "summary.csv").set_index("variant")
+    measured = harness.summary(target).set_index("variant")
     step_ms = (
         1e3 * PHOTO["batch"] / float(measured.loc["synthetic", "samples_per_s"])
     )  # the accelerator's step
@@ -285,8 +282,8 @@ def photo_check(base: Path, steps: int) -> dict:
             "--no-report",
         ]
     )
-    src = pd.read_csv(source / "summary.csv").set_index("variant")
-    pred = pd.read_csv(source / "prediction.csv").set_index("np")
+    src = harness.summary(source).set_index("variant")
+    pred = harness.prediction(source).set_index("np")
     return dict(
         source_gap=float(src.loc["real", "gap_pct"]),
         source_busy=float(src.loc["real", "cpu_util_pct"]),
@@ -313,9 +310,9 @@ def main() -> None:
             sys.exit(f"--pipelines: unknown pipeline '{p}' (known: {', '.join(PIPELINES)})")
     pd.set_option("display.width", 200)
     landed = []
-    with tempfile.TemporaryDirectory() as scratch:
+    with harness.scratch(args.keep) as scratch:
         for k in range(args.runs):
-            base = (args.keep or Path(scratch)) / f"run{k + 1}"
+            base = scratch / f"run{k + 1}"
             base.mkdir(parents=True, exist_ok=False)
             print(f"run {k + 1} of {args.runs}", flush=True)
             frame = one_run(base, pipelines, args.steps)
@@ -354,4 +351,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    harness.entry(main)

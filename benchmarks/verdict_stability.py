@@ -11,25 +11,14 @@ Run it alone on the machine: other load changes what it measures.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-import pandas as pd
+import harness
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-from tests.integration.verdict_cases import (  # noqa: E402  (the suite's own cases)
-    CASES,
-    TRAIN,
-    merge,
-)
-
-PIPEPROF = str(REPO / ".venv" / "bin" / "pipeprof")
+from tests.integration.verdict_cases import CASES, TRAIN, merge  # the suite's own cases
 
 
 def one_run(case: str, work: Path, data_dir: Path, index: int) -> dict:
@@ -39,37 +28,35 @@ def one_run(case: str, work: Path, data_dir: Path, index: int) -> dict:
     t0 = time.monotonic()
     # CPU-trained, every case: the model and the pipeline share the cores (the suite emulates
     # the model-bound case's device to save its time)
-    proc = subprocess.run(
-        [
-            PIPEPROF,
-            "compare",
-            str(scenario),
-            "--np",
-            "1",
-            "--ablation",
-            "--no-dashboard",
-            "--no-report",
-            "--device",
-            "auto",
-            "--out",
-            str(out),
-        ],
-        cwd=work,
-        capture_output=True,
-        text=True,
-        env=dict(os.environ, PIPEPROF_DATA_DIR=str(data_dir)),
-    )
-    wall = time.monotonic() - t0
-    if proc.returncode != 0:
+    try:
+        harness.pipeprof(
+            [
+                "compare",
+                str(scenario),
+                "--np",
+                "1",
+                "--ablation",
+                "--no-dashboard",
+                "--no-report",
+                "--device",
+                "auto",
+                "--out",
+                str(out),
+            ],
+            cwd=work,
+            env=dict(os.environ, PIPEPROF_DATA_DIR=str(data_dir)),
+        )
+    except harness.Failed as exc:
         return {
             "case": case,
             "run": index,
-            "verdict": f"FAILED (exit {proc.returncode})",
-            "wall_s": wall,
-            "detail": (proc.stderr.strip().splitlines() or ["?"])[-1][:200],
+            "verdict": f"FAILED (exit {exc.code})",
+            "wall_s": time.monotonic() - t0,
+            "detail": (exc.last_line or "?")[:200],
         }
-    verdict = json.loads((out / "verdict.json").read_text())[0]
-    row = pd.read_csv(out / "summary.csv").set_index("variant").loc["real"]
+    wall = time.monotonic() - t0
+    verdict = harness.verdicts(out)[0]
+    row = harness.summary(out).set_index("variant").loc["real"]
     return {
         "case": case,
         "run": index,

@@ -52,19 +52,16 @@ import dataclasses
 import json
 import math
 import os
-import subprocess
 import sys
-import tempfile
 import time
 import tomllib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-import pandas as pd
-
 HERE = Path(__file__).resolve().parent
-REPO = HERE.parents[1]
-PIPEPROF = [sys.executable, "-m", "pipeprof"]  # this interpreter's pipeprof
+sys.path.insert(0, str(HERE.parents[1]))  # the repository, for benchmarks.harness
+from benchmarks import harness  # noqa: E402
+
 SETS = {"calibration": HERE / "calibration.toml", "validation": HERE / "validation.toml"}
 BATCH = 32
 LINES = (5.0, 20.0)
@@ -250,26 +247,15 @@ name = "real"
 
 
 def pipeprof(args: list[str], log: Path, timeout: int = 900) -> None:
-    with log.open("a") as fh:
-        fh.write(f"$ pipeprof {' '.join(args)}\n")
-        fh.flush()
-        proc = subprocess.run(
-            [*PIPEPROF, *args],
-            stdout=fh,
-            stderr=subprocess.STDOUT,
-            cwd=REPO,
-            timeout=timeout,
-            env={**os.environ, "COLUMNS": "200"},
-        )
-    if proc.returncode != 0:
-        raise RuntimeError(f"pipeprof {args[0]} failed (exit {proc.returncode}); see {log}")
+    """``pipeprof ARGS``, its output appended to ``log`` (printed 200 columns wide)."""
+    harness.pipeprof(args, log=log, timeout=timeout, env={**os.environ, "COLUMNS": "200"})
 
 
 def pipeline_cpu_alone(root: Path, image_size: int, iterations: int) -> float:
     """``inject.pipeline_cpu`` in a process of its own (a pipeline's threads outlive their
     iterator for a while: measured in one process after another case, the same pipeline cost
     36 CPU-ms a batch where it cost 23 alone)."""
-    out = subprocess.run(
+    out = harness.run(
         [
             sys.executable,
             "-m",
@@ -279,11 +265,8 @@ def pipeline_cpu_alone(root: Path, image_size: int, iterations: int) -> float:
             str(image_size),
             str(iterations),
         ],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
+        what="benchmarks.truth.inject pipeline",
         timeout=600,
-        check=True,
     )
     return float(out.stdout.split()[-1])
 
@@ -294,12 +277,8 @@ def measure_machine(cases: list[Case], work: Path, log: Path) -> Machine:
     before any case runs."""
     import tensorflow as tf
 
-    sys.path.insert(0, str(REPO))
     from benchmarks.truth.inject import calibrate
-    from pipeprof import scenario as scen
     from pipeprof.launch import topology
-    from pipeprof.workflows.data import prepare_data
-    from pipeprof.workflows.events import Reporter
 
     m = Machine(cores=topology.usable_cores(), spin_iter_per_us=calibrate())
 
@@ -309,7 +288,7 @@ def measure_machine(cases: list[Case], work: Path, log: Path) -> Machine:
     for case in {c.stored_px: c for c in cases}.values():
         path = work / f"data-{case.stored_px}.toml"
         path.write_text(scenario_toml(dataclasses.replace(case, device="cpu", kind="control"), m))
-        root = Path(prepare_data(scen.load(str(path)), Reporter()))
+        root = Path(harness.prepared(str(path))[1])
         files = sorted(root.rglob("*.jpg"))
         m.file_bytes[case.stored_px] = sum(f.stat().st_size for f in files) / len(files)
         # decoded as the pipeline decodes them: a one-thread tf.data map, in batches (so the
@@ -359,7 +338,7 @@ def measure_machine(cases: list[Case], work: Path, log: Path) -> Machine:
             + (["--oversubscribe"] if max(nps) > m.cores else []),
             log,
         )
-        rows = pd.read_csv(work / control.name / "summary.csv")
+        rows = harness.summary(work / control.name)
         m.ceilings[device] = {
             str(int(r["np"])): (
                 1e3 * BATCH / float(r["samples_per_s_per_worker"]),
@@ -385,10 +364,7 @@ def measure_machine(cases: list[Case], work: Path, log: Path) -> Machine:
             ],
             log,
         )
-        from pipeprof.rundir import RunDir
-
-        steps = RunDir(work / "model").steps()
-        m.model_cpu_ms = float(steps[~steps["warmup"].astype(bool)]["cpu_ms"].mean())
+        m.model_cpu_ms = float(harness.measured_steps(work / "model")["cpu_ms"].mean())
     return m
 
 
@@ -443,8 +419,8 @@ def run_case(case: Case, m: Machine, work: Path, log: Path) -> list[Row]:
 def score_case(case: Case, m: Machine, out: Path, log: Path) -> list[Row]:
     """The rows of one case's run directory: its truth, what compare said, and predict's
     figures (predict is run now, from the run's np=1 measurements)."""
-    summary = pd.read_csv(out / "summary.csv")
-    verdicts = {v["np"]: v for v in json.loads((out / "verdict.json").read_text())}
+    summary = harness.summary(out)
+    verdicts = {v["np"]: v for v in harness.verdicts(out)}
     real = summary[summary["variant"] == "real"].set_index("np")
     predicted = {}
     targets = [n for n in case.np if n > 1]
@@ -463,7 +439,7 @@ def score_case(case: Case, m: Machine, out: Path, log: Path) -> list[Row]:
             ],
             log,
         )
-        pred = pd.read_csv(out / "prediction.csv")
+        pred = harness.prediction(out)
         predicted = dict(zip(pred["np"].astype(int), pred["gap_pct"].astype(float)))
     rows = []
     for n in case.np:
@@ -534,7 +510,7 @@ def report(rows: list[Row], m: Machine, minutes: float) -> tuple[str, dict]:
             else ""
         )
         + f"; {minutes:.1f} min",
-        "spin cases' pipeline, CPU-ms per batch run alone (the spin's own share in brackets): "
+        "spin cases' whole pipeline, CPU-ms per batch run alone (the spin's own is 32 x its µs): "
         + ", ".join(f"{name} {ms:.1f}" for name, ms in m.pipeline_cpu_ms.items()),
         "",
     ]
@@ -655,13 +631,15 @@ def main(argv: list[str] | None = None) -> int:
         if unknown := wanted - {c.name for c in cases}:
             p.error(f"--only: no such case(s): {', '.join(sorted(unknown))}")
         cases = [c for c in cases if c.name in wanted]
-    out = Path(args.rescore or args.out or tempfile.mkdtemp(prefix="pipeprof-truth-"))
-    out.mkdir(parents=True, exist_ok=True)
+    out = harness.out_dir(args.rescore or args.out, "pipeprof-truth-")
     work = out / "runs"
     work.mkdir(exist_ok=True)
     log = out / "pipeprof.log"
     t0 = time.monotonic()
-    m = measure_machine(cases, work, log)
+    # a rescore measures the machine anew beside the kept runs, not over their ceilings
+    machine_work = out / time.strftime("rescore-%Y%m%d-%H%M%S") if args.rescore else work
+    machine_work.mkdir(exist_ok=True)
+    m = measure_machine(cases, machine_work, log)
     print(f"machine measured: {m}", flush=True)
     rows: list[Row] = []
     for case in cases:
@@ -676,7 +654,7 @@ def main(argv: list[str] | None = None) -> int:
                 case_rows = score_case(case, m, work / case.name, log)
             else:
                 case_rows = run_case(case, m, work, log)
-        except (RuntimeError, subprocess.TimeoutExpired, OSError, KeyError, ValueError) as exc:
+        except (RuntimeError, OSError, KeyError, ValueError) as exc:  # harness.Failed among them
             print(
                 f"{case.set}/{case.name}: FAILED: {exc}", flush=True
             )  # the others still run; it is scored wrong
@@ -719,4 +697,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    harness.entry(main)
