@@ -3,7 +3,7 @@
 # its test tools. Safe to run again: it does nothing when the environment is already complete.
 #
 #   bash scripts/setup.sh test   also installs the programs the tests drive for real: a
-#                                Prometheus server and a headless Chromium (Debian's packages;
+#                                Prometheus server, a headless Chromium and sshd (Debian's packages;
 #                                as root, with apt-get; otherwise it says what to install)
 #
 #   PIPEPROF_TF   the TensorFlow requirement (default tensorflow-cpu==2.15.1; on a GPU
@@ -27,6 +27,7 @@ if [ "${1:-}" = test ]; then
   missing=()
   command -v prometheus >/dev/null || missing+=(prometheus)
   command -v chromium >/dev/null || command -v chromium-browser >/dev/null || missing+=(chromium)
+  [ -x /usr/sbin/sshd ] || missing+=(openssh-server)  # the cluster tests' hosts (never started as a service)
   if [ ${#missing[@]} -gt 0 ]; then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
       echo "setup: installing the test tools: ${missing[*]} (Debian packages)" >&2
