@@ -43,8 +43,10 @@ class Identity:
     source: str = ""  # whose variables said so ("" when none: a lone process)
 
     def error_line(self, tag: str, message: str) -> str:
-        """The line a failing rank prints for its launcher: which rank, on which host."""
-        where = f"rank {self.rank} on {self.host}" if self.host else f"rank {self.rank}"
+        """The line a failing rank prints for its launcher: which rank, on which host (not
+        said where the launcher calls it "localhost": every rank is on this one)."""
+        named = self.host and self.host != "localhost"
+        where = f"rank {self.rank} on {self.host}" if named else f"rank {self.rank}"
         return f"{tag} {where}: {message}"
 
 

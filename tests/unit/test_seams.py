@@ -177,3 +177,10 @@ def test_horovod_is_an_optional_extra():
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
     assert not any(d.startswith("horovod") for d in project["dependencies"])
     assert any(d.startswith("horovod") for d in project["optional-dependencies"]["horovod"])
+
+
+def test_a_local_horovodrun_rank_is_not_said_to_be_on_localhost():
+    env = {"HOROVOD_RANK": "1", "HOROVOD_SIZE": "2", "HOROVOD_HOSTNAME": "localhost"}
+    assert identity(env).error_line("TAG", "boom") == "TAG rank 1: boom"  # as before the seams
+    env["HOROVOD_HOSTNAME"] = "node7"
+    assert identity(env).error_line("TAG", "boom") == "TAG rank 1 on node7: boom"
