@@ -3,7 +3,7 @@ data-parallel (Horovod today; tf.distribute next), in one interface, chosen in o
 
 pipeprof's own ranks (``rank.worker``), a user's ``model.fit`` under ``pipeprof compare --
 CMD`` (``rank.fit``, ``pipeprof.keras``) and the emulated device use only these methods, so
-``import horovod`` appears in ``rank/horovod_engine.py`` and the Horovod launcher alone.
+Horovod is imported by ``rank/horovod_engine.py`` and the Horovod launcher alone.
 
 Adding an engine is one module with a class that has ``Engine``'s methods, and one line in
 ``ENGINES`` (or a call to ``register``).
