@@ -13,11 +13,11 @@ in ``LAUNCHERS`` below (or a call to ``register``, as the tests' fake does).
 
 from __future__ import annotations
 
-import importlib
 import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
+from pipeprof import registry
 from pipeprof.errors import PipeprofError
 from pipeprof.launch import topology
 
@@ -62,17 +62,7 @@ def register(name: str, factory: str | Callable[[], Launcher]) -> None:
 
 def get(name: str) -> Launcher:
     """The launcher called ``name``; an unknown name is a one-line error listing the known ones."""
-    factory = LAUNCHERS.get(name)
-    if factory is None:
-        raise PipeprofError(
-            f"launch.launcher: unknown launcher {name!r}; known: {', '.join(sorted(LAUNCHERS))}"
-        )
-    if isinstance(factory, str):
-        module, _, attr = factory.partition(":")
-        make: Callable[[], Launcher] = getattr(importlib.import_module(module), attr)
-    else:
-        make = factory
-    return make()
+    return registry.make(LAUNCHERS, name, "launch.launcher", "launcher")
 
 
 def worker_counts(spec: str | int | list[int]) -> list[int]:

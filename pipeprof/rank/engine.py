@@ -11,11 +11,10 @@ Adding an engine is one module with a class that has ``Engine``'s methods, and o
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from pipeprof.errors import PipeprofError
+from pipeprof import registry
 
 
 class Engine(Protocol):
@@ -71,14 +70,4 @@ def register(name: str, factory: str | Callable[[], Engine]) -> None:
 
 
 def get(name: str = DEFAULT) -> Engine:
-    factory = ENGINES.get(name)
-    if factory is None:
-        raise PipeprofError(
-            f"train.engine: unknown engine {name!r}; known: {', '.join(sorted(ENGINES))}"
-        )
-    if isinstance(factory, str):
-        module, _, attr = factory.partition(":")
-        make: Callable[[], Engine] = getattr(importlib.import_module(module), attr)
-    else:
-        make = factory
-    return make()
+    return registry.make(ENGINES, name, "train.engine", "engine")
