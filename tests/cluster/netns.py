@@ -262,7 +262,9 @@ class Cluster:
                 proc.wait(timeout=5)
             except subprocess.TimeoutExpired:
                 proc.kill()
-        shutil.rmtree(self.root, ignore_errors=True)  # the cluster's own folder: keys, configs, logs
+        shutil.rmtree(
+            self.root, ignore_errors=True
+        )  # the cluster's own folder: keys, configs, logs
 
 
 def clean_leftovers(root: Path = ROOT) -> None:
