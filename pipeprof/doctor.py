@@ -293,6 +293,29 @@ def _launch(report: Report, scenario: Scenario, gpu_count: int) -> None:
         report.add("launch", "slots", "fail", refused[0])
     else:
         report.add("launch", "slots", "ok", f"worker counts {', '.join(map(str, launch.np))} fit")
+    _hosts(report, launch)
+
+
+def _hosts(report: Report, launch: Any) -> None:
+    """Each host the launch names: reachable over ssh, and its own hostname."""
+    from pipeprof.launch import hosts, topology
+
+    try:
+        named = topology.host_slots(launch)
+    except PipeprofError as exc:
+        report.add("launch", "hosts", "fail", exc.message)
+        return
+    if named is None:
+        return
+    answers = hosts.hostnames([h for h, _ in named[0]])
+    for host, answer in answers.items():
+        if isinstance(answer, PipeprofError):
+            report.add("launch", f"host {host}", "fail", answer.message)
+        else:
+            report.add("launch", f"host {host}", "ok", f"reached over ssh; hostname {answer}")
+    reached = {h: a for h, a in answers.items() if isinstance(a, str)}
+    if (clash := hosts.shared_hostname(reached)) is not None:
+        report.add("launch", "hostnames", "fail", clash)
 
 
 # --- data

@@ -101,9 +101,35 @@ class VariantDone:
     half_pct: float = math.nan
 
 
-Event = Plan | Launch | RanksUp | VariantStart | StepProgress | Precision | VariantDone
+@dataclass(frozen=True)
+class RankWarning:
+    """What a rank must tell the user, not only its log (a rank that cannot reach the
+    launcher's record stream): the workflow passes it to its reporter's ``warning``."""
+
+    kind: ClassVar[str] = "rank_warning"
+    rank: int
+    host: str
+    message: str
+
+    def text(self) -> str:
+        return f"rank {self.rank} on {self.host}: {self.message}"
+
+
+Event = (
+    Plan | Launch | RanksUp | VariantStart | StepProgress | Precision | VariantDone | RankWarning
+)
 KINDS: dict[str, type[Event]] = {
-    c.kind: c for c in (Plan, Launch, RanksUp, VariantStart, StepProgress, Precision, VariantDone)
+    c.kind: c
+    for c in (
+        Plan,
+        Launch,
+        RanksUp,
+        VariantStart,
+        StepProgress,
+        Precision,
+        VariantDone,
+        RankWarning,
+    )
 }
 
 

@@ -174,6 +174,7 @@ class PipeprofCallback(tf.keras.callbacks.Callback):
             return  # outside pipeprof: nothing to measure, nothing started
         rank, size, local_rank, local_size = _ranks()
         self.rank, self.size = rank, size
+        self.host = identity().host
         job = _job()
         if job is not None and job.mode == "compare":
             self._start_compare(job)
@@ -271,6 +272,7 @@ class PipeprofCallback(tf.keras.callbacks.Callback):
             step_time_ms=(t2 - self._t0) * 1e3,
             batch_size=self._batch,
             end_unix_s=time.time(),
+            host=self.host,
         )
         self.step += 1
         if self.telemetry is not None:

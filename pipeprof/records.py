@@ -32,6 +32,7 @@ class StepRecord:
     # CPU time of the rank's whole process over the step (every thread: the model's, the
     # input pipeline's, Horovod's); NaN where it was not read
     cpu_ms: float = math.nan
+    host: str = ""  # the rank's host (its launcher's name for it, else its hostname)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

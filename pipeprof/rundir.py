@@ -112,7 +112,10 @@ def _with_defaults(frame: pd.DataFrame) -> pd.DataFrame:
         frame["round"] = -1
     if "cpu_ms" not in frame.columns:
         frame["cpu_ms"] = float("nan")
+    if "host" not in frame.columns:
+        frame["host"] = ""
     frame["paired"] = frame["paired"].fillna("").astype(str)
+    frame["host"] = frame["host"].fillna("").astype(str)
     return frame
 
 

@@ -200,6 +200,7 @@ class LaunchConfig:
     hostfile: str = ""  # lines "node1 slots=8" (--hostfile)
     controller: Literal["gloo", "mpi"] = "gloo"
     oversubscribe: bool = False  # more ranks than this host's slots (--oversubscribe)
+    network_interface: str = ""  # the ranks' interface, alike on all hosts (--network-interface)
     timeout_s: int = 3600  # per worker count; a hung launch is killed after this
 
 

@@ -51,6 +51,7 @@ def the_cores(request, tmp_path_factory):
 # while the other has finished. A file not listed counts as short.
 LAUNCH_FILE_SECONDS = {
     "test_user_script.py": 185,
+    "test_two_hosts.py": 160,
     "test_predict_emulated.py": 104,
     "test_diagnose_and_tune.py": 90,
     "test_compare_np2.py": 68,

@@ -43,6 +43,7 @@ VALUE_FLAGS = {
     "max_intra_op_parallelism": "pipeline.max_intra_op_parallelism",
     "hosts": "launch.hosts",
     "hostfile": "launch.hostfile",
+    "network_interface": "launch.network_interface",
     "timeout": "launch.timeout_s",
     "device": "train.device",
     "service_workers": "service.workers",
@@ -171,6 +172,11 @@ def add_common_arguments(p: argparse.ArgumentParser) -> None:
         help="hosts and their slots, e.g. node1:8,node2:8",
     )
     p.add_argument("--hostfile", metavar="FILE", help="a hostfile: lines 'node1 slots=8'")
+    p.add_argument(
+        "--network-interface",
+        metavar="IFACE",
+        help="the network interface the ranks use, named alike on every host (e.g. eth0)",
+    )
     ctl = p.add_mutually_exclusive_group()
     ctl.add_argument(
         "--gloo",

@@ -9,12 +9,13 @@ parser), so what pipeprof assumes is what runs.
 from __future__ import annotations
 
 import math
+import re
 import shutil
 import sys
 from pathlib import Path
 
 from pipeprof.errors import PipeprofError
-from pipeprof.launch import topology
+from pipeprof.launch import hosts, topology
 from pipeprof.launch.launcher import base_env, check_slots
 from pipeprof.scenario import LaunchConfig
 
@@ -34,6 +35,8 @@ def horovodrun_argv(
     ``topology.assign`` says (a hostfile is read by pipeprof's parser and passed as ``-H``)."""
     argv = [horovodrun, "-np", str(np), "-H", topology.assign(np, launch).hosts_arg]
     argv.append("--gloo" if launch.controller == "gloo" else "--mpi")
+    if launch.network_interface:
+        argv += ["--network-interface", launch.network_interface]
     return argv + worker
 
 
@@ -100,14 +103,37 @@ except Exception as exc:
 """
 
 
+# How horovodrun says a rank ended: its own line under Gloo (the rank is the process's
+# index), and mpirun's under MPI (a rank ended by a signal)
+_GLOO_EXIT = re.compile(r"Process (\d+) exit with status code (-?\d+)\.")
+_MPI_SIGNAL = re.compile(
+    r"mpirun noticed that process rank (\d+) with PID \d+ on node \S+ exited on signal (\d+)"
+)
+
+
+def rank_exit(line: str) -> tuple[int, int] | None:
+    """(rank, code) from horovodrun's line for a rank's end (a signal as a shell's 128 + N)."""
+    if (m := _GLOO_EXIT.match(line)) is not None:
+        return int(m.group(1)), int(m.group(2))
+    if (m := _MPI_SIGNAL.match(line)) is not None:
+        return int(m.group(1)), 128 + int(m.group(2))
+    return None
+
+
 class HorovodLauncher:
     """``launch.launcher = "horovodrun"``: Gloo or MPI as ``launch.controller`` says."""
 
     name = "horovodrun"
 
+    def __init__(self) -> None:
+        self._asked: set[tuple[str, str]] = set()  # the host lists already asked
+
     def check(self, np: int, launch: LaunchConfig, gpu_count: int) -> None:
         check_slots(np, launch, gpu_count)
         find_horovodrun()
+        if (key := (launch.hosts, launch.hostfile)) not in self._asked:
+            hosts.check(launch)  # reachable over ssh, and no two with one hostname
+            self._asked.add(key)
 
     def env(
         self, base: dict[str, str], cwd: str, *, emulated: bool = False, local_ranks: int = 1
@@ -119,3 +145,6 @@ class HorovodLauncher:
 
     def script_argv(self, np: int, launch: LaunchConfig, cmd: list[str]) -> list[str]:
         return horovodrun_argv(np, launch, cmd, horovodrun=find_horovodrun())
+
+    def rank_exit(self, line: str) -> tuple[int, int] | None:
+        return rank_exit(line)

@@ -45,6 +45,10 @@ class Launcher(Protocol):
     def script_argv(self, np: int, launch: LaunchConfig, cmd: list[str]) -> list[str]:
         """The command that starts ``np`` copies of a user's training command."""
 
+    def rank_exit(self, line: str) -> tuple[int, int] | None:
+        """(rank, exit code) where ``line`` of this launcher's output reports a rank's end;
+        None otherwise. The failure line names the first rank to end badly from these."""
+
 
 # name → "module:factory"; imported only when chosen, so a launcher's package (Horovod, an
 # MPI binding) is needed only by the runs that use it

@@ -10,10 +10,11 @@ watch`` and the script ablation.
 from __future__ import annotations
 
 import queue
+import re
 import subprocess
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -29,6 +30,12 @@ class LaunchResult:
     signum: int | None = None  # the stop signal (SIGINT, SIGTERM, SIGHUP) that ended the run
     tail: list[str] = field(default_factory=list)  # the last lines of output
     program: str = "the command"  # what ran, as the failure line names it
+    exits: list[tuple[int, int]] = field(default_factory=list)  # (rank, code), as reported
+    hosts: Mapping[int, str] = field(default_factory=dict)  # rank -> its host, as placed
+    # (rank, seconds) for ranks whose records stopped that long before the others' (the
+    # record stream's; filled in by the workflow once the launch ended)
+    silent: list[tuple[int, float]] = field(default_factory=list)
+    timeout_s: float = 0.0
 
     @property
     def interrupted(self) -> bool:
@@ -39,16 +46,62 @@ class LaunchResult:
         return self.returncode == 0 and not self.timed_out and not self.interrupted
 
     def reason(self) -> str:
+        """One line: why the launch did not end well, naming the rank that failed first (its
+        own error line, or how it ended when it printed none, e.g. killed by a signal) and its
+        host, before what the other ranks said after it."""
         if self.signum is not None:
             return f"interrupted by {signals.signal_name(self.signum)}"
+        ended_by = self._ended_by()
+        if self.silent:  # a host or link lost: the ranks that waited on it fail after it
+            rank, seconds = self.silent[0]
+            return (
+                f"{self._who(rank)} went silent {seconds:.0f} s before the launch ended (its "
+                f"process, its host or its link lost?); then {ended_by}"
+            ) + _more(len(self.silent) - 1)
+        return ended_by
+
+    def _ended_by(self) -> str:
         if self.timed_out:
-            return "timed out"
+            return f"timed out after {self.timeout_s:g} s" if self.timeout_s else "timed out"
+        first = next(((r, c) for r, c in self.exits if c != 0), None)
+        if first is not None:
+            rank, code = first
+            own = [e for e in self.errors if rank_of(e) == rank]
+            line = own[0] if own else f"{self._who(rank)} {ended(code)}"
+            after = [e for e in self.errors if rank_of(e) != rank]
+            return line + (f"; then {after[0][:200]}" if after else "") + _more(len(after) - 1)
         if self.errors:
-            return self.errors[0] + (
-                f" (and {len(self.errors) - 1} more)" if len(self.errors) > 1 else ""
-            )
+            return self.errors[0] + _more(len(self.errors) - 1)
         last = next((line for line in reversed(self.tail) if line.strip()), "no output")
         return f"{self.program} exited with {self.returncode}: {last.strip()[:300]}"
+
+    def _who(self, rank: int) -> str:
+        host = self.hosts.get(rank, "")
+        return f"rank {rank} on {host}" if host and host != "localhost" else f"rank {rank}"
+
+
+_RANK = re.compile(r"rank (\d+)\b")
+
+
+def rank_of(error: str) -> int | None:
+    """The rank a rank's error line names ("rank 3 on node-b: ..."), or None."""
+    m = _RANK.match(error)
+    return int(m.group(1)) if m else None
+
+
+def ended(code: int) -> str:
+    """How a rank that printed no error line ended, from its exit code (a shell's 128 + N, or
+    a negative signal number, for a signal; ssh's 255 for a lost connection)."""
+    signum = -code if code < 0 else code - 128 if 128 < code < 160 else 0
+    if signum:
+        return f"was killed by {signals.signal_name(signum)} (exit {code}) and printed no error"
+    if code == 255:  # a remote rank killed by a signal ends its ssh this way too
+        return "ended without an error line; ssh exited 255 (the rank killed, or its host or link lost)"
+    return f"exited with {code} and printed no error"
+
+
+def _more(n: int) -> str:
+    return f" (and {n} more)" if n > 0 else ""
 
 
 def _next_or_none(lines: queue.Queue[str | None]) -> str | None:
@@ -67,15 +120,25 @@ def run(
     on_line: Callable[[str], None] | None = None,
     grace_s: float = supervise.GRACE_S,
     program: str | None = None,
+    rank_exit: Callable[[str], tuple[int, int] | None] | None = None,
+    hosts: Mapping[int, str] | None = None,
 ) -> LaunchResult:
     """Run ``argv`` to the end, teeing its output to ``log_path`` and each line to ``on_line``.
 
     The command and everything it starts are stopped (SIGTERM, ``grace_s``, SIGKILL) at the
     timeout, which holds however much it prints, and on SIGINT, SIGTERM or SIGHUP, which
-    ``result.signum`` then names; it gets SIGTERM should pipeprof die without a chance to."""
+    ``result.signum`` then names; it gets SIGTERM should pipeprof die without a chance to.
+    ``rank_exit`` reads the launcher's line for a rank's exit ((rank, code), or None), and
+    ``hosts`` says where each rank ran: the failure line then names the rank that failed first
+    and its host."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     lines: queue.Queue[str | None] = queue.Queue()
-    result = LaunchResult(returncode=-1, program=program or Path(argv[0]).name)
+    result = LaunchResult(
+        returncode=-1,
+        program=program or Path(argv[0]).name,
+        hosts=dict(hosts or {}),
+        timeout_s=timeout_s,
+    )
     with signals.handled(), log_path.open("w") as log:
         log.write("$ " + " ".join(a if len(a) < 200 else a[:40] + "…" for a in argv) + "\n")
         log.flush()
@@ -102,6 +165,8 @@ def run(
             result.tail = (result.tail + [line.rstrip("\n")])[-40:]
             if ERROR_TAG in line:
                 result.errors.append(line.split(ERROR_TAG, 1)[1].strip())
+            elif rank_exit is not None and (exit_ := rank_exit(line.rstrip())) is not None:
+                result.exits.append(exit_)
             if on_line is not None:
                 on_line(line.rstrip("\n"))
 

@@ -121,7 +121,7 @@ def host_slots(launch: LaunchConfig) -> tuple[list[tuple[str, int]], str] | None
     return None
 
 
-def _is_this_host(name: str) -> bool:
+def is_this_host(name: str) -> bool:
     here = {"localhost", socket.gethostname(), socket.gethostname().split(".")[0]}  # no DNS lookups
     return name in here or name.startswith("127.")
 
@@ -151,6 +151,11 @@ class Topology:
         return out
 
     @property
+    def hosts_of_ranks(self) -> dict[int, str]:
+        """Each rank's host."""
+        return {s.rank: s.host for s in self.slots}
+
+    @property
     def ranks_per_host(self) -> int:
         """Ranks on the busiest host: the one whose RAM and cores run out first."""
         return max(self.ranks_by_host.values())
@@ -158,7 +163,7 @@ class Topology:
     @property
     def ranks_here(self) -> int:
         """Ranks this host starts (0 when the launcher is not one of the hosts)."""
-        return sum(n for host, n in self.ranks_by_host.items() if _is_this_host(host))
+        return sum(n for host, n in self.ranks_by_host.items() if is_this_host(host))
 
     @property
     def cores_per_rank(self) -> int:

@@ -31,6 +31,7 @@ from pipeprof.config import build
 from pipeprof.events import Precision, VariantStart, emit
 from pipeprof.launch.job import ScriptJob
 from pipeprof.rank.engine import Engine
+from pipeprof.rank.identity import identity
 from pipeprof.rank.output import gather_records, write_variant
 from pipeprof.rank.plan import TWIN, Plan, Step
 from pipeprof.records import StepRecord, VariantRun
@@ -114,6 +115,7 @@ class FitMeasurement:
         on_record: Callable[[StepRecord], None] | None = None,
     ) -> None:
         self.job, self.engine, self.rank, self.size = job, engine, engine.rank, engine.size
+        self.host = identity().host
         self.train = train_config(job)
         self.on_record = on_record
         self.phases = [v for v in ("synthetic", "real") if v in job.variants]
@@ -206,6 +208,7 @@ class FitMeasurement:
             paired=step.paired,
             round=step.round,
             cpu_ms=cpu_ms,
+            host=self.host,
         )
         self.records.append(record)
         if not step.warmup and not step.paired:

@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass
 
 from pipeprof.analysis import stopping
+from pipeprof.rank.identity import identity
 from pipeprof.rank.plan import TWIN, Plan
 from pipeprof.records import StepRecord
 from pipeprof.scenario import TrainConfig
@@ -44,6 +45,7 @@ class Stepper:
             per_worker_batch,
             on_step,
         )
+        self.host = identity().host
         self.records: list[StepRecord] = []
         self.losses: list[float] = []
         self.accs: list[float] = []
@@ -87,6 +89,7 @@ class Stepper:
             paired=paired,
             round=round_,
             cpu_ms=cpu_ms,
+            host=self.host,
         )
         self.records.append(record)
         if self.on_step is not None:

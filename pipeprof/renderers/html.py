@@ -270,6 +270,16 @@ def _tune_section(run: Run) -> str:
     )
 
 
+def _ranks_ran_on(summary) -> str:
+    """The header's line of where each worker count's ranks ran, when any ran off this host."""
+    if summary is None or summary.empty or "hosts" not in summary.columns:
+        return ""
+    placed = summary.drop_duplicates("np").set_index("np")["hosts"].fillna("").astype(str)
+    if not any("," in h for h in placed):  # every launch on one host: the line above says it
+        return ""
+    return "<br>ranks ran on " + " · ".join(f"np={n}: {esc(h)}" for n, h in placed.items() if h)
+
+
 def render_html(run: Run) -> str:
     m = run.manifest
     scenario = m.get("scenario") or {}
@@ -283,7 +293,9 @@ def render_html(run: Run) -> str:
         f'<p class="meta">{esc(" ".join(m.get("command_line") or []))}<br>started {esc(when)} on '
         f'{esc(m.get("host", "?"))} ({esc(m.get("cpu_cores", "?"))} CPU cores, {len(m.get("gpus") or [])} GPU(s))'
         + (f" · <b>EMULATED device: {esc(device)}</b>" if device not in ("real", None) else "")
-        + f" · pipeprof {esc(m.get('pipeprof', __version__))}</p>",
+        + f" · pipeprof {esc(m.get('pipeprof', __version__))}"
+        + _ranks_ran_on(summary)
+        + "</p>",
         _partial_banner(run),
         _verdicts(run),
     ]

@@ -64,6 +64,9 @@ def trace_events(run: Run) -> list[dict[str, Any]]:
     t0 = views.run_start(steps, gpu, host, proc)
     events: list[dict[str, Any]] = []
     hosts = {int(h["rank"]): str(h.get("host", "")) for h in run.hellos()}
+    if "host" in steps.columns:  # the steps say it too (with telemetry off, only they do)
+        for r, h in steps[steps["host"].fillna("") != ""].groupby("rank")["host"].first().items():
+            hosts.setdefault(int(r), str(h))
     ranks = sorted(set(int(r) for r in steps["rank"].unique())) if not steps.empty else []
     for r in ranks:
         events.append(

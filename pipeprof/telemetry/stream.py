@@ -25,6 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, cast
 
+from pipeprof.events import RankWarning, emit
 from pipeprof.telemetry.priority import lower_this_thread
 
 log = logging.getLogger("pipeprof.stream")
@@ -217,13 +218,22 @@ class StreamClient:
                 self._sock.sendall((json.dumps({"hello": token, "rank": rank}) + "\n").encode())
                 self.mode = "tcp"
             except (OSError, ValueError) as exc:
-                log.warning(
-                    "rank %d cannot reach the launcher at %s (%s); writing to the run directory",
-                    rank,
-                    address,
-                    exc,
-                )
                 self._sock = None
+                where = (
+                    "writes its records to the run directory (read at the end where that "
+                    "folder is shared with the launcher's host)"
+                    if self._fallback is not None
+                    else "streams nothing"
+                )
+                # to the user's terminal through the launcher, not only this rank's log
+                emit(
+                    RankWarning(
+                        rank,
+                        socket.gethostname(),
+                        f"cannot reach the launcher's record stream at {address} ({exc}): it "
+                        f"{where}; give an address this host can reach with --stream-host",
+                    )
+                )
         if self._sock is None and self._fallback is not None:
             self.mode = "file"
 

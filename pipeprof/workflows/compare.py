@@ -27,7 +27,7 @@ from pipeprof.workflows.data import prepare_data
 from pipeprof.workflows.events import Reporter
 from pipeprof.workflows.live import RecordStream, progress_lines
 from pipeprof.workflows.orchestrate import each_worker_count
-from pipeprof.workflows.plan import check_memory, stream_endpoint, variant_specs
+from pipeprof.workflows.plan import check_memory, launch_endpoint, variant_specs
 from pipeprof.workflows.summary import bad_files_warning, device_label, write_summary
 
 
@@ -149,9 +149,9 @@ def compare(
         gpus=len(gpus),
     )
     caught = signals.Catch()  # a stop signal between launches ends them; what was measured is kept
-    remote = bool(scenario.launch.hosts or scenario.launch.hostfile)
-    stream = RecordStream(run_dir, reporter, remote=remote, stream_host=stream_host)
-    service_host = stream_endpoint(remote, stream_host)[1]  # where ranks reach a tf.data service
+    endpoint = launch_endpoint(scenario.launch, stream_host)
+    stream = RecordStream(run_dir, reporter, endpoint=endpoint)
+    service_host = endpoint[1]  # where ranks reach a tf.data service
 
     def launch(n: int) -> tuple[runner.LaunchResult | None, str | None]:
         try:
@@ -169,17 +169,21 @@ def compare(
                 )
                 rank_cmd = [sys.executable, "-m", "pipeprof.rank", job.encode()]
                 reporter.progress(Launch(np=n, of_variants=len(specs)))
+                stream.begin_launch()
                 result = runner.run(
                     launcher.ranks_argv(n, scenario.launch, rank_cmd),
                     env=env,
                     log_path=run.log_path(f"np{n}"),
                     program=launcher.name,
+                    rank_exit=launcher.rank_exit,
+                    hosts=topology.assign(n, scenario.launch).hosts_of_ranks,
                     timeout_s=scenario.launch.timeout_s,
                     on_line=progress_lines(reporter),
                 )
         except PipeprofError as exc:  # it could not start (e.g. its tf.data service): nothing ran
             return None, f"np={n}: {exc.message}"
         service_around_launch.collect_bad_files(run_dir, n, scenario.data)
+        result.silent = stream.silent()
         return result, launch_failure(n, result, run)
 
     outcome = each_worker_count(

@@ -5,29 +5,37 @@ reporter that shows them while they arrive."""
 from __future__ import annotations
 
 import secrets
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pipeprof.events import parse_line
+from pipeprof.events import RankWarning, parse_line
 from pipeprof.telemetry.recorder import Recorder
 from pipeprof.telemetry.stream import Collector
 from pipeprof.workflows.events import Reporter
-from pipeprof.workflows.plan import stream_endpoint
+from pipeprof.workflows.plan import LOOPBACK
+
+# A rank whose records stopped this long before the others' is named when its launch fails
+# (records come at least twice a second from every live rank)
+SILENT_S = 10.0
 
 
 class RecordStream:
-    """``with RecordStream(run_dir, reporter, remote=...) as stream:`` ranks stream to
+    """``with RecordStream(run_dir, reporter, endpoint=...) as stream:`` ranks stream to
     ``stream.address`` with ``stream.token``; call ``after_launch()`` once a launch ended
-    (takes in the files of ranks that could not connect) and ``close()`` at the end."""
+    (takes in the files of ranks that could not connect) and ``close()`` at the end.
+    ``endpoint``: where the collector listens, and the address ranks are told
+    (``plan.stream_endpoint``)."""
 
     def __init__(
-        self, run_dir: Path, reporter: Reporter, *, remote: bool, stream_host: str | None = None
+        self, run_dir: Path, reporter: Reporter, *, endpoint: tuple[str, str] = LOOPBACK
     ) -> None:
         self.recorder = Recorder(run_dir)
         self.reporter = reporter
         self.token = secrets.token_hex(8)
-        bind, advertise = stream_endpoint(remote, stream_host)
+        self._seen: dict[int, float] = {}  # rank -> when its last record arrived (monotonic)
+        bind, advertise = endpoint
         self._collector = Collector(
             self._on_record,
             bind=bind,
@@ -37,8 +45,27 @@ class RecordStream:
         )
 
     def _on_record(self, record: dict) -> None:
+        if isinstance(rank := record.get("rank"), int):
+            self._seen[rank] = time.monotonic()
         self.recorder.write(record)
         self.reporter.record(record)
+
+    def begin_launch(self) -> None:
+        """A launch starts: forget when the last one's ranks were heard from."""
+        self._seen = {}
+
+    def silent(self, min_s: float = SILENT_S) -> list[tuple[int, float]]:
+        """(rank, seconds) for each rank heard from in this launch whose records stopped at
+        least ``min_s`` before the others' (the newest's): its process frozen, its host or its
+        link gone. Every rank streams its process's telemetry twice a second while it lives,
+        even blocked in a collective, so a rank that waits on a lost peer is not silent."""
+        if not self._seen:
+            return []
+        newest = max(self._seen.values())
+        return sorted(
+            ((r, newest - t) for r, t in self._seen.items() if newest - t >= min_s),
+            key=lambda rs: -rs[1],
+        )
 
     @property
     def address(self) -> str:
@@ -70,7 +97,9 @@ def progress_lines(reporter: Reporter) -> Callable[[str], None]:
 
     def on_line(line: str) -> None:
         event = parse_line(line)  # None: no event, or one cut by another rank's output
-        if event is not None:
+        if isinstance(event, RankWarning):
+            reporter.warning(event.text())
+        elif event is not None:
             reporter.progress(event)
 
     return on_line

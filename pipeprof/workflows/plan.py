@@ -14,7 +14,7 @@ from pipeprof.config import build
 from pipeprof.errors import PipeprofError
 from pipeprof.launch import topology
 from pipeprof.launch.job import VariantSpec
-from pipeprof.scenario import PipelineConfig, Scenario
+from pipeprof.scenario import LaunchConfig, PipelineConfig, Scenario
 
 
 def variant_specs(
@@ -104,12 +104,64 @@ def check_memory(
                 )
 
 
-def stream_endpoint(remote: bool, stream_host: str | None) -> tuple[str, str]:
+LOOPBACK = ("127.0.0.1", "127.0.0.1")
+
+
+def stream_endpoint(
+    remote: bool, stream_host: str | None, *, interface: str = "", peers: tuple[str, ...] = ()
+) -> tuple[str, str]:
     """Where the collector listens, and the address ranks are told: loopback for a local run;
-    all interfaces and this host's name when ranks run on other hosts (``remote``); all
-    interfaces and ``stream_host`` when the user names the address ranks can reach."""
+    all interfaces and ``stream_host`` when the user names the address ranks can reach. When
+    ranks run on other hosts (``remote``): the address this host has on ``interface`` (the one
+    the ranks talk over), else the one it would send from to the first of ``peers`` (the other
+    hosts) that resolves, else this host's name. A host name other hosts cannot resolve (a
+    container's, a laptop's) is what left remote ranks writing files nobody read."""
     if stream_host:
         return "0.0.0.0", stream_host
-    if remote:
-        return "0.0.0.0", socket.gethostname()
-    return "127.0.0.1", "127.0.0.1"
+    if not remote:
+        return LOOPBACK
+    if interface:
+        return "0.0.0.0", interface_address(interface)
+    for peer in peers:
+        if (mine := route_address(peer)) is not None:
+            return "0.0.0.0", mine
+    return "0.0.0.0", socket.gethostname()
+
+
+def launch_endpoint(launch: LaunchConfig, stream_host: str | None) -> tuple[str, str]:
+    """``stream_endpoint`` for a launch on ``launch``'s hosts."""
+    named = topology.host_slots(launch)
+    peers = tuple(h for h, _ in named[0] if not topology.is_this_host(h)) if named else ()
+    return stream_endpoint(
+        named is not None, stream_host, interface=launch.network_interface, peers=peers
+    )
+
+
+def interface_address(interface: str) -> str:
+    """This host's IPv4 address on ``interface``; a one-line error when it has none."""
+    import psutil
+
+    found = psutil.net_if_addrs()
+    for addr in found.get(interface, []):
+        if addr.family == socket.AF_INET:
+            return addr.address
+    have = ", ".join(
+        sorted(n for n, a in found.items() if any(x.family == socket.AF_INET for x in a))
+    )
+    raise PipeprofError(
+        f"launch.network_interface '{interface}': this host has no IPv4 address on it "
+        f"(interfaces with one: {have or 'none'})"
+    )
+
+
+def route_address(host: str) -> str | None:
+    """The address this host sends from to reach ``host`` (a UDP socket's, connected: no packet
+    is sent); None when ``host`` does not resolve, is this host, or has no route."""
+    try:
+        target = socket.gethostbyname(host)
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.connect((target, 9))
+            mine = s.getsockname()[0]
+    except OSError:
+        return None
+    return None if mine.startswith("127.") else mine

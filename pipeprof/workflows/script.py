@@ -34,6 +34,7 @@ from pipeprof.workflows.diagnose import cores_per_rank, verdicts_per_np, write_v
 from pipeprof.workflows.events import Reporter
 from pipeprof.workflows.live import RecordStream, progress_lines
 from pipeprof.workflows.orchestrate import each_worker_count
+from pipeprof.workflows.plan import launch_endpoint
 from pipeprof.workflows.summary import write_summary
 
 VARIANTS = ("synthetic", "real")
@@ -121,12 +122,7 @@ def compare_script(request: CompareRequest, *, reporter: Reporter | None = None)
     base_env = launcher.env(dict(os.environ), str(Path.cwd()), local_ranks=local)
     train = {k: getattr(scenario.train, k) for k in MEASUREMENT_KEYS}
     caught = signals.Catch()
-    stream = RecordStream(
-        run_dir,
-        reporter,
-        remote=bool(scenario.launch.hosts or scenario.launch.hostfile),
-        stream_host=stream_host,
-    )
+    stream = RecordStream(run_dir, reporter, endpoint=launch_endpoint(scenario.launch, stream_host))
 
     def run_script(n: int, variants: list[str], label: str) -> runner.LaunchResult:
         job = ScriptJob(run_dir=str(run_dir), np=n, variants=variants, train=train)
@@ -140,17 +136,22 @@ def compare_script(request: CompareRequest, *, reporter: Reporter | None = None)
             },
         )
         reporter.progress(Launch(np=n, of_variants=len(variants)))
+        stream.begin_launch()
         try:
-            return runner.run(
+            result = runner.run(
                 launcher.script_argv(n, scenario.launch, cmd),
                 env=env,
                 program=launcher.name,
+                rank_exit=launcher.rank_exit,
+                hosts=topology.assign(n, scenario.launch).hosts_of_ranks,
                 log_path=run.log_path(label),
                 timeout_s=scenario.launch.timeout_s,
                 on_line=progress_lines(reporter),
             )
         except FileNotFoundError:
             raise PipeprofError(f"compare: command not found: {cmd[0]}") from None
+        result.silent = stream.silent()
+        return result
 
     def launch(n: int) -> tuple[runner.LaunchResult | None, str | None]:
         result = run_script(n, list(VARIANTS), f"np{n}")

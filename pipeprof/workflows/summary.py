@@ -53,8 +53,24 @@ def write_summary(
         summary = add_gap_closed(summary, remedy_reference, device, gpus)
     summary = with_bad_files(summary, run_dir)
     summary.insert(2, "device", device_label(device))
+    if not summary.empty:
+        placed = hosts_per_np(steps)
+        summary.insert(3, "hosts", [placed.get(int(n), "") for n in summary["np"]])
     run.write_summary(summary)
     return summary
+
+
+def hosts_per_np(steps: pd.DataFrame) -> dict[int, str]:
+    """Where each worker count's ranks ran, as ``-H`` says it: ``node1:2,node2:2`` (hosts in
+    the order of their first rank); from the hosts the ranks put on their step records."""
+    if steps.empty or "host" not in steps.columns:
+        return {}
+    out = {}
+    for n, rows in steps[steps["host"] != ""].groupby("np"):
+        ranks = rows.drop_duplicates("rank").sort_values("rank")
+        counts = ranks.groupby("host", sort=False).size()
+        out[int(n)] = ",".join(f"{h}:{c}" for h, c in counts.items())
+    return out
 
 
 def with_bad_files(summary: pd.DataFrame, run_dir: Path) -> pd.DataFrame:

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from pipeprof.errors import PipeprofError
-from pipeprof.events import Launch
+from pipeprof.events import Launch, RankWarning, parse_line
 from pipeprof.launch import runner, signals
 from pipeprof.launch.launcher import base_env
 from pipeprof.rundir import RUNNING, RunDir, manifest
@@ -18,6 +18,7 @@ from pipeprof.telemetry.stream import ENV_ADDRESS, ENV_RUN_DIR, ENV_TOKEN
 from pipeprof.workflows.compare import CompareResult, finish_run
 from pipeprof.workflows.events import Reporter
 from pipeprof.workflows.live import RecordStream
+from pipeprof.workflows.plan import stream_endpoint
 from pipeprof.workflows.summary import write_summary
 
 HOST_FLAGS = (
@@ -32,6 +33,20 @@ class WatchResult(CompareResult):
     exit_code: int = (
         0  # what pipeprof exits with when the command failed (its status, or 128 + signal)
     )
+
+
+def warnings_and(
+    reporter: Reporter, on_line: Callable[[str], None] | None
+) -> Callable[[str], None]:
+    """The watched command's lines to ``on_line``, and a rank's warning to the reporter too."""
+
+    def take(line: str) -> None:
+        if isinstance(event := parse_line(line), RankWarning):
+            reporter.warning(event.text())
+        if on_line is not None:
+            on_line(line)
+
+    return take
 
 
 def watch(
@@ -55,7 +70,9 @@ def watch(
     )
     run.write_status(RUNNING)
     stream = RecordStream(
-        run_dir, reporter, remote=any(a in HOST_FLAGS for a in cmd), stream_host=stream_host
+        run_dir,
+        reporter,
+        endpoint=stream_endpoint(any(a in HOST_FLAGS for a in cmd), stream_host),
     )
     with stream:
         env = base_env(dict(os.environ), os.getcwd())
@@ -69,7 +86,7 @@ def watch(
                 env=env,
                 log_path=run.log_path("watch"),
                 timeout_s=timeout_s or 10**9,
-                on_line=on_line,
+                on_line=warnings_and(reporter, on_line),
             )
         except FileNotFoundError:
             raise PipeprofError(f"pipeprof watch: command not found: {cmd[0]}") from None

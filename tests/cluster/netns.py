@@ -199,6 +199,10 @@ class Cluster:
             raise RuntimeError(f"{host.name}: its namespaces did not come up")
         # the holder's pid is unshare's; its forked child holds the namespaces: enter that one
         host.pid = int(_run("pgrep", "-P", str(host.holder.pid)).split()[0])
+        self.start_sshd(host)
+
+    def start_sshd(self, host: Host) -> None:
+        """The host's sshd, in its namespaces and on its cores (again, after ``stop_sshd``)."""
         host.sshd = subprocess.Popen(
             [
                 *host.enter,
@@ -211,7 +215,7 @@ class Cluster:
                 f"ListenAddress={host.ip}",
             ],
             stdout=subprocess.DEVNULL,
-            stderr=open(self.root / f"sshd-{host.name}.log", "w"),  # noqa: SIM115 (lives with sshd)
+            stderr=open(self.root / f"sshd-{host.name}.log", "a"),  # noqa: SIM115 (lives with sshd)
             start_new_session=True,
         )
 
@@ -229,6 +233,39 @@ class Cluster:
                         f"{host.name}: sshd did not answer: {probe.stderr.strip()[:300]}"
                     )
                 time.sleep(0.2)
+
+    # -- faults ----------------------------------------------------------------------------
+    def stop_sshd(self, host: Host) -> None:
+        """The host's sshd stopped (its listener only: sessions already open go on)."""
+        if host.sshd is not None and host.sshd.poll() is None:
+            os.killpg(host.sshd.pid, signal.SIGTERM)
+            host.sshd.wait(timeout=5)
+
+    def set_link(self, host: Host, up: bool) -> None:
+        """The host's link to the others up or down (as a pulled cable: nothing is told)."""
+        _in_ns(host.name, "ip", "link", "set", IFACE, "up" if up else "down")
+
+    def set_hostname(self, host: Host, name: str) -> None:
+        """The hostname the host gives itself (its UTS namespace's)."""
+        _run("nsenter", "-t", str(host.pid), "-u", "hostname", name)
+
+    def processes(self, host: Host) -> list[str]:
+        """What runs on the host besides its own machinery (the namespace holder, sshd's
+        listener): "pid: command" each. A test's launch leaves nothing here when it ends."""
+        own = {host.pid, host.holder.pid if host.holder else 0, host.sshd.pid if host.sshd else 0}
+        pids = subprocess.run(
+            ["ip", "netns", "pids", host.name], capture_output=True, text=True
+        ).stdout.split()
+        out = []
+        for pid in map(int, pids):
+            try:
+                cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+                state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+            except (FileNotFoundError, ProcessLookupError):
+                continue
+            if pid not in own and state != "Z":
+                out.append(f"{pid}: {cmd.strip()[:160]}")
+        return out
 
     # -- use -----------------------------------------------------------------------------
     @property

@@ -1,10 +1,16 @@
 """Two hosts on this box (tests/cluster/netns.py): each its own hostname, cores and sshd,
-linked only to each other; a compare across them with -H, its ranks named by host; and
-nothing of the cluster left once it is torn down."""
+linked only to each other. Compares across them with -H and with --hostfile, their ranks
+named by host in every output; the faults a cluster has (a host without sshd, two hosts with
+one hostname, a rank killed on the second host, a stop signal to the launcher), each ending
+in one line that names the host and leaving nothing on any host; and nothing of the cluster
+left once it is torn down."""
 
 import os
+import signal
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -78,39 +84,231 @@ def test_each_host_has_its_own_name_cores_and_link(cluster):
     )
 
 
+def pipeprof_argv(scenario: Path, out: Path, *args: str) -> list[str]:
+    return [sys.executable, "-m", "pipeprof", "compare", str(scenario), "--out", str(out), *args]
+
+
+def start(cluster, tmp_path, argv: list[str], **kw) -> subprocess.Popen:
+    """``argv`` started on the first host, as a user there starts pipeprof."""
+    env = dict(cluster.env, PIPEPROF_DATA_DIR=str(tmp_path / "data"), COLUMNS="300")
+    return subprocess.Popen(
+        cluster.command(cluster.hosts[0], argv, cwd=REPO),
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        **kw,
+    )
+
+
+def finish(proc: subprocess.Popen, timeout: float = 300) -> tuple[int, str, str]:
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+        raise
+    return proc.returncode, out, err
+
+
+def nothing_left(cluster, within_s: float = 10.0) -> dict[str, list[str]]:
+    """What still runs on each host ``within_s`` after a launch ended (empty: nothing)."""
+    deadline = time.monotonic() + within_s
+    while True:
+        left = {h.name: cluster.processes(h) for h in cluster.hosts}
+        left = {h: p for h, p in left.items() if p}
+        if not left or time.monotonic() > deadline:
+            return left
+        time.sleep(0.2)
+
+
+@pytest.fixture
+def scenario(tmp_path) -> Path:
+    path = tmp_path / "two-hosts.toml"
+    path.write_text(SCENARIO)
+    return path
+
+
 @pytest.mark.horovod
-def test_a_compare_runs_its_ranks_on_both_hosts(cluster, tmp_path):
-    scenario = tmp_path / "two-hosts.toml"
-    scenario.write_text(SCENARIO)
+def test_a_compare_runs_its_ranks_on_both_hosts_and_every_output_says_where(
+    cluster, tmp_path, scenario
+):
     out = tmp_path / "run"
     h0, h1 = cluster.hosts
-    argv = [
-        sys.executable,
-        "-m",
-        "pipeprof",
-        "compare",
-        str(scenario),
-        "--np",
-        "2",
-        "-H",
-        f"{h0.name}:1,{h1.name}:1",
-        "--out",
-        str(out),
-        "--no-report",
-        "--no-dashboard",
-    ]
-    env = dict(cluster.env, PIPEPROF_DATA_DIR=str(tmp_path / "data"))
-    proc = subprocess.run(
-        cluster.command(h0, argv, cwd=REPO), capture_output=True, text=True, env=env, timeout=300
+    hosts = f"{h0.name}:1,{h1.name}:1"
+    code, stdout, err = finish(
+        start(
+            cluster,
+            tmp_path,
+            pipeprof_argv(scenario, out, "--np", "2", "-H", hosts, "--no-dashboard"),
+        )
     )
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert code == 0, stdout[-2000:] + err[-2000:]
+    assert "cannot reach" not in stdout + err
     summary = pd.read_csv(out / "summary.csv")
-    assert set(summary["variant"]) == {"synthetic", "real"} and set(summary["np"]) == {
-        1,
-        2,
-    }  # --np 2: 1 and 2
-    hosts = {(int(h["rank"]), h.get("host")) for h in RunDir(out).load().hellos(np=2)}
-    assert hosts == {
+    assert set(summary["variant"]) == {"synthetic", "real"} and set(summary["np"]) == {1, 2}
+    assert dict(zip(summary["np"], summary["hosts"])) == {1: f"{h0.name}:1", 2: hosts}
+    hellos = {(int(h["rank"]), h.get("host")) for h in RunDir(out).load().hellos(np=2)}
+    assert hellos == {(0, h0.name), (1, h1.name)}  # rank 1 ran on the second host
+    steps = RunDir(out).steps()
+    assert set(zip(steps[steps["np"] == 2]["rank"], steps[steps["np"] == 2]["host"])) == {
         (0, h0.name),
         (1, h1.name),
-    }  # rank 1 ran on the second host and streamed from it
+    }
+    # every record came over the stream, none through files the launcher's host may not see
+    assert not (out / "stream").exists()
+    assert f"ranks ran on np=1: {h0.name}:1 · np=2: {hosts}" in (out / "report.html").read_text()
+    assert f'"rank 1 ({h1.name})"' in (out / "trace.json").read_text()
+    assert not nothing_left(cluster, within_s=5)
+
+
+@pytest.mark.horovod
+def test_a_hostfile_and_the_network_interface_the_ranks_share(cluster, tmp_path, scenario):
+    out, hostfile = tmp_path / "run", tmp_path / "hosts.txt"
+    h0, h1 = cluster.hosts
+    hostfile.write_text(f"# the cluster\n{h0.name} slots=1\n{h1.name} slots=1\n")
+    argv = pipeprof_argv(
+        scenario, out, "--np", "2,", "--hostfile", str(hostfile), "--network-interface", IFACE
+    )
+    code, stdout, err = finish(start(cluster, tmp_path, argv + ["--no-report", "--no-dashboard"]))
+    assert code == 0, stdout[-2000:] + err[-2000:]
+    assert f"--network-interface {IFACE}" in (out / "logs" / "np2.log").read_text().splitlines()[0]
+    assert list(pd.read_csv(out / "summary.csv")["hosts"]) == [f"{h0.name}:1,{h1.name}:1"] * 2
+    assert not (out / "stream").exists()
+
+
+def test_two_hosts_with_one_hostname_are_refused_before_anything_runs(cluster, tmp_path, scenario):
+    h0, h1 = cluster.hosts
+    cluster.set_hostname(h1, h0.name)  # as two containers from one image
+    try:
+        argv = pipeprof_argv(scenario, tmp_path / "run", "-H", f"{h0.name}:1,{h1.name}:1")
+        code, _, err = finish(start(cluster, tmp_path, argv), timeout=60)
+    finally:
+        cluster.set_hostname(h1, h1.name)
+    assert code != 0 and err.strip().count("\n") == 0, err
+    assert f"hosts {h0.name}, {h1.name} all have the hostname '{h0.name}'" in err
+    assert not (tmp_path / "run").exists()  # refused before a run directory was made
+
+
+def test_a_host_without_sshd_is_named_before_anything_runs_and_by_doctor(
+    cluster, tmp_path, scenario
+):
+    h0, h1 = cluster.hosts
+    hosts = f"{h0.name}:1,{h1.name}:1"
+    cluster.stop_sshd(h1)
+    try:
+        argv = pipeprof_argv(scenario, tmp_path / "run", "-H", hosts)
+        code, _, err = finish(start(cluster, tmp_path, argv), timeout=60)
+        doctor = finish(
+            start(
+                cluster,
+                tmp_path,
+                [sys.executable, "-m", "pipeprof", "doctor", "--set", f"launch.hosts={hosts}"],
+            ),
+            timeout=300,
+        )
+    finally:
+        cluster.start_sshd(h1)
+    assert code != 0 and err.strip().count("\n") == 0, err
+    assert f"host {h1.name}: ssh {h1.name} failed (" in err and "Connection refused" in err
+    assert not (tmp_path / "run").exists()
+    assert f"host {h1.name}" in doctor[1] and f"ssh {h1.name} failed" in doctor[1], doctor[1]
+    assert f"host {h0.name}" in doctor[1]
+
+
+def rank_pid(cluster, host, rank: int) -> int:
+    """The pid of the rank's Python process on ``host`` (not the shell or ssh before it)."""
+    for line in cluster.processes(host):
+        pid = int(line.split(":", 1)[0])
+        try:
+            exe = os.readlink(f"/proc/{pid}/exe")
+            env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if "python" in os.path.basename(exe) and f"HOROVOD_RANK={rank}".encode() in env:
+            return pid
+    raise AssertionError(f"no rank {rank} on {host.name}: {cluster.processes(host)}")
+
+
+def started_until_real(cluster, tmp_path, scenario, out, *more: str) -> subprocess.Popen:
+    """A compare at np=2 across both hosts, once its synthetic variant is measured."""
+    h0, h1 = cluster.hosts
+    argv = pipeprof_argv(
+        scenario,
+        out,
+        "--np",
+        "2,",
+        "-H",
+        f"{h0.name}:1,{h1.name}:1",
+        "--steps",
+        "400",
+        "--no-report",
+        "--no-dashboard",
+        *more,
+    )
+    proc = start(cluster, tmp_path, argv)
+    deadline = time.monotonic() + 180
+    while not (out / "steps" / "np2-synthetic.csv").exists():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            raise AssertionError(proc.communicate()[1][-2000:])
+        time.sleep(0.1)
+    time.sleep(1.0)
+    return proc
+
+
+def measured_before_it(out: Path) -> int:
+    """The synthetic variant's measured steps in summary.csv (400: all of them)."""
+    summary = pd.read_csv(out / "summary.csv")
+    return int(summary.set_index("variant").loc["synthetic", "measured_steps"])
+
+
+@pytest.mark.horovod
+def test_kill_9_of_the_rank_on_the_second_host_names_that_rank_and_host(
+    cluster, tmp_path, scenario
+):
+    out = tmp_path / "run"
+    h0, h1 = cluster.hosts
+    proc = started_until_real(cluster, tmp_path, scenario, out)
+    os.kill(rank_pid(cluster, h1, 1), signal.SIGKILL)
+    code, _, err = finish(proc, timeout=120)
+    assert code == 1 and err.strip().count("\n") == 0, err
+    # a remote rank killed by a signal ends its ssh session with 255, as a lost link does
+    assert f"np=2: rank 1 on {h1.name} ended without an error line; ssh exited 255" in err, err
+    assert not nothing_left(cluster)
+    assert measured_before_it(out) == 400  # the synthetic variant, measured before the kill: kept
+
+
+@pytest.mark.horovod
+@pytest.mark.parametrize(
+    "sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP], ids=lambda s: s.name
+)
+def test_a_stop_signal_to_the_launcher_leaves_nothing_on_any_host(cluster, tmp_path, scenario, sig):
+    out = tmp_path / "run"
+    proc = started_until_real(cluster, tmp_path, scenario, out)
+    proc.send_signal(sig)
+    code, _, err = finish(proc, timeout=30)
+    assert code == 128 + sig, err[-2000:]
+    assert f"interrupted by {sig.name}" in err and err.strip().count("\n") == 0, err
+    assert not (left := nothing_left(cluster)), f"still running 10 s after {sig.name}: {left}"
+    assert measured_before_it(out) == 400
+
+
+@pytest.mark.horovod
+def test_a_host_whose_link_goes_down_mid_run_is_named_within_the_launch_timeout(
+    cluster, tmp_path, scenario
+):
+    out = tmp_path / "run"
+    h0, h1 = cluster.hosts
+    proc = started_until_real(cluster, tmp_path, scenario, out, "--timeout", "120")
+    t0 = time.monotonic()
+    cluster.set_link(h1, up=False)  # a pulled cable: nothing is told to anyone
+    try:
+        code, _, err = finish(proc, timeout=180)
+        took = time.monotonic() - t0
+    finally:
+        cluster.set_link(h1, up=True)
+    assert code == 1 and err.strip().count("\n") == 0, err
+    assert took < 120, f"the launch outlived launch.timeout_s: {took:.0f} s"
+    assert f"np=2: rank 1 on {h1.name} went silent" in err, err
+    assert not (left := nothing_left(cluster, within_s=60)), left

@@ -9,6 +9,7 @@ rank (``tests.fakes.rank``), and waits for them all; one failing rank ends the o
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -22,8 +23,8 @@ from tests.fakes.engine import ENV_DIR
 class FakeLauncher:
     name = "fake"
 
-    def __init__(self, batch_ms: float = 0.0, fail_rank: int = -1) -> None:
-        self.batch_ms, self.fail_rank = batch_ms, fail_rank
+    def __init__(self, batch_ms: float = 0.0, fail_rank: int = -1, kill_rank: int = -1) -> None:
+        self.batch_ms, self.fail_rank, self.kill_rank = batch_ms, fail_rank, kill_rank
         self.launches = 0
 
     def check(self, np: int, launch: LaunchConfig, gpu_count: int) -> None:
@@ -36,6 +37,7 @@ class FakeLauncher:
             base_env(base, cwd),
             PIPEPROF_FAKE_BATCH_MS=str(self.batch_ms),
             PIPEPROF_FAKE_FAIL_RANK=str(self.fail_rank),
+            PIPEPROF_FAKE_KILL_RANK=str(self.kill_rank),
         )
 
     def ranks_argv(self, np: int, launch: LaunchConfig, rank_cmd: list[str]) -> list[str]:
@@ -45,6 +47,10 @@ class FakeLauncher:
 
     def script_argv(self, np: int, launch: LaunchConfig, cmd: list[str]) -> list[str]:
         return [sys.executable, "-m", "tests.fakes.launcher", str(np), *cmd]
+
+    def rank_exit(self, line: str) -> tuple[int, int] | None:
+        m = re.fullmatch(r"fake launcher: rank (\d+) exited with (-?\d+)", line)
+        return (int(m.group(1)), int(m.group(2))) if m else None
 
 
 def main(argv: list[str]) -> int:
@@ -64,14 +70,23 @@ def main(argv: list[str]) -> int:
         )
         for r in range(np)
     ]
-    code = 0
+    code, said = 0, set()
+
+    def say_ends() -> None:  # each rank's end, once, as a launcher says it
+        for r, p in enumerate(procs):
+            if p.returncode is not None and r not in said:
+                said.add(r)
+                print(f"fake launcher: rank {r} exited with {p.returncode}", flush=True)
+
     while [p.poll() for p in procs].count(None):  # poll every rank, each time
+        say_ends()
         if code == 0 and (failed := [p.returncode for p in procs if p.returncode not in (None, 0)]):
             code = failed[0]
             for p in procs:  # one rank died: the job is over, as under horovodrun
                 if p.poll() is None:
                     p.terminate()
         time.sleep(0.02)
+    say_ends()
     shutil.rmtree(job_dir, ignore_errors=True)  # the engine's files: this launch's own
     return code or next((p.returncode for p in procs if p.returncode), 0)
 

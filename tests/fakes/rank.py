@@ -6,7 +6,8 @@ lines and progress lines. Only the work is fake: a model step sleeps ``train.dev
 emulated milliseconds, and the "real" pipeline is a thread that makes a batch every
 ``PIPEPROF_FAKE_BATCH_MS`` ms into a small prefetch queue (as tf.data's prefetch does). The
 true gap is then known: max(0, 1 − step / batch time). ``PIPEPROF_FAKE_FAIL_RANK`` makes that
-rank fail its first real variant, as a rank whose input breaks does.
+rank fail its first real variant, as a rank whose input breaks does; ``PIPEPROF_FAKE_KILL_RANK``
+makes it die there of SIGKILL, printing nothing.
 
     python -m tests.fakes.rank JOB
 """
@@ -16,6 +17,7 @@ from __future__ import annotations
 import itertools
 import os
 import queue
+import signal
 import sys
 import threading
 import time
@@ -34,6 +36,7 @@ from pipeprof.scenario import Scenario, emulated_ms
 engines.register("files", "tests.fakes.engine:FileEngine")
 ENV_BATCH_MS = "PIPEPROF_FAKE_BATCH_MS"
 ENV_FAIL_RANK = "PIPEPROF_FAKE_FAIL_RANK"
+ENV_KILL_RANK = "PIPEPROF_FAKE_KILL_RANK"  # this rank is killed (SIGKILL) at its first real variant
 
 
 def no_data():  # data.factory of the fake scenarios: the fake ranks make their own batches
@@ -69,6 +72,7 @@ def train(job: Job) -> int:
     device_s = (emulated_ms(scenario.train.device) or 5.0) / 1e3
     batch_s = float(os.environ.get(ENV_BATCH_MS, "0")) / 1e3
     fail_rank = int(os.environ.get(ENV_FAIL_RANK, "-1"))
+    kill_rank = int(os.environ.get(ENV_KILL_RANK, "-1"))
     per_worker_batch = scenario.train.batch_size
 
     def step(x, y):
@@ -88,6 +92,8 @@ def train(job: Job) -> int:
     for k, spec in enumerate(job.variants):
         if not spec.synthetic and rank == fail_rank:
             raise PipeprofError(f"fake input failure in variant {spec.name}")
+        if not spec.synthetic and rank == kill_rank:
+            os.kill(os.getpid(), signal.SIGKILL)  # as the OOM killer or a user's kill -9 does
         stop = threading.Event()
         batches = itertools.repeat((0, 0)) if spec.synthetic else produced(batch_s, stop)
         engine.barrier(f"variant_{k}")

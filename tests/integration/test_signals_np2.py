@@ -18,7 +18,7 @@ pytestmark = pytest.mark.horovod
 TAG = "PIPEPROF_TEST_RUN"  # inherited by horovodrun, its supervisors and the ranks
 
 
-def started_by(tag: str) -> list[str]:
+def tagged(tag: str) -> list[psutil.Process]:
     """Every live process carrying this test's tag in its environment."""
     found = []
     for p in psutil.process_iter(["pid", "cmdline"]):
@@ -28,10 +28,27 @@ def started_by(tag: str) -> list[str]:
                 and p.status() != psutil.STATUS_ZOMBIE
                 and p.environ().get(TAG) == tag
             ):
-                found.append(f"{p.pid}: {' '.join(p.info['cmdline'] or [])[:150]}")
+                found.append(p)
         except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
             continue
     return found
+
+
+def started_by(tag: str) -> list[str]:
+    return [f"{p.pid}: {' '.join(p.info['cmdline'] or [])[:150]}" for p in tagged(tag)]
+
+
+def rank_process(tag: str, rank: int) -> psutil.Process:
+    """The rank's own process (python -m pipeprof.rank, not a shell or ssh before it)."""
+    for p in tagged(tag):
+        try:
+            if "pipeprof.rank" in p.info["cmdline"] and p.environ().get("HOROVOD_RANK") == str(
+                rank
+            ):
+                return p
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+    raise AssertionError(f"no process of rank {rank}: {started_by(tag)}")
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
@@ -77,3 +94,38 @@ def test_a_stop_signal_ends_every_rank_and_keeps_the_finished_variant(
     synthetic = summary[summary["variant"] == "synthetic"]
     assert len(synthetic) == 1 and synthetic["measured_steps"].iloc[0] == 200
     assert not list(out.glob("*.tmp"))
+
+
+def test_kill_9_of_rank_1_names_rank_1_not_rank_0_which_saw_the_shutdown(tmp_path, data_cache_dir):
+    """The rank-blame bug, on one host: rank 0 only sees Horovod shut down and says so first;
+    the line must name rank 1, which printed nothing."""
+    (tmp_path / "s.toml").write_text(small_scenario("killed", 200, "[launch]\nnp = [2]\n"))
+    out, tag = tmp_path / "run", uuid.uuid4().hex
+    env = dict(os.environ, PIPEPROF_DATA_DIR=str(data_cache_dir), **{TAG: tag})
+    proc = subprocess.Popen(
+        pipeprof_cmd() + ["compare", "s.toml", "--out", str(out), "--no-report"],
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        deadline = time.monotonic() + 180
+        while not (out / "steps" / "np2-synthetic.csv").exists():
+            assert proc.poll() is None and time.monotonic() < deadline
+            time.sleep(0.1)
+        time.sleep(1.0)
+        rank_process(tag, 1).kill()
+        _, err = proc.communicate(timeout=60)
+        t0 = time.monotonic()
+        while (left := started_by(tag)) and time.monotonic() - t0 < 10:
+            time.sleep(0.2)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 1 and err.strip().count("\n") == 0, err[-2000:]
+    assert "np=2: rank 1 was killed by SIGKILL (exit 137) and printed no error" in err, err
+    assert not left, f"still running 10 s after the kill: {left}"
+    summary = pd.read_csv(out / "summary.csv")
+    assert len(summary[summary["variant"] == "synthetic"]) == 1  # measured before it: kept

@@ -1,5 +1,6 @@
 """The launcher: the horovodrun command it builds, slot checks, and supervising real processes."""
 
+import socket
 import sys
 import time
 
@@ -8,6 +9,7 @@ import pytest
 from pipeprof.errors import PipeprofError
 from pipeprof.launch import horovod, launcher, runner
 from pipeprof.scenario import LaunchConfig
+from pipeprof.workflows import plan
 
 
 @pytest.mark.parametrize(
@@ -50,6 +52,32 @@ def test_argv_local_gloo():
 def test_argv_hosts_and_mpi():
     argv = horovod.horovodrun_argv(16, LaunchConfig(hosts="a:8,b:8", controller="mpi"), ["w"])
     assert argv == ["horovodrun", "-np", "16", "-H", "a:8,b:8", "--mpi", "w"]
+
+
+def test_the_network_interface_goes_to_horovodrun_and_gives_the_stream_address():
+    launch = LaunchConfig(hosts="a:1,b:1", network_interface="lo")
+    argv = horovod.horovodrun_argv(2, launch, ["w"])
+    assert argv[-3:] == ["--network-interface", "lo", "w"]
+    # the ranks are told the address this host has on that interface
+    assert plan.stream_endpoint(True, None, interface="lo") == ("0.0.0.0", "127.0.0.1")
+    with pytest.raises(
+        PipeprofError, match="launch.network_interface 'nope0': this host has no IPv4"
+    ):
+        plan.stream_endpoint(True, None, interface="nope0")
+    # an address the user gives wins; a local run stays on loopback
+    assert plan.stream_endpoint(True, "10.0.0.5", interface="lo") == ("0.0.0.0", "10.0.0.5")
+    assert plan.stream_endpoint(False, None) == plan.LOOPBACK
+
+
+def test_without_an_interface_the_stream_address_is_the_one_that_routes_to_the_other_hosts():
+    # no route lookups leave this box: a UDP connect sends nothing
+    here = socket.gethostbyname(socket.gethostname())
+    assert plan.route_address("localhost") is None  # loopback is no address for other hosts
+    assert plan.route_address("no-such-host.invalid") is None
+    bind, told = plan.stream_endpoint(True, None, peers=("no-such-host.invalid",))
+    assert (bind, told) == ("0.0.0.0", socket.gethostname())  # nothing resolves: the name
+    if not here.startswith("127."):
+        assert plan.route_address(here) == here
 
 
 def test_own_ranks_run_the_same_horovodrun_arguments_without_its_build_probe():
@@ -153,7 +181,7 @@ def test_run_kills_a_hung_command_at_its_timeout(tmp_path):
         log_path=tmp_path / "l.log",
         timeout_s=1.5,
     )
-    assert res.timed_out and not res.ok and res.reason() == "timed out"
+    assert res.timed_out and not res.ok and res.reason() == "timed out after 1.5 s"
     assert time.monotonic() - t0 < 15
 
 

@@ -67,9 +67,12 @@ def test_compare_runs_end_to_end_through_a_registered_launcher_and_engine(fake, 
         gap = float(s.loc[(n, "real"), "gap_pct"])
         assert 30 < gap < 75, (n, gap)  # measured by pipeprof's own loop and summary, on sleeps
         assert s.loc[(n, "synthetic"), "measured_steps"] > 0
+    here = socket.gethostname()
+    assert list(s["hosts"]) == [f"{here}:1", f"{here}:1", f"{here}:2", f"{here}:2"]  # per np
     run = RunDir(result.run_dir)
     assert run.manifest()["launcher"] == "fake"
     steps = run.steps()
+    assert set(steps["host"]) == {here}  # every step says where it ran
     assert set(steps[steps["np"] == 2]["rank"]) == {
         0,
         1,
@@ -184,3 +187,13 @@ def test_a_local_horovodrun_rank_is_not_said_to_be_on_localhost():
     assert identity(env).error_line("TAG", "boom") == "TAG rank 1: boom"  # as before the seams
     env["HOROVOD_HOSTNAME"] = "node7"
     assert identity(env).error_line("TAG", "boom") == "TAG rank 1 on node7: boom"
+
+
+def test_a_rank_killed_without_a_word_is_the_one_named(monkeypatch, tmp_path):
+    # the rank-blame bug: rank 1 killed -9 used to leave the blame on whoever spoke first
+    killing = FakeLauncher(batch_ms=10.0, kill_rank=1)
+    monkeypatch.setitem(launchers.LAUNCHERS, "fake", lambda: killing)
+    monkeypatch.setitem(engines.ENGINES, "files", "tests.fakes.engine:FileEngine")
+    result = compare(CompareRequest(fake_scenario(), [2], out=str(tmp_path / "run"), report=False))
+    assert result.failure is not None
+    assert result.failure.startswith("np=2: rank 1 was killed by SIGKILL (exit -9)"), result.failure

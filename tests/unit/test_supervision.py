@@ -1,6 +1,7 @@
 """Never orphan, never lose: stop signals, timeouts that hold, children that die with pipeprof,
 a record stream that survives bad records. Real processes, real signals, real sockets."""
 
+import dataclasses
 import json
 import os
 import signal
@@ -48,7 +49,7 @@ def test_a_chatty_hung_launch_is_killed_at_its_timeout(tmp_path):
         log_path=tmp_path / "l.log",
         timeout_s=2,
     )
-    assert res.timed_out and not res.ok and res.reason() == "timed out"
+    assert res.timed_out and not res.ok and res.reason() == "timed out after 2 s"
     assert time.monotonic() - t0 < 30  # the command loops for ever: only the timeout ends it
     assert (tmp_path / "l.log").read_text().count("x\n") > 10
 
@@ -339,3 +340,79 @@ def test_the_cli_exits_128_plus_a_signal_that_lands_before_anything_was_measured
     monkeypatch.setattr(cli_compare, "run", hung_up)
     assert main.main(["compare"]) == 129
     assert capsys.readouterr().err == "pipeprof: interrupted by SIGHUP\n"
+
+
+def test_the_failure_line_blames_the_rank_that_ended_first_not_the_one_that_saw_it_go():
+    # rank 1 (second host) killed -9: it prints nothing; rank 0 then fails on the shutdown
+    killed = runner.LaunchResult(
+        returncode=1,
+        errors=["rank 0 on node-a: HorovodInternalError: Horovod has been shut down."],
+        exits=[(1, 137), (0, 1)],
+        hosts={0: "node-a", 1: "node-b"},
+        program="horovodrun",
+    )
+    assert killed.reason() == (
+        "rank 1 on node-b was killed by SIGKILL (exit 137) and printed no error; "
+        "then rank 0 on node-a: HorovodInternalError: Horovod has been shut down."
+    )
+    # the first rank to end badly said why: its own line leads
+    said = dataclasses.replace(
+        killed,
+        errors=["rank 0 on node-a: shut down", "rank 1 on node-b: bad file x.jpg"],
+        exits=[(1, 1), (0, 143)],
+    )
+    assert said.reason() == "rank 1 on node-b: bad file x.jpg; then rank 0 on node-a: shut down"
+    # on one host the host is not named; ssh's 255: a remote rank killed, or its link lost
+    alone = runner.LaunchResult(returncode=1, exits=[(3, 255)], hosts={3: "localhost"})
+    assert alone.reason() == (
+        "rank 3 ended without an error line; ssh exited 255 (the rank killed, or its host or "
+        "link lost)"
+    )
+    # a launcher that reports no exits: the ranks' own lines, as before
+    plain = runner.LaunchResult(returncode=1, errors=["rank 2: x", "rank 0: y"])
+    assert plain.reason() == "rank 2: x (and 1 more)"
+
+
+def test_horovodrun_s_lines_for_a_rank_s_end_are_read_under_gloo_and_mpi():
+    from pipeprof.launch.horovod import rank_exit
+
+    assert rank_exit("Process 1 exit with status code 137.") == (1, 137)
+    assert rank_exit("Process 0 exit with status code -15.") == (0, -15)
+    assert rank_exit(
+        "mpirun noticed that process rank 1 with PID 4242 on node pp-h1 exited on signal 9 (Killed)."
+    ) == (1, 137)
+    # a rank's own output (prefixed by horovodrun) is never taken for the launcher's
+    assert rank_exit("[0]<stdout>:Process 1 exit with status code 137.") is None
+    assert rank_exit("Terminating remaining workers after failure of Process 1.") is None
+
+
+def test_a_rank_that_went_silent_leads_the_failure_line(monkeypatch, tmp_path):
+    # the link to node-b went down: rank 0 waits on it, its collective times out, and it is the
+    # first to exit; rank 1's records had stopped 31 s before
+    from pipeprof.workflows import live
+    from pipeprof.workflows.events import Reporter
+
+    now = [100.0]
+    monkeypatch.setattr(live.time, "monotonic", lambda: now[0])
+    stream = live.RecordStream(tmp_path, Reporter())
+    stream.begin_launch()
+    for t, rank in ((100.0, 0), (100.2, 1), (110.0, 0), (110.4, 1), (141.0, 0), (141.5, 0)):
+        now[0] = t
+        stream._on_record({"kind": "proc", "rank": rank})
+    stream.recorder.close()
+    assert stream.silent() == [(1, pytest.approx(31.1))]
+    lost = runner.LaunchResult(
+        returncode=1,
+        errors=["rank 0 on node-a: Gloo: Timed out waiting for recv"],
+        exits=[(0, 1), (1, 255)],
+        hosts={0: "node-a", 1: "node-b"},
+        silent=stream.silent(),
+    )
+    assert lost.reason() == (
+        "rank 1 on node-b went silent 31 s before the launch ended (its process, its host or its "
+        "link lost?); then rank 0 on node-a: Gloo: Timed out waiting for recv"
+    )
+    hung = dataclasses.replace(lost, timed_out=True, timeout_s=60.0, errors=[], exits=[])
+    assert hung.reason().endswith("; then timed out after 60 s")
+    stream.begin_launch()  # the next launch starts with nobody heard from
+    assert stream.silent() == []

@@ -1,12 +1,14 @@
 """Fake NVML (two GPUs) → rank samplers → TCP stream → launcher recorder → summary and dashboard."""
 
 import json
+import socket
 import time
 
 import pandas as pd
 import pytest
 from rich.console import Console
 
+from pipeprof.events import RankWarning, line, parse_line
 from pipeprof.records import StepRecord
 from pipeprof.telemetry.agent import RankTelemetry, gpu_targets
 from pipeprof.telemetry.gpu import gpu_for_local_rank
@@ -15,6 +17,8 @@ from pipeprof.telemetry.recorder import Recorder
 from pipeprof.telemetry.stream import Collector, StreamClient
 from pipeprof.tui.dashboard import render
 from pipeprof.tui.state import LiveState
+from pipeprof.workflows.events import Reporter
+from pipeprof.workflows.live import progress_lines
 from pipeprof.workflows.summary import write_summary
 from tests.fakes.nvml import FakeGpu, FakeNvml
 
@@ -170,11 +174,22 @@ def test_nvml_utilisation_disagreeing_with_input_wait_is_flagged(tmp_path):
     assert "NVML reports the GPU 100% utilised while 40% of step time is input wait" in warning
 
 
-def test_rank_without_a_launcher_writes_to_the_run_directory(tmp_path):
+def test_rank_without_a_launcher_writes_to_the_run_directory_and_says_so(tmp_path, capsys):
     with Collector(lambda r: None) as col:
         dead = col.address  # a port that will be closed
     client = StreamClient(dead, rank=3, fallback_dir=tmp_path)
     assert client.mode == "file"
+    # and says so, in one line the launcher's terminal shows (not only in the rank's log)
+    said = [e for e in map(parse_line, capsys.readouterr().out.splitlines()) if e is not None]
+    assert len(said) == 1 and isinstance(said[0], RankWarning), said
+    text = said[0].text()
+    assert text.startswith(f"rank 3 on {socket.gethostname()}: cannot reach the launcher's record")
+    assert dead in text and "--stream-host" in text and "\n" not in text
+    shown = []
+    reporter = Reporter()
+    reporter.warning = shown.append  # type: ignore[method-assign]
+    progress_lines(reporter)("[1]<stdout>:" + line(said[0]))
+    assert shown == [text]
     client.put(
         "step",
         {

@@ -1,0 +1,101 @@
+"""The hosts a launch names, asked before anything runs there.
+
+Launchers that start ranks over ssh (horovodrun, mpirun) fail late and at length when a host
+cannot be reached, and horovodrun fails outright when two hosts answer to one hostname (as
+containers started from one image do): it tells hosts apart by hostname. ``check`` asks each
+host its hostname over ssh (in parallel, with ssh's batch mode: no prompt can hang it) and
+turns either problem into one line naming the host, before a run directory exists.
+"""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+from concurrent.futures import ThreadPoolExecutor
+
+from pipeprof.errors import PipeprofError
+from pipeprof.launch import topology
+from pipeprof.scenario import LaunchConfig
+
+SSH_TIMEOUT_S = 10  # ssh's own connect timeout; the whole question gets twice that
+
+
+def ssh_argv(host: str, *command: str) -> list[str]:
+    """``command`` on ``host`` over ssh, never prompting (the user's ssh config applies)."""
+    return [
+        "ssh",
+        "-o",
+        "BatchMode=yes",
+        "-o",
+        f"ConnectTimeout={SSH_TIMEOUT_S}",
+        host,
+        *command,
+    ]
+
+
+def hostname_of(host: str) -> str:
+    """The hostname ``host`` gives itself: this process's for this host, else over ssh; a
+    one-line error naming the host when ssh fails."""
+    if topology.is_this_host(host):
+        return socket.gethostname()
+    try:
+        proc = subprocess.run(
+            ssh_argv(host, "hostname"),
+            capture_output=True,
+            text=True,
+            timeout=2 * SSH_TIMEOUT_S,
+            stdin=subprocess.DEVNULL,
+        )
+    except FileNotFoundError:
+        raise PipeprofError(
+            f"host {host}: ssh is not installed here; it starts ranks on other hosts"
+        ) from None
+    except subprocess.TimeoutExpired:
+        raise PipeprofError(f"host {host}: no answer over ssh in {2 * SSH_TIMEOUT_S} s") from None
+    said = (proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[-1]
+    if proc.returncode != 0 or not proc.stdout.strip():
+        raise PipeprofError(
+            f"host {host}: ssh {host} failed ({said[:200]}); ranks start there over ssh"
+        )
+    return proc.stdout.strip().splitlines()[-1]
+
+
+def hostnames(hosts: list[str]) -> dict[str, str | PipeprofError]:
+    """Each host's hostname, or the error asking it gave (all asked at once)."""
+
+    def ask(host: str) -> str | PipeprofError:
+        try:
+            return hostname_of(host)
+        except PipeprofError as exc:
+            return exc
+
+    with ThreadPoolExecutor(max_workers=min(32, max(1, len(hosts)))) as pool:
+        return dict(zip(hosts, pool.map(ask, hosts)))
+
+
+def shared_hostname(answers: dict[str, str]) -> str | None:
+    """One line naming the hosts that share a hostname, or None."""
+    by_name: dict[str, list[str]] = {}
+    for host, name in answers.items():
+        by_name.setdefault(name, []).append(host)
+    for name, hosts in by_name.items():
+        if len(hosts) > 1:
+            return (
+                f"hosts {', '.join(hosts)} all have the hostname '{name}': Horovod tells hosts "
+                "apart by hostname; give each its own (e.g. a container's --hostname)"
+            )
+    return None
+
+
+def check(launch: LaunchConfig) -> None:
+    """Refuse, in one line, a launch on hosts that ssh cannot reach or that share a hostname.
+    A launch on this host alone asks nothing."""
+    named = topology.host_slots(launch)
+    if named is None:
+        return
+    answers = hostnames([h for h, _ in named[0]])
+    for answer in answers.values():
+        if isinstance(answer, PipeprofError):
+            raise answer
+    if (clash := shared_hostname({h: str(a) for h, a in answers.items()})) is not None:
+        raise PipeprofError(clash)
