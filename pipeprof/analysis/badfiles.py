@@ -1,11 +1,14 @@
 """Bad files per (np, variant): the summary's ``bad_files`` column and the terminal's warning.
 
-Pure functions over the frame ``data.badfiles.load`` reads (np, variant, path, reason).
+Pure functions over the frame ``data.badfiles.load`` reads (np, variant, path, reason, and
+the rank and host that read it).
 """
 
 from __future__ import annotations
 
 import pandas as pd
+
+from pipeprof.launch.topology import is_this_host
 
 SHOWN = 3  # paths named in the terminal; the rest are in bad_files.csv
 
@@ -38,6 +41,11 @@ def bad_files_warning(bad: pd.DataFrame, where: str) -> str | None:
     per = ", ".join(
         f"np={n} {v}: {len(g)}" for (n, v), g in bad.groupby(["np", "variant"], sort=True)
     )
-    shown = "; ".join(f"{r.path} ({r.reason})" for r in files.head(SHOWN).itertuples(index=False))
+    # the host that read each file, where any was read off this host (its path may exist there only)
+    elsewhere = "host" in bad.columns and any(not is_this_host(h) for h in bad["host"] if h)
+    shown = "; ".join(
+        f"{r.path} ({r.reason}{f', read on {r.host}' if elsewhere and r.host else ''})"
+        for r in files.head(SHOWN).itertuples(index=False)
+    )
     more = f"; and {len(files) - SHOWN} more" if len(files) > SHOWN else ""
     return f"{len(files)} bad file(s) skipped ({per}): {shown}{more}; all listed in {where}"

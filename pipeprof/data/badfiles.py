@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 LOG_DIR = "bad_files"
 _LOG_NAME = re.compile(r"np(\d+)-(.+)-rank(\d+)\.jsonl")
-COLUMNS = ["np", "variant", "path", "reason"]
+COLUMNS = ["np", "variant", "path", "reason", "rank", "host"]
 HINT_FAIL = 'data.on_bad_file = "fail"; "skip" skips and counts bad files'
 HINT_DOCTOR = "`pipeprof doctor SCENARIO` lists the files its checks find bad"
 # the lines a tf.data service worker prints for the bad elements it met (data.screen writes them,
@@ -42,9 +42,12 @@ class BadFileError(Exception):
 class BadFiles:
     """One pipeline's bad files. Thread-safe: tf.data calls ``add`` from its own threads."""
 
-    def __init__(self, log: str | Path | None = None, *, variant: str = "", listener=None) -> None:
+    def __init__(
+        self, log: str | Path | None = None, *, variant: str = "", listener=None, host: str = ""
+    ) -> None:
         self.log = Path(log) if log is not None else None
         self.variant = variant
+        self.host = host  # where the pipeline reads (a rank's host): in each line of the log
         self.listener = (
             listener  # called with (path, reason) for each new bad file: the live stream
         )
@@ -67,7 +70,12 @@ class BadFiles:
             if self.log is not None:
                 self.log.parent.mkdir(parents=True, exist_ok=True)
                 with self.log.open("a", encoding="utf-8") as fh:
-                    fh.write(json.dumps({"path": path, "reason": reason}) + "\n")
+                    line = {
+                        "path": path,
+                        "reason": reason,
+                        **({"host": self.host} if self.host else {}),
+                    }
+                    fh.write(json.dumps(line) + "\n")
         if self.listener is not None:
             self.listener(path, reason)
 
@@ -169,6 +177,8 @@ def load(run_dir: str | Path) -> pd.DataFrame:
                     "variant": m.group(2),
                     "path": str(d.get("path", "")),
                     "reason": str(d.get("reason", "")),
+                    "rank": int(m.group(3)),
+                    "host": str(d.get("host", "")),
                 }
             )
     frame = pd.DataFrame(rows, columns=COLUMNS)

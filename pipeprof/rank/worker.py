@@ -85,6 +85,7 @@ def _bad_files(run_dir: Path, np: int, variant: str, rank: int, telemetry=None):
         badfiles.log_path(run_dir, np, variant, rank),
         variant=variant,
         listener=stream if telemetry is not None else None,
+        host=identity().host,
     )
 
 

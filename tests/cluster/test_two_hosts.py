@@ -6,6 +6,7 @@ in one line that names the host and leaving nothing on any host; and nothing of 
 left once it is torn down."""
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -177,6 +178,36 @@ def test_a_hostfile_and_the_network_interface_the_ranks_share(cluster, tmp_path,
     assert not (out / "stream").exists()
 
 
+@pytest.mark.horovod
+def test_a_compare_with_mpi_across_both_hosts(cluster, tmp_path, scenario):
+    import horovod.tensorflow as hvd
+
+    assert hvd.mpi_built(), "Horovod here lacks MPI: bash scripts/setup.sh test builds it with MPI"
+    out = tmp_path / "run"
+    h0, h1 = cluster.hosts
+    argv = pipeprof_argv(
+        scenario,
+        out,
+        "--np",
+        "2,",
+        "-H",
+        f"{h0.name}:1,{h1.name}:1",
+        "--mpi",
+        "--network-interface",
+        IFACE,
+        "--no-report",
+        "--no-dashboard",
+    )
+    code, stdout, err = finish(start(cluster, tmp_path, argv))
+    assert code == 0, stdout[-2000:] + err[-2000:]
+    # Open MPI started the ranks: mpirun tags their lines [JOB,RANK] (Gloo's horovodrun: [RANK])
+    assert re.search(r"^\[\d+,1\]<std(out|err)>:", (out / "logs" / "np2.log").read_text(), re.M)
+    assert list(pd.read_csv(out / "summary.csv")["hosts"]) == [f"{h0.name}:1,{h1.name}:1"] * 2
+    hellos = {(int(h["rank"]), h.get("host")) for h in RunDir(out).load().hellos(np=2)}
+    assert hellos == {(0, h0.name), (1, h1.name)}
+    assert not nothing_left(cluster)
+
+
 def test_two_hosts_with_one_hostname_are_refused_before_anything_runs(cluster, tmp_path, scenario):
     h0, h1 = cluster.hosts
     cluster.set_hostname(h1, h0.name)  # as two containers from one image
@@ -241,7 +272,7 @@ def started_until_real(cluster, tmp_path, scenario, out, *more: str) -> subproce
         "-H",
         f"{h0.name}:1,{h1.name}:1",
         "--steps",
-        "400",
+        "200",
         "--no-report",
         "--no-dashboard",
         *more,
@@ -258,7 +289,7 @@ def started_until_real(cluster, tmp_path, scenario, out, *more: str) -> subproce
 
 
 def measured_before_it(out: Path) -> int:
-    """The synthetic variant's measured steps in summary.csv (400: all of them)."""
+    """The synthetic variant's measured steps in summary.csv (200: all of them)."""
     summary = pd.read_csv(out / "summary.csv")
     return int(summary.set_index("variant").loc["synthetic", "measured_steps"])
 
@@ -276,7 +307,7 @@ def test_kill_9_of_the_rank_on_the_second_host_names_that_rank_and_host(
     # a remote rank killed by a signal ends its ssh session with 255, as a lost link does
     assert f"np=2: rank 1 on {h1.name} ended without an error line; ssh exited 255" in err, err
     assert not nothing_left(cluster)
-    assert measured_before_it(out) == 400  # the synthetic variant, measured before the kill: kept
+    assert measured_before_it(out) == 200  # the synthetic variant, measured before the kill: kept
 
 
 @pytest.mark.horovod
@@ -291,7 +322,7 @@ def test_a_stop_signal_to_the_launcher_leaves_nothing_on_any_host(cluster, tmp_p
     assert code == 128 + sig, err[-2000:]
     assert f"interrupted by {sig.name}" in err and err.strip().count("\n") == 0, err
     assert not (left := nothing_left(cluster)), f"still running 10 s after {sig.name}: {left}"
-    assert measured_before_it(out) == 400
+    assert measured_before_it(out) == 200
 
 
 @pytest.mark.horovod
@@ -312,3 +343,62 @@ def test_a_host_whose_link_goes_down_mid_run_is_named_within_the_launch_timeout(
     assert took < 120, f"the launch outlived launch.timeout_s: {took:.0f} s"
     assert f"np=2: rank 1 on {h1.name} went silent" in err, err
     assert not (left := nothing_left(cluster, within_s=60)), left
+
+
+FOLDER_SCENARIO = """name = "bad-file-on-h1"
+[data]
+source = "folder"
+path = "{root}"
+image_size = 32
+num_classes = 2
+on_bad_file = "{on_bad_file}"
+[train]
+batch_size = 8
+device = "emulated:20"
+warmup_steps = 2
+measure_steps = 10
+[[variants]]
+name = "real"
+"""
+
+
+@pytest.mark.horovod
+def test_a_bad_file_only_the_second_host_reads_is_named_with_its_host(cluster, tmp_path):
+    from PIL import Image
+
+    root = tmp_path / "images"
+    for k, name in enumerate(("a", "b")):
+        (root / name).mkdir(parents=True)
+        for i in range(16):
+            Image.new("RGB", (32, 32), (8 * i, 100 * k, 50)).save(root / name / f"{i:03d}.jpg")
+    bad = root / "a" / "001.jpg"  # the second of the sorted files: rank 1's shard
+    bad.write_bytes(bad.read_bytes()[:200])  # truncated
+    h0, h1 = cluster.hosts
+    for on_bad_file in ("skip", "fail"):
+        scenario = tmp_path / f"{on_bad_file}.toml"
+        scenario.write_text(FOLDER_SCENARIO.format(root=root, on_bad_file=on_bad_file))
+        out = tmp_path / on_bad_file
+        argv = pipeprof_argv(
+            scenario,
+            out,
+            "--np",
+            "2,",
+            "-H",
+            f"{h0.name}:1,{h1.name}:1",
+            "--shard-then-shuffle",  # each rank reads every other file of the sorted list
+            "--no-report",
+            "--no-dashboard",
+        )
+        code, stdout, err = finish(start(cluster, tmp_path, argv))
+        said = " ".join((stdout + err).split())
+        if on_bad_file == "skip":
+            assert code == 0, said[-2000:]
+            assert f"{bad} (truncated JPEG" in said and f"read on {h1.name})" in said, said
+            listed = pd.read_csv(out / "bad_files.csv")
+            assert list(zip(listed["path"], listed["rank"], listed["host"])) == [
+                (str(bad), 1, h1.name)
+            ]
+        else:
+            assert code == 1 and err.strip().count("\n") == 0, err
+            assert f"np=2: rank 1 on {h1.name}: variant real: bad file {bad}: " in err, err
+    assert not nothing_left(cluster)
