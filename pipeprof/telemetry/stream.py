@@ -21,6 +21,7 @@ import re
 import selectors
 import socket
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, cast
@@ -33,6 +34,9 @@ ENV_ADDRESS = "PIPEPROF_STREAM"
 ENV_TOKEN = "PIPEPROF_STREAM_TOKEN"
 ENV_RUN_DIR = "PIPEPROF_RUN_DIR"
 MAX_LINE_BYTES = 1 << 20  # a record is a few hundred bytes; a longer line is not one
+ACCEPT_BACKLOG = 4096
+SEND_TIMEOUT_S = 30.0  # a rank gives up on a launcher that reads nothing for this long
+DRAIN_S = 5.0  # at stop, how long the collector goes on reading what ranks sent before it
 
 # What consumers index without a default: the recorder's CSVs, the dashboard's rates.
 _RANKED_KINDS = ("step", "proc", "hello")
@@ -78,7 +82,9 @@ class Collector:
         self.on_record = on_record
         self.on_malformed = on_malformed
         self.token = token
-        self._server = socket.create_server((bind, 0))
+        # a thousand ranks connect within a second of each other: a queue long enough for all
+        # (the kernel caps it at net.core.somaxconn); the default of 128 made the rest retry
+        self._server = socket.create_server((bind, 0), backlog=ACCEPT_BACKLOG)
         self._server.setblocking(False)
         port = self._server.getsockname()[1]
         self.address = f"{advertise or bind}:{port}"
@@ -103,7 +109,7 @@ class Collector:
     def stop(self) -> None:
         self._stop.set()
         if self._thread.is_alive():
-            self._thread.join(timeout=5)
+            self._thread.join(timeout=DRAIN_S + 5)
         for key in list(self._sel.get_map().values()):
             self._sel.unregister(key.fileobj)
             cast(socket.socket, key.fileobj).close()  # the server and its connections
@@ -117,19 +123,25 @@ class Collector:
                     self._accept()
                 else:
                     self._read(key)
-        # drain what arrived before stop
-        for key, _ in self._sel.select(timeout=0):
-            if key.data is not None:
+        # drain what arrived before stop: every connection until it has nothing more (a rank
+        # that ended has closed it), within DRAIN_S; one read each left records unread
+        deadline = time.monotonic() + DRAIN_S
+        while time.monotonic() < deadline:
+            ready = [k for k, _ in self._sel.select(timeout=0.05) if k.data is not None]
+            if not ready:
+                break
+            for key in ready:
                 self._read(key)
 
     def _accept(self) -> None:
-        try:
-            conn, _ = self._server.accept()
-        except BlockingIOError:
-            return
-        conn.setblocking(False)
-        self._sel.register(conn, selectors.EVENT_READ, {"buf": b"", "hello": False})
-        self.connections += 1
+        while True:  # every connection waiting, not one per wake-up
+            try:
+                conn, _ = self._server.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            conn.setblocking(False)
+            self._sel.register(conn, selectors.EVENT_READ, {"buf": b"", "hello": False})
+            self.connections += 1
 
     def _read(self, key: selectors.SelectorKey) -> None:
         conn, state = cast(socket.socket, key.fileobj), key.data  # a connection (see _accept)
@@ -216,6 +228,8 @@ class StreamClient:
             try:
                 self._sock = socket.create_connection((host, int(port)), timeout=5)
                 self._sock.sendall((json.dumps({"hello": token, "rank": rank}) + "\n").encode())
+                # a launcher busy with a thousand ranks may read late: wait for it, within reason
+                self._sock.settimeout(SEND_TIMEOUT_S)
                 self.mode = "tcp"
             except (OSError, ValueError) as exc:
                 self._sock = None
@@ -256,10 +270,14 @@ class StreamClient:
         ]
         data = ("\n".join(lines) + "\n").encode()
         if self._sock is not None:
+            sent, view = 0, memoryview(data)
             try:
-                self._sock.sendall(data)
+                while sent < len(data):  # not sendall: a failure must say how much went
+                    sent += self._sock.send(view[sent:])
                 return
             except OSError as exc:
+                # the lines the launcher has whole stay there; from the one cut on, the file
+                data = data[data.rfind(b"\n", 0, sent) + 1 :]
                 log.warning(
                     "rank %d lost the launcher connection (%s); writing to the run directory",
                     self.rank,

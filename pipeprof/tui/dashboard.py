@@ -23,6 +23,7 @@ MAX_REFRESH_PER_S = 4
 # may take here (benchmarks/telemetry_overhead.py, part 3).
 CPU_BUDGET = 0.002
 MAX_INTERVAL_S = 2.0
+BARS_PER_HOST = 16  # a bar per core up to this many cores; a summary line past it
 
 
 def _n(value: float | None, digits: int = 1, suffix: str = "") -> str:
@@ -84,7 +85,10 @@ def header(s: DashboardState) -> RenderableType:
 
 
 def ranks_table(s: DashboardState) -> Table:
-    t = Table(title="ranks (last 20 steps)", title_justify="left", expand=True, header_style="bold")
+    title = "ranks (last 20 steps)"
+    if s.ranks_total > len(s.ranks):
+        title += f": the {len(s.ranks)} of {s.ranks_total:,} waiting longest on input"
+    t = Table(title=title, title_justify="left", expand=True, header_style="bold")
     rank_columns: list[tuple[str, JustifyMethod]] = [
         ("rank", "right"),
         ("host", "left"),
@@ -136,8 +140,14 @@ def hosts_panel(s: DashboardState) -> RenderableType:
         grid.add_column()
         grid.add_column()
         cores = Text()
-        for i, c in enumerate(h.cpu_per_core_pct):
-            cores += Text(f"cpu{i:<2}") + bar(c, 8) + Text("  ")
+        per_core = h.cpu_per_core_pct
+        if len(per_core) > BARS_PER_HOST:  # a line of bars per core would fill the screen
+            cores += Text(f"{len(per_core)} cores: mean ") + bar(sum(per_core) / len(per_core), 8)
+            cores += Text(f"  busiest {max(per_core):.0f}%")
+            cores += Text(f"  {sum(c >= 90 for c in per_core)} at 90% or more")
+        else:
+            for i, c in enumerate(per_core):
+                cores += Text(f"cpu{i:<2}") + bar(c, 8) + Text("  ")
         grid.add_row(Text(h.host, style="bold"), cores)
         grid.add_row(
             "",
@@ -146,9 +156,11 @@ def hosts_panel(s: DashboardState) -> RenderableType:
             f"network {_n(h.net_mb_per_s)} MB/s",
         )
         parts.append(grid)
+    if s.hosts_total > len(s.hosts):
+        parts.append(Text(f"and {s.hosts_total - len(s.hosts):,} more hosts", style="dim"))
     return Panel(
         Group(*parts) if parts else Text("no host samples yet", style="dim"),
-        title="hosts",
+        title="hosts" + (f" (the {len(s.hosts)} busiest)" if s.hosts_total > len(s.hosts) else ""),
         title_align="left",
     )
 

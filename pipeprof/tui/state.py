@@ -17,6 +17,11 @@ import numpy as np
 from pipeprof.events import Event, Launch, Precision, VariantStart
 
 RECENT_STEPS = 20  # the per-rank window the dashboard's rates come from
+# A terminal shows a few dozen lines: past these, the dashboard shows the ranks that wait
+# longest on input (the ones a user looks for) and the busiest hosts, and counts the rest.
+# A snapshot then costs the same at 1,024 ranks as at 16 (benchmarks/collector.py).
+SHOWN_RANKS = 16
+SHOWN_HOSTS = 4
 
 
 @dataclass(frozen=True)
@@ -66,8 +71,10 @@ class DashboardState:
     steps_done: int = 0
     steps_total: int = 0
     eta_s: float | None = None
-    ranks: list[RankView] = field(default_factory=list)
-    hosts: list[HostView] = field(default_factory=list)
+    ranks: list[RankView] = field(default_factory=list)  # at most SHOWN_RANKS
+    hosts: list[HostView] = field(default_factory=list)  # at most SHOWN_HOSTS
+    ranks_total: int = 0  # every rank heard from (``ranks`` may show fewer)
+    hosts_total: int = 0
     results: list[ResultRow] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     # adaptive measurement: the interval's half-width now and the target it narrows to
@@ -95,6 +102,9 @@ class LiveState:
         self._variant, self._vi, self._vn = "", 0, 0
         self._steps_done = 0
         self._steps: dict[int, deque] = {}
+        # per rank, over its recent steps: [step ms, input wait ms], kept as records arrive so
+        # a snapshot ranks every rank without reading its steps
+        self._sums: dict[int, list[float]] = {}
         self._rank_host: dict[int, tuple[str, int]] = {}
         self._gpu: dict[tuple[str, int], dict[str, Any]] = {}  # (host, local_rank) -> latest sample
         self._host: dict[str, dict[str, Any]] = {}
@@ -114,6 +124,7 @@ class LiveState:
                 self._vn = event.of_variants
                 if isinstance(event, Launch):
                     self._steps.clear()
+                    self._sums.clear()
                 else:
                     self._variant, self._vi = event.variant, event.index + 1
 
@@ -130,7 +141,15 @@ class LiveState:
                 if record.get("variant") != self._variant or record.get("np") != self._np:
                     self._np, self._variant = record.get("np"), record.get("variant", "")
                     self._steps.clear()
-                self._steps.setdefault(rank, deque(maxlen=RECENT_STEPS)).append(record)
+                    self._sums.clear()
+                recent = self._steps.setdefault(rank, deque(maxlen=RECENT_STEPS))
+                sums = self._sums.setdefault(rank, [0.0, 0.0])
+                if len(recent) == RECENT_STEPS:  # the oldest leaves the window
+                    sums[0] -= recent[0]["step_time_ms"]
+                    sums[1] -= recent[0]["input_wait_ms"]
+                recent.append(record)
+                sums[0] += record["step_time_ms"]
+                sums[1] += record["input_wait_ms"]
             elif kind == "hello":
                 self._rank_host[int(record["rank"])] = (
                     record.get("host", ""),
@@ -169,11 +188,10 @@ class LiveState:
     def snapshot(self) -> DashboardState:
         with self._lock:
             elapsed = self._clock() - self._t0
-            ranks = [
-                self._rank_view(r)
-                for r in sorted(set(self._steps) | set(self._rank_host) | set(self._proc))
-            ]
-            hosts = [self._host_view(h, rec) for h, rec in sorted(self._host.items())]
+            every = set(self._steps) | set(self._rank_host) | set(self._proc)
+            ranks = [self._rank_view(r) for r in self._shown_ranks(every)]
+            rss = self._rss_per_host()
+            hosts = [self._host_view(h, self._host[h], rss.get(h)) for h in self._shown_hosts()]
             eta = None
             if self.steps_total and self._steps_done:
                 eta = elapsed / self._steps_done * max(0, self.steps_total - self._steps_done)
@@ -190,6 +208,8 @@ class LiveState:
                 eta_s=eta,
                 ranks=ranks,
                 hosts=hosts,
+                ranks_total=len(every),
+                hosts_total=len(self._host),
                 results=list(self._results),
                 notes=list(self._notes.values()),
                 **self._precision_view(),
@@ -204,6 +224,36 @@ class LiveState:
             target_pct=float(p.target_pct),
             precision_is_gap=p.gap,
         )
+
+    def _shown_ranks(self, every: set[int]) -> list[int]:
+        """All ranks, in order, up to SHOWN_RANKS; past that, those waiting longest on input."""
+        if len(every) <= SHOWN_RANKS:
+            return sorted(every)
+
+        def wait_share(rank: int) -> float:
+            step_ms, wait_ms = self._sums.get(rank, (0.0, 0.0))
+            return wait_ms / step_ms if step_ms > 0 else -1.0
+
+        return sorted(sorted(every, key=wait_share, reverse=True)[:SHOWN_RANKS])
+
+    def _shown_hosts(self) -> list[str]:
+        """All hosts, in order, up to SHOWN_HOSTS; past that, the busiest (mean of cores)."""
+        if len(self._host) <= SHOWN_HOSTS:
+            return sorted(self._host)
+
+        def busy(host: str) -> float:
+            cores = [c for c in str(self._host[host].get("cpu_per_core_pct", "")).split(";") if c]
+            return sum(map(float, cores)) / len(cores) if cores else -1.0
+
+        return sorted(sorted(self._host, key=busy, reverse=True)[:SHOWN_HOSTS])
+
+    def _rss_per_host(self) -> dict[str, float]:
+        """The ranks' RSS summed per host, in one pass over the ranks."""
+        out: dict[str, float] = {}
+        for rank, proc in self._proc.items():
+            host = self._rank_host.get(rank, ("",))[0]
+            out[host] = out.get(host, 0.0) + (proc.get("rss_mb") or 0.0)
+        return out
 
     def _rank_view(self, rank: int) -> RankView:
         host, local_rank = self._rank_host.get(rank, ("", rank))
@@ -231,19 +281,14 @@ class LiveState:
             kw.update(cpu_pct=proc.get("cpu_pct"), rss_mb=proc.get("rss_mb"))
         return RankView(rank=rank, host=host, **kw)
 
-    def _host_view(self, host: str, rec: dict[str, Any]) -> HostView:
+    def _host_view(self, host: str, rec: dict[str, Any], rss: float | None) -> HostView:
         cores = [float(c) for c in str(rec.get("cpu_per_core_pct", "")).split(";") if c != ""]
-        rss = [
-            p.get("rss_mb") or 0.0
-            for r, p in self._proc.items()
-            if self._rank_host.get(r, ("",))[0] == host
-        ]
         return HostView(
             host=host,
             cpu_per_core_pct=cores,
             mem_used_mb=rec.get("mem_used_mb"),
             mem_total_mb=rec.get("mem_total_mb"),
-            ranks_rss_mb=sum(rss) if rss else None,
+            ranks_rss_mb=rss,
             disk_read_mb_per_s=rec.get("disk_read_mb_per_s"),
             net_mb_per_s=rec.get("net_mb_per_s"),
         )

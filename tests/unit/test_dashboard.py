@@ -150,3 +150,43 @@ def test_live_dashboard_refresh_is_capped_and_its_thread_stops():
     # at most 4 a second (a slow machine draws fewer, never more), plus the final one
     assert 1 <= dash.frames <= MAX_REFRESH_PER_S * seconds + 2
     assert not any(t.name == "pipeprof-dashboard" for t in threading.enumerate())
+
+
+def test_a_thousand_ranks_show_the_ones_waiting_longest_and_the_busiest_hosts():
+    state = LiveState(scenario="big", clock=lambda: 0.0)
+    state.apply_event(VariantStart(np=1024, variant="real", index=0, of_variants=1))
+    slow = {77, 777, 1000}
+    for rank in range(1024):
+        host = f"node{rank // 8:03d}"
+        state.apply({"kind": "hello", "rank": rank, "host": host, "local_rank": rank % 8})
+        for step in range(25):  # more than the window: the oldest leave its sums
+            wait = 30.0 if rank in slow and step >= 5 else 0.5
+            state.apply(
+                {
+                    "kind": "step",
+                    "np": 1024,
+                    "variant": "real",
+                    "rank": rank,
+                    "step": step,
+                    "step_time_ms": 50.0,
+                    "input_wait_ms": wait,
+                    "batch_size": 32,
+                }
+            )
+    for h in range(128):
+        busy = 95.0 if h in (3, 64) else 20.0
+        state.apply(
+            {"kind": "host", "host": f"node{h:03d}", "cpu_per_core_pct": ";".join([str(busy)] * 96)}
+        )
+    snap = state.snapshot()
+    assert snap.ranks_total == 1024 and len(snap.ranks) == 16
+    shown = {r.rank for r in snap.ranks}
+    assert slow <= shown and [r.rank for r in snap.ranks] == sorted(shown)
+    assert {r.rank: r.input_wait_pct for r in snap.ranks}[777] == 60.0  # 20 steps: 30 of 50 ms
+    assert snap.hosts_total == 128 and len(snap.hosts) == 4
+    assert {"node003", "node064"} <= {h.host for h in snap.hosts}
+    out = io.StringIO()
+    Console(file=out, width=160, color_system=None).print(render(snap))
+    text = out.getvalue()
+    assert "the 16 of 1,024 waiting longest on input" in text
+    assert "and 124 more hosts" in text and "96 cores: mean" in text and "cpu95" not in text

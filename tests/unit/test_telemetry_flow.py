@@ -349,3 +349,35 @@ def test_cpu_cores_per_rank_is_each_ranks_process_cpu_averaged_over_the_measured
     )
     row = add_telemetry(summary, steps, None, None, proc).iloc[0]
     assert row["cpu_cores_per_rank"] == pytest.approx(1.0)  # (1.5 + 0.5) / 2
+
+
+def test_a_send_that_times_out_halfway_keeps_every_record_once(tmp_path, monkeypatch):
+    """A launcher that stops reading: the rank's flush gives up part-way through a batch; the
+    lines the launcher got whole are not written again, and the rest (from the line the
+    failure cut) go to the rank's file: nothing lost, nothing twice."""
+    from pipeprof.telemetry import stream
+
+    monkeypatch.setattr(stream, "SEND_TIMEOUT_S", 0.5)
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        client = StreamClient(
+            f"127.0.0.1:{server.getsockname()[1]}", token="t", rank=0, fallback_dir=tmp_path
+        )
+        conn, _ = server.accept()
+        n = 100_000  # ~9 MB: more than loopback's buffers hold
+        for i in range(n):
+            client.put("proc", {"rank": 0, "seq": i, "pad": "x" * 50})
+        client.flush()  # the launcher reads nothing: it times out part-way
+        assert client.mode == "file"
+        got = b""
+        with conn:
+            while chunk := conn.recv(1 << 20):
+                got += chunk
+    client.close()
+    whole = got.split(b"\n")[1:-1]  # the hello first; the last piece is the cut line
+    by_tcp = [json.loads(line)["seq"] for line in whole]
+    by_file = [
+        json.loads(line)["seq"]
+        for line in (tmp_path / "stream" / "rank0.jsonl").read_text().splitlines()
+    ]
+    assert by_tcp and by_file  # it did stop part-way
+    assert by_tcp + by_file == list(range(n))
