@@ -3,8 +3,12 @@
 # its test tools. Safe to run again: it does nothing when the environment is already complete.
 #
 #   bash scripts/setup.sh test   also installs the programs the tests drive for real: a
-#                                Prometheus server, a headless Chromium and sshd (Debian's packages;
-#                                as root, with apt-get; otherwise it says what to install)
+#                                Prometheus server, a headless Chromium, sshd and Open MPI
+#                                (Debian's packages; as root, with apt-get; otherwise it says
+#                                what to install), and builds Horovod with MPI as well as Gloo
+#                                (the cluster tests launch with --mpi); the wheel is kept in
+#                                ~/.cache/pipeprof/wheels, apart from pip's cache, whose key
+#                                does not know the build flags
 #
 #   PIPEPROF_TF   the TensorFlow requirement (default tensorflow-cpu==2.15.1; on a GPU
 #                 cluster: 'tensorflow[and-cuda]==2.15.1')
@@ -28,6 +32,8 @@ if [ "${1:-}" = test ]; then
   command -v prometheus >/dev/null || missing+=(prometheus)
   command -v chromium >/dev/null || command -v chromium-browser >/dev/null || missing+=(chromium)
   [ -x /usr/sbin/sshd ] || missing+=(openssh-server)  # the cluster tests' hosts (never started as a service)
+  { command -v mpirun >/dev/null && command -v mpicc >/dev/null; } \
+    || missing+=(openmpi-bin libopenmpi-dev)  # Horovod's MPI controller, built for the cluster tests
   if [ ${#missing[@]} -gt 0 ]; then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
       echo "setup: installing the test tools: ${missing[*]} (Debian packages)" >&2
@@ -46,9 +52,13 @@ fi
 
 TF_REQ=${PIPEPROF_TF:-tensorflow-cpu==2.15.1}
 stamp_want=$(cat pyproject.toml scripts/setup.sh | sha1sum | cut -c1-16)-$TF_REQ
+# the tests need Horovod's MPI controller as well as Gloo (the user's set-up: Gloo alone)
+want_mpi=0
+[ "${1:-}" = test ] && command -v mpicc >/dev/null && want_mpi=1
+has_mpi() { .venv/bin/python -c 'import horovod.tensorflow as h, sys; sys.exit(not h.mpi_built())' 2>/dev/null; }
 if [ -f .venv/.pipeprof-setup ] && [ "$(cat .venv/.pipeprof-setup)" = "$stamp_want" ] \
    && .venv/bin/python -c 'import horovod.tensorflow, pipeprof, pytest, xdist, mypy' 2>/dev/null \
-   && [ -x .venv/bin/ruff ]; then
+   && [ -x .venv/bin/ruff ] && { [ $want_mpi = 0 ] || has_mpi; }; then
   exit 0
 fi
 
@@ -58,6 +68,17 @@ echo "setup: installing TensorFlow ($TF_REQ) and the build tools Horovod needs" 
 "${pip[@]}" install -q --upgrade pip 'setuptools<70' wheel 'cmake<4'
 "${pip[@]}" install -q "$TF_REQ" 'numpy<2' 'pandas>=2.0,<2.3' 'nvidia-ml-py>=12' 'psutil>=5.9' 'rich>=13' 'pytest>=7' 'pytest-xdist>=3.6' \
   'matplotlib>=3.7,<3.10' 'prometheus-client>=0.17' 'jsonschema>=4' 'ruff==0.8.4' 'mypy==1.13.0'
+
+if [ $want_mpi = 1 ] && ! has_mpi; then
+  wheels=${XDG_CACHE_HOME:-$HOME/.cache}/pipeprof/wheels/horovod-0.28.1-tf-gloo-mpi-$(.venv/bin/python -c 'import tensorflow as t; print(t.__version__)' 2>/dev/null)
+  if ! ls "$wheels"/horovod-0.28.1-*.whl >/dev/null 2>&1; then
+    echo "setup: building Horovod 0.28.1 with MPI and Gloo for the tests (about 5 minutes on 2 cores; kept in $wheels)" >&2
+    mkdir -p "$wheels"
+    HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITH_GLOO=1 HOROVOD_WITH_MPI=1 HOROVOD_WITHOUT_PYTORCH=1 HOROVOD_WITHOUT_MXNET=1 \
+      "${pip[@]}" wheel -q --no-deps --no-build-isolation --no-cache-dir -w "$wheels" horovod==0.28.1
+  fi
+  "${pip[@]}" install -q --force-reinstall --no-deps "$wheels"/horovod-0.28.1-*.whl
+fi
 
 if ! .venv/bin/python -c 'import horovod.tensorflow' 2>/dev/null; then
   echo "setup: building Horovod 0.28.1 from source (about 4 minutes on 2 cores; cached by pip afterwards)" >&2

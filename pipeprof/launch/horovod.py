@@ -104,20 +104,34 @@ except Exception as exc:
 
 
 # How horovodrun says a rank ended: its own line under Gloo (the rank is the process's
-# index), and mpirun's under MPI (a rank ended by a signal)
+# index); under MPI, mpirun's line for a rank ended by a signal, and its two lines for the
+# first rank that exited non-zero ("Process name: [[JOB,1],RANK]", then "Exit code: N")
 _GLOO_EXIT = re.compile(r"Process (\d+) exit with status code (-?\d+)\.")
 _MPI_SIGNAL = re.compile(
     r"mpirun noticed that process rank (\d+) with PID \d+ on node \S+ exited on signal (\d+)"
 )
+_MPI_NAME = re.compile(r"\s*Process name: \[\[\d+,\d+\],(\d+)\]")
+_MPI_CODE = re.compile(r"\s*Exit code:\s*(-?\d+)")
 
 
-def rank_exit(line: str) -> tuple[int, int] | None:
-    """(rank, code) from horovodrun's line for a rank's end (a signal as a shell's 128 + N)."""
-    if (m := _GLOO_EXIT.match(line)) is not None:
-        return int(m.group(1)), int(m.group(2))
-    if (m := _MPI_SIGNAL.match(line)) is not None:
-        return int(m.group(1)), 128 + int(m.group(2))
-    return None
+class ExitLines:
+    """Reads horovodrun's lines for a rank's end, one line at a time (mpirun's take two)."""
+
+    def __init__(self) -> None:
+        self._named: int | None = None  # the rank mpirun just named, its exit code to come
+
+    def __call__(self, line: str) -> tuple[int, int] | None:
+        """(rank, code) when ``line`` completes a rank's end (a signal as a shell's 128 + N)."""
+        if (m := _GLOO_EXIT.match(line)) is not None:
+            return int(m.group(1)), int(m.group(2))
+        if (m := _MPI_SIGNAL.match(line)) is not None:
+            return int(m.group(1)), 128 + int(m.group(2))
+        if (m := _MPI_NAME.match(line)) is not None:
+            self._named = int(m.group(1))
+        elif self._named is not None and (m := _MPI_CODE.match(line)) is not None:
+            rank, self._named = self._named, None
+            return rank, int(m.group(1))
+        return None
 
 
 class HorovodLauncher:
@@ -127,6 +141,7 @@ class HorovodLauncher:
 
     def __init__(self) -> None:
         self._asked: set[tuple[str, str]] = set()  # the host lists already asked
+        self.rank_exit = ExitLines()
 
     def check(self, np: int, launch: LaunchConfig, gpu_count: int) -> None:
         check_slots(np, launch, gpu_count)
@@ -145,6 +160,3 @@ class HorovodLauncher:
 
     def script_argv(self, np: int, launch: LaunchConfig, cmd: list[str]) -> list[str]:
         return horovodrun_argv(np, launch, cmd, horovodrun=find_horovodrun())
-
-    def rank_exit(self, line: str) -> tuple[int, int] | None:
-        return rank_exit(line)

@@ -374,8 +374,9 @@ def test_the_failure_line_blames_the_rank_that_ended_first_not_the_one_that_saw_
 
 
 def test_horovodrun_s_lines_for_a_rank_s_end_are_read_under_gloo_and_mpi():
-    from pipeprof.launch.horovod import rank_exit
+    from pipeprof.launch.horovod import ExitLines
 
+    rank_exit = ExitLines()
     assert rank_exit("Process 1 exit with status code 137.") == (1, 137)
     assert rank_exit("Process 0 exit with status code -15.") == (0, -15)
     assert rank_exit(
@@ -384,6 +385,10 @@ def test_horovodrun_s_lines_for_a_rank_s_end_are_read_under_gloo_and_mpi():
     # a rank's own output (prefixed by horovodrun) is never taken for the launcher's
     assert rank_exit("[0]<stdout>:Process 1 exit with status code 137.") is None
     assert rank_exit("Terminating remaining workers after failure of Process 1.") is None
+    # mpirun's two lines for the first rank to exit non-zero
+    assert rank_exit("  Process name: [[40297,1],1]") is None
+    assert rank_exit("  Exit code:    3") == (1, 3)
+    assert rank_exit("  Exit code:    3") is None  # no rank named before it
 
 
 def test_a_rank_that_went_silent_leads_the_failure_line(monkeypatch, tmp_path):
