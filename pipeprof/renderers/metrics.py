@@ -134,6 +134,11 @@ class MetricsExporter(Reporter):
         self._hosts: dict[int, str] = {}  # rank -> host, from the ranks' hellos
         self._local: dict[tuple[str, str], int] = {}  # (host, local rank) -> rank
         self._recent: dict[tuple, deque] = defaultdict(lambda: deque(maxlen=WINDOW_STEPS))
+        # per label set: its series (prometheus_client's label lookup, six per step record,
+        # was half the collector thread's time at 1,024 ranks) and its window's running sums
+        self._series: dict[tuple, tuple[Any, ...]] = {}
+        self._sums: dict[tuple, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])
+        self._gauges: dict[tuple, Any] = {}  # (gauge, *labels) -> its series
         self._np = ""
         self._variant = ""
         self._total = 0
@@ -188,11 +193,11 @@ class MetricsExporter(Reporter):
                 self._gpu(record)
             elif kind == "host":
                 labels = (str(record.get("host", "")), self._np, self._variant)
-                _set(self.host_cpu, labels, _ratio(record.get("cpu_pct")))
-                _set(self.host_mem, labels, _mb(record.get("mem_used_mb")))
+                self._set(self.host_cpu, labels, _ratio(record.get("cpu_pct")))
+                self._set(self.host_mem, labels, _mb(record.get("mem_used_mb")))
             elif kind == "proc":
                 rank = int(record["rank"])
-                _set(
+                self._set(
                     self.rss,
                     (str(rank), self._hosts.get(rank, str(record.get("host", "")))),
                     _mb(record.get("rss_mb")),
@@ -212,23 +217,47 @@ class MetricsExporter(Reporter):
         if rec.get("paired"):  # a twin's step measured in alternation with a real variant
             variant = f"synthetic (paired with {rec['paired']})"
         labels = (str(rank), self._hosts.get(rank, ""), str(rec.get("np", self._np)), variant)
-        step_s, wait_s = (
+        step_s, wait_s, batch = (
             float(rec["step_time_ms"]) / 1e3,
             max(0.0, float(rec["input_wait_ms"]) / 1e3),
+            float(rec["batch_size"]),
         )
-        self.steps.labels(*labels).inc()
-        self.samples.labels(*labels).inc(float(rec["batch_size"]))
-        if not math.isnan(wait_s):
-            self.wait.labels(*labels).inc(wait_s)
-        self.step_time.labels(*labels).observe(step_s)
-        recent = self._recent[labels]
-        recent.append((step_s, wait_s, float(rec["batch_size"])))
-        total = sum(s for s, _, _ in recent)
-        if total > 0:
-            self.rate.labels(*labels).set(sum(b for _, _, b in recent) / total)
-            self.wait_ratio.labels(*labels).set(
-                sum(w for _, w, _ in recent if not math.isnan(w)) / total
+        series = self._series.get(labels)
+        if series is None:
+            series = self._series[labels] = tuple(
+                m.labels(*labels)
+                for m in (
+                    self.steps,
+                    self.samples,
+                    self.wait,
+                    self.step_time,
+                    self.rate,
+                    self.wait_ratio,
+                )
             )
+        steps, samples, wait, step_time, rate, wait_ratio = series
+        steps.inc()
+        samples.inc(batch)
+        wait_s = 0.0 if math.isnan(wait_s) else wait_s
+        wait.inc(wait_s)
+        step_time.observe(step_s)
+        recent, sums = self._recent[labels], self._sums[labels]
+        if len(recent) == recent.maxlen:  # the oldest leaves the window
+            old = recent[0]
+            sums[0], sums[1], sums[2] = sums[0] - old[0], sums[1] - old[1], sums[2] - old[2]
+        recent.append((step_s, wait_s, batch))
+        sums[0], sums[1], sums[2] = sums[0] + step_s, sums[1] + wait_s, sums[2] + batch
+        if sums[0] > 0:
+            rate.set(sums[2] / sums[0])
+            wait_ratio.set(sums[1] / sums[0])
+
+    def _set(self, gauge: Gauge, labels: tuple, value: float | None) -> None:
+        if value is None:
+            return
+        child = self._gauges.get((gauge, *labels))  # looked up once per label set
+        if child is None:
+            child = self._gauges[(gauge, *labels)] = gauge.labels(*labels)
+        child.set(value)
 
     def _gpu(self, rec: dict[str, Any]) -> None:
         host = str(rec.get("host", ""))
@@ -241,8 +270,8 @@ class MetricsExporter(Reporter):
             self._np,
             self._variant,
         )
-        _set(self.gpu_util, labels, _ratio(rec.get("gpu_util_pct")))
-        _set(self.gpu_mem, labels, _mb(rec.get("mem_used_mb")))
+        self._set(self.gpu_util, labels, _ratio(rec.get("gpu_util_pct")))
+        self._set(self.gpu_mem, labels, _mb(rec.get("mem_used_mb")))
 
     def results(self, summary: pd.DataFrame) -> None:
         with self._lock:
@@ -268,8 +297,3 @@ def _ratio(pct: Any) -> float | None:
 
 def _mb(mb: Any) -> float | None:
     return None if mb is None or (isinstance(mb, float) and math.isnan(mb)) else float(mb) * 2**20
-
-
-def _set(gauge: Gauge, labels: tuple, value: float | None) -> None:
-    if value is not None:
-        gauge.labels(*labels).set(value)
