@@ -424,6 +424,8 @@ def measure(n: int, senders: int, seconds: float, warmup_s: float, scrape_s: flo
             self.delays = [0] * (DELAY_BINS + 1)
 
         def record(self, record: dict) -> None:
+            if record["kind"] == "bye":  # what a client's close adds: not sent by the ranks
+                return
             self.total += 1
             if self.measuring and record["kind"] == "step":
                 late = time.time() - record["end_unix_s"]
@@ -519,9 +521,9 @@ def measure(n: int, senders: int, seconds: float, warmup_s: float, scrape_s: flo
             while tally.total < sent.tcp and time.monotonic() - t < DRAIN_TIMEOUT_S:
                 time.sleep(0.05)
             drain_s = time.monotonic() - t
-            live = sum(stream.recorder.counts.values())
+            live = _records(stream.recorder.counts)
             stream.after_launch()  # takes in the files of ranks whose connection failed
-            written = sum(stream.recorder.counts.values())
+            written = _records(stream.recorder.counts)
     wall = w1 - w0
     cores = (cpu1 - cpu0) / wall
     busy = {name: (threads1[name] - threads0.get(name, 0.0)) / wall for name in threads1}
@@ -565,6 +567,11 @@ def _end(children: list[multiprocessing.process.BaseProcess]) -> None:
         if p.is_alive():
             p.terminate()
             p.join()
+
+
+def _records(counts: dict[str, int]) -> int:
+    """Records the recorder wrote, less the bye each client's close adds (not counted sent)."""
+    return sum(n for kind, n in counts.items() if kind != "bye")
 
 
 def _peak_rss_mb() -> float:
@@ -685,7 +692,6 @@ def print_block(f: Figures) -> None:
     )
     _row("written to the run directory", f"{f.written:,} ({f.ingested:,} from fallback files)")
     lost = sent - f.written
-    # a flush that times out part-way is written whole to the fallback file: its first lines twice
     twice = " (fewer than written: a failed flush's lines went both ways)" if lost < 0 else ""
     _row("records lost", f"{lost:,}{twice}", "target 0", lost == 0)
     _row("malformed", f"{f.malformed:,}", "target 0", f.malformed == 0)

@@ -24,7 +24,7 @@ from typing import Any, Literal
 from pipeprof import __version__
 from pipeprof.errors import PipeprofError
 from pipeprof.launch.horovod import BUILD_PROBE
-from pipeprof.scenario import Scenario
+from pipeprof.scenario import LaunchConfig, Scenario
 
 Status = Literal["ok", "note", "warn", "fail"]
 PROBE_TIMEOUT_S = 180.0
@@ -296,7 +296,7 @@ def _launch(report: Report, scenario: Scenario, gpu_count: int) -> None:
     _hosts(report, launch)
 
 
-def _hosts(report: Report, launch: Any) -> None:
+def _hosts(report: Report, launch: LaunchConfig) -> None:
     """Each host the launch names: reachable over ssh, and its own hostname."""
     from pipeprof.launch import hosts, topology
 
@@ -312,7 +312,8 @@ def _hosts(report: Report, launch: Any) -> None:
         if isinstance(answer, PipeprofError):
             report.add("launch", f"host {host}", "fail", answer.message)
         else:
-            report.add("launch", f"host {host}", "ok", f"reached over ssh; hostname {answer}")
+            how = "this host" if topology.is_this_host(host) else "reached over ssh"
+            report.add("launch", f"host {host}", "ok", f"{how}; hostname {answer}")
     reached = {h: a for h, a in answers.items() if isinstance(a, str)}
     if (clash := hosts.shared_hostname(reached)) is not None:
         report.add("launch", "hostnames", "fail", clash)

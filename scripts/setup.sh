@@ -56,9 +56,10 @@ stamp_want=$(cat pyproject.toml scripts/setup.sh | sha1sum | cut -c1-16)-$TF_REQ
 want_mpi=0
 [ "${1:-}" = test ] && command -v mpicc >/dev/null && want_mpi=1
 has_mpi() { .venv/bin/python -c 'import horovod.tensorflow as h, sys; sys.exit(not h.mpi_built())' 2>/dev/null; }
+# one import of TensorFlow says whether anything is left to do
 if [ -f .venv/.pipeprof-setup ] && [ "$(cat .venv/.pipeprof-setup)" = "$stamp_want" ] \
-   && .venv/bin/python -c 'import horovod.tensorflow, pipeprof, pytest, xdist, mypy' 2>/dev/null \
-   && [ -x .venv/bin/ruff ] && { [ $want_mpi = 0 ] || has_mpi; }; then
+   && .venv/bin/python -c "import horovod.tensorflow as h, pipeprof, pytest, xdist, mypy, sys; sys.exit($want_mpi and not h.mpi_built())" 2>/dev/null \
+   && [ -x .venv/bin/ruff ]; then
   exit 0
 fi
 
@@ -70,7 +71,11 @@ echo "setup: installing TensorFlow ($TF_REQ) and the build tools Horovod needs" 
   'matplotlib>=3.7,<3.10' 'prometheus-client>=0.17' 'jsonschema>=4' 'ruff==0.8.4' 'mypy==1.13.0'
 
 if [ $want_mpi = 1 ] && ! has_mpi; then
-  wheels=${XDG_CACHE_HOME:-$HOME/.cache}/pipeprof/wheels/horovod-0.28.1-tf-gloo-mpi-$(.venv/bin/python -c 'import tensorflow as t; print(t.__version__)' 2>/dev/null)
+  # the wheel's key: everything its build depends on that can differ (Python, the TensorFlow
+  # asked for, the GPU operations), so no other build's wheel is taken for it
+  pyver=$(.venv/bin/python -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+  key=$(printf '%s' "py$pyver-$TF_REQ-${HOROVOD_GPU_OPERATIONS:-cpu}" | tr -c 'A-Za-z0-9.=_-' '_')
+  wheels=${XDG_CACHE_HOME:-$HOME/.cache}/pipeprof/wheels/horovod-0.28.1-gloo-mpi-$key
   if ! ls "$wheels"/horovod-0.28.1-*.whl >/dev/null 2>&1; then
     echo "setup: building Horovod 0.28.1 with MPI and Gloo for the tests (about 5 minutes on 2 cores; kept in $wheels)" >&2
     mkdir -p "$wheels"

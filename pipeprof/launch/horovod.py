@@ -140,15 +140,16 @@ class HorovodLauncher:
     name = "horovodrun"
 
     def __init__(self) -> None:
-        self._asked: set[tuple[str, str]] = set()  # the host lists already asked
+        self._asked: set[tuple[str, ...]] = set()  # the host sets already asked
         self.rank_exit = ExitLines()
 
     def check(self, np: int, launch: LaunchConfig, gpu_count: int) -> None:
         check_slots(np, launch, gpu_count)
         find_horovodrun()
-        if (key := (launch.hosts, launch.hostfile)) not in self._asked:
-            hosts.check(launch)  # reachable over ssh, and no two with one hostname
-            self._asked.add(key)
+        used = tuple(topology.assign(np, launch).ranks_by_host)  # a spare host is not asked
+        if used not in self._asked:
+            hosts.check(list(used))  # reachable over ssh, and no two with one hostname
+            self._asked.add(used)
 
     def env(
         self, base: dict[str, str], cwd: str, *, emulated: bool = False, local_ranks: int = 1
@@ -156,7 +157,9 @@ class HorovodLauncher:
         return worker_env(base, cwd, emulated=emulated, local_ranks=local_ranks)
 
     def ranks_argv(self, np: int, launch: LaunchConfig, rank_cmd: list[str]) -> list[str]:
+        self.rank_exit = ExitLines()  # each launch's lines read afresh
         return own_ranks_argv(np, launch, rank_cmd)
 
     def script_argv(self, np: int, launch: LaunchConfig, cmd: list[str]) -> list[str]:
+        self.rank_exit = ExitLines()
         return horovodrun_argv(np, launch, cmd, horovodrun=find_horovodrun())

@@ -15,17 +15,19 @@ from concurrent.futures import ThreadPoolExecutor
 
 from pipeprof.errors import PipeprofError
 from pipeprof.launch import topology
-from pipeprof.scenario import LaunchConfig
 
 SSH_TIMEOUT_S = 10  # ssh's own connect timeout; the whole question gets twice that
 
 
 def ssh_argv(host: str, *command: str) -> list[str]:
-    """``command`` on ``host`` over ssh, never prompting (the user's ssh config applies)."""
+    """``command`` on ``host`` over ssh as horovodrun reaches it (a host key not yet known is
+    accepted, as horovodrun's own ssh does), never prompting; the user's ssh config applies."""
     return [
         "ssh",
         "-o",
         "BatchMode=yes",
+        "-o",
+        "StrictHostKeyChecking=no",
         "-o",
         f"ConnectTimeout={SSH_TIMEOUT_S}",
         host,
@@ -87,13 +89,12 @@ def shared_hostname(answers: dict[str, str]) -> str | None:
     return None
 
 
-def check(launch: LaunchConfig) -> None:
-    """Refuse, in one line, a launch on hosts that ssh cannot reach or that share a hostname.
-    A launch on this host alone asks nothing."""
-    named = topology.host_slots(launch)
-    if named is None:
+def check(hosts: list[str]) -> None:
+    """Refuse, in one line, a launch on ``hosts`` when ssh cannot reach one or two share a
+    hostname. This host alone asks nothing."""
+    if all(topology.is_this_host(h) for h in hosts):
         return
-    answers = hostnames([h for h, _ in named[0]])
+    answers = hostnames(hosts)
     for answer in answers.values():
         if isinstance(answer, PipeprofError):
             raise answer

@@ -46,32 +46,51 @@ class LaunchResult:
         return self.returncode == 0 and not self.timed_out and not self.interrupted
 
     def reason(self) -> str:
-        """One line: why the launch did not end well, naming the rank that failed first (its
-        own error line, or how it ended when it printed none, e.g. killed by a signal) and its
-        host, before what the other ranks said after it."""
+        """One line: why the launch did not end well, naming the rank that caused it and its
+        host, before what the other ranks said after it. In that order: a rank whose records
+        stopped long before the others' (its host or link lost); a rank that ended without an
+        error line (pipeprof's ranks print one for any failure they live to see: one that
+        printed none was killed); a rank's own error; then an error that only reports another
+        rank's failure (Horovod shut down, a peer's connection closed)."""
         if self.signum is not None:
             return f"interrupted by {signals.signal_name(self.signum)}"
-        ended_by = self._ended_by()
+        ended_by = self._ended_by(skip={r for r, _ in self.silent})
         if self.silent:  # a host or link lost: the ranks that waited on it fail after it
             rank, seconds = self.silent[0]
+            others = len(self.silent) - 1
             return (
                 f"{self._who(rank)} went silent {seconds:.0f} s before the launch ended (its "
-                f"process, its host or its link lost?); then {ended_by}"
-            ) + _more(len(self.silent) - 1)
+                f"process, its host or its link lost?)"
+                + (f" with {others} more" if others else "")
+                + f"; then {ended_by}"
+            )
         return ended_by
 
-    def _ended_by(self) -> str:
+    def _ended_by(self, skip: set[int]) -> str:
+        """The line without the silent ranks (``skip``): named first already."""
         if self.timed_out:
             return f"timed out after {self.timeout_s:g} s" if self.timeout_s else "timed out"
-        first = next(((r, c) for r, c in self.exits if c != 0), None)
-        if first is not None:
-            rank, code = first
-            own = [e for e in self.errors if rank_of(e) == rank]
-            line = own[0] if own else f"{self._who(rank)} {ended(code)}"
-            after = [e for e in self.errors if rank_of(e) != rank]
-            return line + (f"; then {after[0][:200]}" if after else "") + _more(len(after) - 1)
-        if self.errors:
-            return self.errors[0] + _more(len(self.errors) - 1)
+        said = {rank_of(e) for e in self.errors}
+        # a rank ended by SIGTERM was stopped by its launcher (after another's failure, or its
+        # own), not the first to fail
+        wordless = next(
+            ((r, c) for r, c in self.exits if c not in (0, 143, -15) and r not in said | skip),
+            None,
+        )
+        if wordless is not None:
+            line = f"{self._who(wordless[0])} {ended(wordless[1])}"
+            return (
+                line
+                + (f"; then {self.errors[0][:200]}" if self.errors else "")
+                + _more(len(self.errors) - 1)
+            )
+        if self.errors:  # a rank's own failure before those that only saw it
+            errors = sorted(self.errors, key=lambda e: bool(_AFTERMATH.search(e)))
+            return (
+                errors[0]
+                + (f"; then {errors[1][:200]}" if len(errors) > 1 else "")
+                + _more(len(errors) - 2)
+            )
         last = next((line for line in reversed(self.tail) if line.strip()), "no output")
         return f"{self.program} exited with {self.returncode}: {last.strip()[:300]}"
 
@@ -81,6 +100,11 @@ class LaunchResult:
 
 
 _RANK = re.compile(r"rank (\d+)\b")
+# what a rank says when another rank's failure ended the collective it was in
+_AFTERMATH = re.compile(
+    r"Horovod has been shut down|Connection closed by peer|Connection reset by peer|"
+    r"Broken pipe|HorovodInternalError"
+)
 
 
 def rank_of(error: str) -> int | None:

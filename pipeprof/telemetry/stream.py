@@ -39,7 +39,7 @@ SEND_TIMEOUT_S = 30.0  # a rank gives up on a launcher that reads nothing for th
 DRAIN_S = 5.0  # at stop, how long the collector goes on reading what ranks sent before it
 
 # What consumers index without a default: the recorder's CSVs, the dashboard's rates.
-_RANKED_KINDS = ("step", "proc", "hello")
+_RANKED_KINDS = ("step", "proc", "hello", "bye")
 _STEP_NUMBERS = ("np", "rank", "step", "input_wait_ms", "step_time_ms", "batch_size", "end_unix_s")
 _LOCAL_RANKS = re.compile(r"(\d+(;\d+)*)?")
 
@@ -126,9 +126,16 @@ class Collector:
         # drain what arrived before stop: every connection until it has nothing more (a rank
         # that ended has closed it), within DRAIN_S; one read each left records unread
         deadline = time.monotonic() + DRAIN_S
-        while time.monotonic() < deadline:
+        while True:
             ready = [k for k, _ in self._sel.select(timeout=0.05) if k.data is not None]
             if not ready:
+                break
+            if time.monotonic() > deadline:
+                log.warning(
+                    "stopped reading %d rank connection(s) still sending after %.0f s",
+                    len(ready),
+                    DRAIN_S,
+                )
                 break
             for key in ready:
                 self._read(key)
@@ -292,6 +299,9 @@ class StreamClient:
                 fh.write(data)
 
     def close(self) -> None:
+        """Send what is queued and a last record saying this rank ended its stream on purpose
+        (the launcher tells it from a rank whose records stopped: killed, or its host lost)."""
+        self.put("bye", {"rank": self.rank})
         self.flush()
         if self._sock is not None:
             try:

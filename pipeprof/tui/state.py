@@ -24,6 +24,11 @@ SHOWN_RANKS = 16
 SHOWN_HOSTS = 4
 
 
+def _number(value: float) -> float:
+    """A step's time or wait for the running sums: NaN (not measured) counts as 0."""
+    return 0.0 if math.isnan(value) else float(value)
+
+
 @dataclass(frozen=True)
 class RankView:
     rank: int
@@ -145,11 +150,11 @@ class LiveState:
                 recent = self._steps.setdefault(rank, deque(maxlen=RECENT_STEPS))
                 sums = self._sums.setdefault(rank, [0.0, 0.0])
                 if len(recent) == RECENT_STEPS:  # the oldest leaves the window
-                    sums[0] -= recent[0]["step_time_ms"]
-                    sums[1] -= recent[0]["input_wait_ms"]
+                    sums[0] -= _number(recent[0]["step_time_ms"])
+                    sums[1] -= _number(recent[0]["input_wait_ms"])
                 recent.append(record)
-                sums[0] += record["step_time_ms"]
-                sums[1] += record["input_wait_ms"]
+                sums[0] += _number(record["step_time_ms"])
+                sums[1] += _number(record["input_wait_ms"])  # NaN: a wait not measured
             elif kind == "hello":
                 self._rank_host[int(record["rank"])] = (
                     record.get("host", ""),

@@ -183,7 +183,7 @@ def compare(
         except PipeprofError as exc:  # it could not start (e.g. its tf.data service): nothing ran
             return None, f"np={n}: {exc.message}"
         service_around_launch.collect_bad_files(run_dir, n, scenario.data)
-        result.silent = stream.silent()
+        result.silent = stream.silent(scenario.telemetry.host_interval_ms / 1e3)
         return result, launch_failure(n, result, run)
 
     outcome = each_worker_count(

@@ -35,6 +35,7 @@ class RecordStream:
         self.reporter = reporter
         self.token = secrets.token_hex(8)
         self._seen: dict[int, float] = {}  # rank -> when its last record arrived (monotonic)
+        self._ended: set[int] = set()  # ranks that closed their stream themselves
         bind, advertise = endpoint
         self._collector = Collector(
             self._on_record,
@@ -47,23 +48,27 @@ class RecordStream:
     def _on_record(self, record: dict) -> None:
         if isinstance(rank := record.get("rank"), int):
             self._seen[rank] = time.monotonic()
+            if record.get("kind") == "bye":  # it closed its stream itself: not lost
+                self._ended.add(rank)
         self.recorder.write(record)
         self.reporter.record(record)
 
     def begin_launch(self) -> None:
         """A launch starts: forget when the last one's ranks were heard from."""
-        self._seen = {}
+        self._seen, self._ended = {}, set()
 
-    def silent(self, min_s: float = SILENT_S) -> list[tuple[int, float]]:
-        """(rank, seconds) for each rank heard from in this launch whose records stopped at
-        least ``min_s`` before the others' (the newest's): its process frozen, its host or its
-        link gone. Every rank streams its process's telemetry twice a second while it lives,
-        even blocked in a collective, so a rank that waits on a lost peer is not silent."""
-        if not self._seen:
+    def silent(self, sample_s: float = 0.5) -> list[tuple[int, float]]:
+        """(rank, seconds) for each rank heard from in this launch whose records stopped well
+        before the others' (the newest's), and that never said it was ending: its process
+        killed or frozen, its host or its link gone. A live rank streams its process's
+        telemetry every ``sample_s`` (``telemetry.host_interval_ms``), even blocked in a
+        collective, so a rank that waits on a lost peer is not silent."""
+        seen, ended = dict(self._seen), set(self._ended)  # the collector thread writes them
+        if not seen:
             return []
-        newest = max(self._seen.values())
+        newest, min_s = max(seen.values()), max(SILENT_S, 8 * sample_s)
         return sorted(
-            ((r, newest - t) for r, t in self._seen.items() if newest - t >= min_s),
+            ((r, newest - t) for r, t in seen.items() if newest - t >= min_s and r not in ended),
             key=lambda rs: -rs[1],
         )
 

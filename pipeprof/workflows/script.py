@@ -150,7 +150,7 @@ def compare_script(request: CompareRequest, *, reporter: Reporter | None = None)
             )
         except FileNotFoundError:
             raise PipeprofError(f"compare: command not found: {cmd[0]}") from None
-        result.silent = stream.silent()
+        result.silent = stream.silent(scenario.telemetry.host_interval_ms / 1e3)
         return result
 
     def launch(n: int) -> tuple[runner.LaunchResult | None, str | None]:

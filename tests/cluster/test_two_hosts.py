@@ -89,6 +89,15 @@ def pipeprof_argv(scenario: Path, out: Path, *args: str) -> list[str]:
     return [sys.executable, "-m", "pipeprof", "compare", str(scenario), "--out", str(out), *args]
 
 
+def across_both(cluster, scenario: Path, out: Path, *more: str) -> list[str]:
+    """A compare at np=2 only, one rank on each host, without report or dashboard."""
+    h0, h1 = cluster.hosts
+    hosts = f"{h0.name}:1,{h1.name}:1"
+    return pipeprof_argv(
+        scenario, out, "--np", "2,", "-H", hosts, "--no-report", "--no-dashboard", *more
+    )
+
+
 def start(cluster, tmp_path, argv: list[str], **kw) -> subprocess.Popen:
     """``argv`` started on the first host, as a user there starts pipeprof."""
     env = dict(cluster.env, PIPEPROF_DATA_DIR=str(tmp_path / "data"), COLUMNS="300")
@@ -185,19 +194,7 @@ def test_a_compare_with_mpi_across_both_hosts(cluster, tmp_path, scenario):
     assert hvd.mpi_built(), "Horovod here lacks MPI: bash scripts/setup.sh test builds it with MPI"
     out = tmp_path / "run"
     h0, h1 = cluster.hosts
-    argv = pipeprof_argv(
-        scenario,
-        out,
-        "--np",
-        "2,",
-        "-H",
-        f"{h0.name}:1,{h1.name}:1",
-        "--mpi",
-        "--network-interface",
-        IFACE,
-        "--no-report",
-        "--no-dashboard",
-    )
+    argv = across_both(cluster, scenario, out, "--mpi", "--network-interface", IFACE)
     code, stdout, err = finish(start(cluster, tmp_path, argv))
     assert code == 0, stdout[-2000:] + err[-2000:]
     # Open MPI started the ranks: mpirun tags rank 0's lines [JOB,0] (Gloo's horovodrun: [0])
@@ -263,21 +260,7 @@ def rank_pid(cluster, host, rank: int) -> int:
 
 def started_until_real(cluster, tmp_path, scenario, out, *more: str) -> subprocess.Popen:
     """A compare at np=2 across both hosts, once its synthetic variant is measured."""
-    h0, h1 = cluster.hosts
-    argv = pipeprof_argv(
-        scenario,
-        out,
-        "--np",
-        "2,",
-        "-H",
-        f"{h0.name}:1,{h1.name}:1",
-        "--steps",
-        "200",
-        "--no-report",
-        "--no-dashboard",
-        *more,
-    )
-    proc = start(cluster, tmp_path, argv)
+    proc = start(cluster, tmp_path, across_both(cluster, scenario, out, "--steps", "200", *more))
     deadline = time.monotonic() + 180
     while not (out / "steps" / "np2-synthetic.csv").exists():
         if proc.poll() is not None or time.monotonic() > deadline:
@@ -340,7 +323,8 @@ def test_a_host_whose_link_goes_down_mid_run_is_named_within_the_launch_timeout(
     finally:
         cluster.set_link(h1, up=True)
     assert code == 1 and err.strip().count("\n") == 0, err
-    assert took < 120, f"the launch outlived launch.timeout_s: {took:.0f} s"
+    # it ended by itself (the ranks' collectives timed out), not by launch.timeout_s
+    assert "timed out after" not in err and took < 120, f"{took:.0f} s: {err}"
     assert f"np=2: rank 1 on {h1.name} went silent" in err, err
     assert not (left := nothing_left(cluster, within_s=60)), left
 
@@ -378,17 +362,8 @@ def test_a_bad_file_only_the_second_host_reads_is_named_with_its_host(cluster, t
         scenario = tmp_path / f"{on_bad_file}.toml"
         scenario.write_text(FOLDER_SCENARIO.format(root=root, on_bad_file=on_bad_file))
         out = tmp_path / on_bad_file
-        argv = pipeprof_argv(
-            scenario,
-            out,
-            "--np",
-            "2,",
-            "-H",
-            f"{h0.name}:1,{h1.name}:1",
-            "--shard-then-shuffle",  # each rank reads every other file of the sorted list
-            "--no-report",
-            "--no-dashboard",
-        )
+        # --shard-then-shuffle: each rank reads every other file of the sorted list
+        argv = across_both(cluster, scenario, out, "--shard-then-shuffle")
         code, stdout, err = finish(start(cluster, tmp_path, argv))
         said = " ".join((stdout + err).split())
         if on_bad_file == "skip":

@@ -70,14 +70,25 @@ def test_the_network_interface_goes_to_horovodrun_and_gives_the_stream_address()
 
 
 def test_without_an_interface_the_stream_address_is_the_one_that_routes_to_the_other_hosts():
-    # no route lookups leave this box: a UDP connect sends nothing
-    here = socket.gethostbyname(socket.gethostname())
+    # a UDP connect sends nothing: no packet leaves this box
     assert plan.route_address("localhost") is None  # loopback is no address for other hosts
     assert plan.route_address("no-such-host.invalid") is None
     bind, told = plan.stream_endpoint(True, None, peers=("no-such-host.invalid",))
     assert (bind, told) == ("0.0.0.0", socket.gethostname())  # nothing resolves: the name
-    if not here.startswith("127."):
-        assert plan.route_address(here) == here
+    # a peer that resolves: the address this host sends to it from (to one of this host's own
+    # addresses, that address itself)
+    import psutil
+
+    mine = [
+        a.address
+        for addrs in psutil.net_if_addrs().values()
+        for a in addrs
+        if a.family == socket.AF_INET and not a.address.startswith("127.")
+    ]
+    assert mine, "this test needs an interface with an address besides loopback"
+    assert plan.route_address(mine[0]) == mine[0]
+    peers = ("no-such-host.invalid", mine[0])
+    assert plan.stream_endpoint(True, None, peers=peers) == ("0.0.0.0", mine[0])
 
 
 def test_own_ranks_run_the_same_horovodrun_arguments_without_its_build_probe():

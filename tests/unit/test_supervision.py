@@ -358,19 +358,30 @@ def test_the_failure_line_blames_the_rank_that_ended_first_not_the_one_that_saw_
     # the first rank to end badly said why: its own line leads
     said = dataclasses.replace(
         killed,
-        errors=["rank 0 on node-a: shut down", "rank 1 on node-b: bad file x.jpg"],
-        exits=[(1, 1), (0, 143)],
+        errors=[
+            "rank 0 on node-a: UnknownError: Horovod has been shut down.",
+            "rank 1 on node-b: bad file x.jpg",
+        ],
+        exits=[(0, 1), (1, 1)],  # rank 0's exit came first: rank 1's went through ssh
     )
-    assert said.reason() == "rank 1 on node-b: bad file x.jpg; then rank 0 on node-a: shut down"
+    assert said.reason() == (
+        "rank 1 on node-b: bad file x.jpg; then rank 0 on node-a: UnknownError: Horovod has "
+        "been shut down."
+    )
     # on one host the host is not named; ssh's 255: a remote rank killed, or its link lost
     alone = runner.LaunchResult(returncode=1, exits=[(3, 255)], hosts={3: "localhost"})
     assert alone.reason() == (
         "rank 3 ended without an error line; ssh exited 255 (the rank killed, or its host or "
         "link lost)"
     )
-    # a launcher that reports no exits: the ranks' own lines, as before
-    plain = runner.LaunchResult(returncode=1, errors=["rank 2: x", "rank 0: y"])
-    assert plain.reason() == "rank 2: x (and 1 more)"
+    # ranks its launcher stopped with SIGTERM after its own failure are not blamed for it
+    stopped = runner.LaunchResult(
+        returncode=1, exits=[(0, 143), (1, -15)], tail=["RuntimeError: rendezvous failed"]
+    )
+    assert stopped.reason() == "the command exited with 1: RuntimeError: rendezvous failed"
+    # a launcher that reports no exits: the ranks' own lines, the first two named
+    plain = runner.LaunchResult(returncode=1, errors=["rank 2: x", "rank 0: y", "rank 1: z"])
+    assert plain.reason() == "rank 2: x; then rank 0: y (and 1 more)"
 
 
 def test_horovodrun_s_lines_for_a_rank_s_end_are_read_under_gloo_and_mpi():
@@ -419,5 +430,11 @@ def test_a_rank_that_went_silent_leads_the_failure_line(monkeypatch, tmp_path):
     )
     hung = dataclasses.replace(lost, timed_out=True, timeout_s=60.0, errors=[], exits=[])
     assert hung.reason().endswith("; then timed out after 60 s")
+    # a rank that closed its stream itself (its training over) is not lost, however long ago
+    now[0] = 100.3
+    stream._on_record({"kind": "bye", "rank": 1})
+    now[0] = 141.6
+    stream._on_record({"kind": "proc", "rank": 0})
+    assert stream.silent() == []
     stream.begin_launch()  # the next launch starts with nobody heard from
     assert stream.silent() == []

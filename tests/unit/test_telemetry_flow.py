@@ -208,7 +208,7 @@ def test_rank_without_a_launcher_writes_to_the_run_directory_and_says_so(tmp_pat
     lines = (tmp_path / "stream" / "rank3.jsonl").read_text().splitlines()
     assert json.loads(lines[0])["kind"] == "step"
     rec = Recorder(tmp_path)
-    assert rec.ingest_fallback_files() == 1
+    assert rec.ingest_fallback_files() == 2  # the step, and the rank's bye at its close
     rec.close()
     assert len(pd.read_csv(tmp_path / "live" / "steps.csv")) == 1
 
@@ -222,8 +222,10 @@ def test_a_client_with_the_wrong_token_is_refused():
         good = StreamClient(col.address, token="right", rank=1)
         good.put("proc", {"rank": 1})
         good.close()
-        assert wait_for(lambda: len(got) == 1)
-    assert got == [{"kind": "proc", "rank": 1}] and col.rejected == 1
+        assert wait_for(lambda: len(got) == 2)
+    # the good rank's record, then its bye (it closed its stream itself)
+    assert got == [{"kind": "proc", "rank": 1}, {"kind": "bye", "rank": 1}]
+    assert col.rejected == 1
 
 
 @pytest.mark.parametrize(
@@ -376,8 +378,9 @@ def test_a_send_that_times_out_halfway_keeps_every_record_once(tmp_path, monkeyp
     whole = got.split(b"\n")[1:-1]  # the hello first; the last piece is the cut line
     by_tcp = [json.loads(line)["seq"] for line in whole]
     by_file = [
-        json.loads(line)["seq"]
+        record["seq"]
         for line in (tmp_path / "stream" / "rank0.jsonl").read_text().splitlines()
+        if (record := json.loads(line))["kind"] == "proc"  # the bye at close follows them
     ]
     assert by_tcp and by_file  # it did stop part-way
     assert by_tcp + by_file == list(range(n))
