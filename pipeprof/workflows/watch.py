@@ -13,19 +13,51 @@ from pipeprof.events import Launch, RankWarning, parse_line
 from pipeprof.launch import runner, signals
 from pipeprof.launch.launcher import base_env
 from pipeprof.rundir import RUNNING, RunDir, manifest
+from pipeprof.scenario import LaunchConfig
 from pipeprof.telemetry.nvml import Nvml
 from pipeprof.telemetry.stream import ENV_ADDRESS, ENV_RUN_DIR, ENV_TOKEN
 from pipeprof.workflows.compare import CompareResult, finish_run
 from pipeprof.workflows.events import Reporter
 from pipeprof.workflows.live import RecordStream
-from pipeprof.workflows.plan import stream_endpoint
+from pipeprof.workflows.plan import launch_endpoint, stream_endpoint
 from pipeprof.workflows.summary import write_summary
 
-HOST_FLAGS = (
-    "-H",
-    "--hosts",
-    "--hostfile",
-)  # a watched horovodrun that starts ranks on other hosts
+# a watched horovodrun's (or mpirun's) flags that place ranks on other hosts, and the
+# scenario keys they mean: the stream address is chosen from them as compare chooses it
+HOST_FLAGS = {
+    "-H": "hosts",
+    "--hosts": "hosts",
+    "--host": "hosts",
+    "--hostfile": "hostfile",
+    "--network-interface": "network_interface",
+}
+
+
+def watch_endpoint(cmd: list[str], stream_host: str | None) -> tuple[str, str]:
+    """Where the watched ranks stream: as for compare, from the hosts the command names."""
+    launch = watched_launch(cmd)
+    if launch is None:
+        return stream_endpoint(False, stream_host)
+    try:
+        return launch_endpoint(launch, stream_host)
+    except PipeprofError:  # a hostfile pipeprof cannot read: the launcher will say why
+        return stream_endpoint(True, stream_host)
+
+
+def watched_launch(cmd: list[str]) -> LaunchConfig | None:
+    """The placement a watched launcher's command line gives (None: this host alone)."""
+    given: dict[str, str] = {}
+    for i, arg in enumerate(cmd):
+        flag, eq, value = arg.partition("=")
+        if flag in HOST_FLAGS and (eq or i + 1 < len(cmd)):
+            given[HOST_FLAGS[flag]] = value if eq else cmd[i + 1]
+    if not (given.get("hosts") or given.get("hostfile")):
+        return None
+    return LaunchConfig(
+        hosts=given.get("hosts", ""),
+        hostfile=given.get("hostfile", ""),
+        network_interface=given.get("network_interface", ""),
+    )
 
 
 @dataclass
@@ -72,7 +104,7 @@ def watch(
     stream = RecordStream(
         run_dir,
         reporter,
-        endpoint=stream_endpoint(any(a in HOST_FLAGS for a in cmd), stream_host),
+        endpoint=watch_endpoint(cmd, stream_host),
     )
     with stream:
         env = base_env(dict(os.environ), os.getcwd())

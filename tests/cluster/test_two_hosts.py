@@ -377,3 +377,47 @@ def test_a_bad_file_only_the_second_host_reads_is_named_with_its_host(cluster, t
             assert code == 1 and err.strip().count("\n") == 0, err
             assert f"np=2: rank 1 on {h1.name}: variant real: bad file {bad}: " in err, err
     assert not nothing_left(cluster)
+
+
+WATCHED = """
+import horovod.tensorflow.keras as hvd
+import tensorflow as tf
+from pipeprof.keras import PipeprofCallback
+
+hvd.init()
+x = tf.random.uniform([256, 32, 32, 3])
+y = tf.random.uniform([256], maxval=4, dtype=tf.int32)
+ds = tf.data.Dataset.from_tensor_slices((x, y)).shard(hvd.size(), hvd.rank()).repeat().batch(16)
+model = tf.keras.Sequential([tf.keras.layers.Conv2D(8, 3, input_shape=(32, 32, 3)),
+                             tf.keras.layers.GlobalAveragePooling2D(), tf.keras.layers.Dense(4)])
+model.compile(optimizer=hvd.DistributedOptimizer(tf.keras.optimizers.SGD(0.01)),
+              loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+model.fit(ds, steps_per_epoch=20, epochs=1, verbose=0,
+          callbacks=[hvd.callbacks.BroadcastGlobalVariablesCallback(0), PipeprofCallback(warmup_steps=3)])
+"""
+
+
+@pytest.mark.horovod
+def test_watch_of_a_users_horovodrun_across_both_hosts_streams_every_rank(cluster, tmp_path):
+    (tmp_path / "train.py").write_text(WATCHED)
+    out = tmp_path / "run"
+    h0, h1 = cluster.hosts
+    horovodrun = str(Path(sys.executable).parent / "horovodrun")
+    argv = [sys.executable, "-m", "pipeprof", "watch", "--no-dashboard", "--out", str(out)]
+    argv += ["--", horovodrun, "-np", "2", "-H", f"{h0.name}:1,{h1.name}:1", "--gloo"]
+    argv += [sys.executable, str(tmp_path / "train.py")]
+    env = dict(cluster.env, PYTHONPATH=REPO)
+    proc = subprocess.run(
+        cluster.command(h0, argv, cwd=tmp_path),
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    steps = pd.read_csv(out / "live" / "steps.csv")
+    assert steps.groupby("rank").size().to_dict() == {0: 20, 1: 20}
+    assert set(zip(steps["rank"], steps["host"])) == {(0, h0.name), (1, h1.name)}
+    # streamed from the second host to the address that routes there, not through files
+    assert not (out / "stream").exists() and "cannot reach" not in proc.stdout + proc.stderr
+    assert not nothing_left(cluster)

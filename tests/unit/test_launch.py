@@ -204,3 +204,19 @@ def test_run_without_error_tag_quotes_the_last_line(tmp_path):
         timeout_s=30,
     )
     assert res.returncode == 3 and "something broke" in res.reason()
+
+
+def test_watch_streams_to_the_address_the_watched_command_s_hosts_route_to():
+    from pipeprof.workflows.watch import watch_endpoint, watched_launch
+
+    assert watched_launch(["python", "train.py"]) is None
+    assert watch_endpoint(["python", "train.py"], None) == plan.LOOPBACK
+    cmd = ["horovodrun", "-np", "2", "--hosts=a:1,b:1", "--network-interface", "lo", "x.py"]
+    assert watched_launch(cmd) == LaunchConfig(hosts="a:1,b:1", network_interface="lo")
+    assert watch_endpoint(cmd, None) == ("0.0.0.0", "127.0.0.1")  # lo's address
+    local = ["horovodrun", "-np", "2", "-H", "localhost:2", "python", "train.py"]
+    assert watch_endpoint(local, None) == ("0.0.0.0", socket.gethostname())
+    assert watch_endpoint(local, "10.1.2.3") == ("0.0.0.0", "10.1.2.3")
+    # a hostfile pipeprof cannot read: horovodrun will say why; the stream listens anyway
+    missing = ["horovodrun", "--hostfile", "/no/such/hostfile", "python", "train.py"]
+    assert watch_endpoint(missing, None) == ("0.0.0.0", socket.gethostname())
