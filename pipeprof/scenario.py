@@ -134,6 +134,9 @@ class ServiceUse:
 
     enabled: bool = False
     address: str = ""  # "host:port" of a running dispatcher; empty: the one pipeprof starts
+    # how the workers send elements: "auto" as TensorFlow chooses (Snappy in 2.15: CPU on the
+    # workers and the ranks to save network), "none" as they are (a fast network, short CPU)
+    compression: Literal["auto", "none"] = "auto"
 
 
 @dataclass(frozen=True)

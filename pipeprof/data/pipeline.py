@@ -464,7 +464,7 @@ def build(
     if service:  # the options travel with the graph to the workers; the rank keeps the prefetch
         from pipeprof.data.tfdata_service import distribute
 
-        ds = distribute(ds.with_options(options), service)
+        ds = distribute(ds.with_options(options), service, pipe.service.compression)
     if pipe.prefetch.enabled:
         ds = ds.prefetch(
             tf.data.AUTOTUNE if pipe.prefetch.depth == "autotune" else int(pipe.prefetch.depth)

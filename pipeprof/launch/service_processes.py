@@ -23,6 +23,7 @@ from pipeprof.launch import supervise
 START_TIMEOUT_S = 120.0  # TensorFlow's import on a busy 2-core host takes seconds per process
 STOP_GRACE_S = 5.0
 MODULE = "pipeprof.data.tfdata_service"
+CPU_EVERY_S = 0.5  # how often a worker prints the CPU it has spent (predict's sizing reads it)
 
 
 def port_in_use(port: int) -> bool:
@@ -60,9 +61,12 @@ def server_argv(
     ]
     if dispatcher:
         argv += ["--dispatcher", dispatcher]
+    if role == "worker":  # in its log, which comes back from another host too
+        argv += ["--cpu-every", str(CPU_EVERY_S)]
     if not ssh_host:
         return argv + ["--parent", str(parent)]
-    # remote: the ssh session is the parent; it ends when this process does
+    # remote: the ssh session is the parent (-1), and it ends when this process does
+    argv += ["--parent", "-1"]
     remote = f"cd {shlex.quote(os.getcwd())} && exec " + " ".join(shlex.quote(a) for a in argv)
     return ["ssh", "-o", "BatchMode=yes", ssh_host, remote]
 
@@ -78,9 +82,7 @@ class ServiceProcesses:
     dispatcher_host: str = "localhost"  # the name the ranks reach the dispatcher by
     address: str = ""
     procs: list[subprocess.Popen] = field(default_factory=list)
-    cpu_at_start: list[float] = field(
-        default_factory=list
-    )  # each worker's CPU seconds once all serve
+    worker_logs: list[Path] = field(default_factory=list)  # each worker's, in order
 
     def __enter__(self) -> ServiceProcesses:
         try:
@@ -100,13 +102,13 @@ class ServiceProcesses:
         self.address = self._serve("dispatcher", self.dispatcher_host, port=self.port)
         for k in range(self.workers):
             ssh_host = self.hosts[k % len(self.hosts)] if self.hosts else ""
+            self.worker_logs.append(self.log_dir / f"worker-{k}.log")
             self._serve(
                 f"worker-{k}",
                 ssh_host or self.dispatcher_host,
                 dispatcher=self.address,
                 ssh_host=ssh_host,
             )
-        self.cpu_at_start = self._cpu_now()
 
     def _serve(
         self, name: str, host: str, *, port: int = 0, dispatcher: str = "", ssh_host: str = ""
@@ -149,23 +151,6 @@ class ServiceProcesses:
                 )
             time.sleep(0.1)
         return address_file.read_text().strip()
-
-    def worker_cpu_s(self) -> list[float]:
-        """CPU seconds each local worker has used since it began serving (not its start-up:
-        TensorFlow's import alone takes seconds); NaN for a remote one."""
-        return [now - then for now, then in zip(self._cpu_now(), self.cpu_at_start)]
-
-    def _cpu_now(self) -> list[float]:
-        import psutil
-
-        out = []
-        for proc in self.procs[1:]:
-            try:
-                times = psutil.Process(proc.pid).cpu_times()
-                out.append(times.user + times.system)
-            except psutil.Error:
-                out.append(float("nan"))
-        return out
 
     def stop(self) -> None:
         """End every server: SIGTERM to its group, SIGKILL after a grace period (all at once)."""

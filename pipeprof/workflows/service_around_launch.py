@@ -12,6 +12,7 @@ from pathlib import Path
 
 from pipeprof import atomic
 from pipeprof.data import badfiles
+from pipeprof.data.tfdata_service import cpu_between, cpu_series
 from pipeprof.launch.job import VariantSpec
 from pipeprof.launch.service_processes import ServiceProcesses
 from pipeprof.rundir import RunDir
@@ -56,7 +57,8 @@ def around_launch(
                     {
                         "workers": config.workers,
                         "hosts": list(config.hosts),
-                        "cpu_s": service.worker_cpu_s(),
+                        # CPU seconds each spent serving, in all (its log has them over time)
+                        "cpu_s": [_last_cpu(log) for log in service.worker_logs],
                         "variants": [s.name for s in specs if uses_service(s)],
                     }
                 )
@@ -64,31 +66,39 @@ def around_launch(
             )
 
 
+def _last_cpu(log: Path) -> float:
+    series = cpu_series(log)
+    return series[-1][1] if series else float("nan")
+
+
 def worker_cost(run_dir: Path) -> tuple[float, int] | None:
     """A service worker's CPU per sample it served, in core-ms, and the np it was measured at
-    (the largest np with a local service): the local workers' CPU over the samples the ranks
-    took from the service (warm-up and measured steps of its variants; the few batches buffered
-    ahead when it stopped are left out). None when the run has no such measurement."""
+    (the largest np whose workers' logs cover it): the workers' CPU while the variants that
+    used the service took their steps, over the samples the ranks took in them. Each worker
+    prints its CPU over time, on whichever host it ran. Only each round of steps counts: during
+    the twin's rounds the workers stock batches that the next round's flush drops
+    (``rank.measure.flush``), and that CPU served nothing (with it, a worker measured 0.126
+    core-ms a sample in rounds and 0.083 in steady state, 2026-11-25); nor do the workers'
+    start-up and what they made after the last step. None when the run has no such measurement."""
     run = RunDir(run_dir)
-    runs = run.variant_runs()
-    warmup = int(run.manifest().get("scenario", {}).get("train", {}).get("warmup_steps", 0))
+    steps = run.steps()
     for path in sorted(
         Path(run_dir, DIR).glob(f"np*/{WORKERS_FILE}"), key=lambda p: -int(p.parent.name[2:])
     ):
         info = json.loads(path.read_text())
         np_ = int(path.parent.name[2:])
-        cpu = [
-            c for c in info.get("cpu_s", []) if c == c
-        ]  # NaN: a worker whose CPU could not be read
-        if info.get("hosts") or not cpu or len(cpu) != info.get("workers"):
-            continue
-        samples = sum(
-            (r["measured_steps"] + warmup) * r["global_batch"]
-            for r in runs
-            if r["np"] == np_ and r["variant"] in info.get("variants", [])
-        )
-        if samples > 0:
-            return 1e3 * sum(cpu) / samples, np_
+        used = steps[(steps["np"] == np_) & steps["variant"].isin(info.get("variants", []))]
+        series = [
+            cpu_series(path.parent / f"worker-{k}.log") for k in range(int(info.get("workers", 0)))
+        ]
+        cpu, samples = 0.0, 0.0
+        for _, steps_of_round in used.groupby(["variant", "round"]):
+            t0 = float((steps_of_round["end_unix_s"] - steps_of_round["step_time_ms"] / 1e3).min())
+            t1 = float(steps_of_round["end_unix_s"].max())
+            cpu += sum(cpu_between(one, t0, t1) for one in series)
+            samples += float(steps_of_round["batch_size"].sum())
+        if series and samples > 0 and cpu == cpu:  # NaN: a log that does not cover a round
+            return 1e3 * cpu / samples, np_
     return None
 
 

@@ -205,6 +205,34 @@ def test_a_compare_with_mpi_across_both_hosts(cluster, tmp_path, scenario):
     assert not nothing_left(cluster)
 
 
+@pytest.mark.horovod
+def test_a_users_own_script_across_both_hosts(cluster, tmp_path):
+    """The user's Horovod Keras script (examples/chips_train.py, pipeprof.keras's two lines),
+    one rank on each host, reading photos from a folder both hosts see."""
+    from pipeprof.data.generate import generate
+    from pipeprof.scenario import GenerateConfig
+
+    photos = generate(GenerateConfig(images=64, size=48, classes=2, seed=11), tmp_path / "photos")
+    out = tmp_path / "run"
+    h0, h1 = cluster.hosts
+    fast = ["--set", "train.min_measure_s=2", "--set", "train.max_measure_s=6"]
+    script = [sys.executable, os.path.join(REPO, "examples", "chips_train.py"), "--data"]
+    argv = [sys.executable, "-m", "pipeprof", "compare", "--np", "2,", "-H"]
+    argv += [f"{h0.name}:1,{h1.name}:1", "--no-dashboard", "--no-report", "--out", str(out)]
+    argv += [*fast, "--", *script, str(photos), "--image-size", "32", "--batch-size", "8"]
+    code, stdout, err = finish(start(cluster, tmp_path, argv + ["--epochs", "1000"]))
+    assert code == 0, stdout[-2000:] + err[-2000:]
+    assert "cannot reach" not in stdout + err
+    summary = pd.read_csv(out / "summary.csv")
+    assert list(zip(summary["np"], summary["variant"])) == [(2, "synthetic"), (2, "real")]
+    assert set(summary["hosts"]) == {f"{h0.name}:1,{h1.name}:1"}
+    assert summary["samples_per_s"].gt(0).all() and summary["gap_pct"].notna().iloc[1]
+    steps = RunDir(out).steps()
+    assert set(zip(steps["rank"], steps["host"])) == {(0, h0.name), (1, h1.name)}
+    assert not (out / "stream").exists()  # every record came over the stream
+    assert not nothing_left(cluster, within_s=10)
+
+
 def test_two_hosts_with_one_hostname_are_refused_before_anything_runs(cluster, tmp_path, scenario):
     h0, h1 = cluster.hosts
     cluster.set_hostname(h1, h0.name)  # as two containers from one image

@@ -102,7 +102,7 @@ def check_verdict(expected: str, tmp_path, data_cache_dir) -> None:
     """Run the case's compare --np 1 --ablation and check that its verdict names ``expected``."""
     (tmp_path / "s.toml").write_text(merge(CASES[expected], TRAIN))
     # the read case also runs the remedies for the stage the verdict will name (the augment
-    # stage's remedies run in tests/integration/test_story.py)
+    # stage's remedies run in tests/cluster/test_story.py)
     remedies = ["--remedies"] if expected == "read" else []
     proc = run(
         ["compare", "s.toml", "--np", "1", "--ablation", *remedies, "--no-report", "--out", "run"],
