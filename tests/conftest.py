@@ -46,20 +46,23 @@ def the_cores(request, tmp_path_factory):
             fcntl.flock(cores, fcntl.LOCK_UN)
 
 
-# Seconds each launch file took on the 2-core development machine (2026-11-24): the order in
-# which the two workers take them, longest first, so that neither is left with a long file
-# while the other has finished. A file not listed counts as short.
+# Seconds each launch file took in a clean-clone CI run on the 2-core development machine
+# (2026-11-25, 4fdb7da's parent, plus the two-host user-script test): the order in which the
+# two workers take them, longest first, so that neither is left with a long file while the
+# other has finished. A file not listed counts as short: the truth slice was missing, and its
+# 147 s came last, beside the unit files.
 LAUNCH_FILE_SECONDS = {
-    "test_user_script.py": 185,
-    "test_two_hosts.py": 160,
-    "test_predict_emulated.py": 104,
-    "test_diagnose_and_tune.py": 90,
-    "test_compare_np2.py": 68,
-    "test_service_np2.py": 56,
-    "test_signals_np2.py": 45,
-    "test_live_np2.py": 28,
-    "test_bad_files.py": 23,
-    "test_horovod_np2.py": 13,
+    "test_two_hosts.py": 257,
+    "test_user_script.py": 170,
+    "test_truth_slice.py": 147,
+    "test_compare_np2.py": 103,
+    "test_predict_emulated.py": 102,
+    "test_diagnose_and_tune.py": 95,
+    "test_service_np2.py": 64,
+    "test_signals_np2.py": 43,
+    "test_live_np2.py": 31,
+    "test_bad_files.py": 31,
+    "test_horovod_np2.py": 10,
 }
 
 
