@@ -36,6 +36,8 @@ class Launch:
     kind: ClassVar[str] = "launch"
     np: int | None
     of_variants: int
+    launcher: str = ""  # what starts them ("horovodrun", "mpirun")
+    hosts: str = ""  # where, as "host:ranks,..." ("localhost:2" on this host alone)
 
 
 @dataclass(frozen=True)

@@ -163,7 +163,8 @@ def add_common_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--launcher",
         metavar="NAME",
-        help="what starts the ranks (launch.launcher; default horovodrun)",
+        help="what starts the ranks (launch.launcher): horovodrun (the default), or mpirun "
+        "(Open MPI's, directly; Horovod's MPI controller joins the ranks)",
     )
     p.add_argument(
         "-H",

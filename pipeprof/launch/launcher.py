@@ -54,6 +54,7 @@ class Launcher(Protocol):
 # MPI binding) is needed only by the runs that use it
 LAUNCHERS: dict[str, str | Callable[[], Launcher]] = {
     "horovodrun": "pipeprof.launch.horovod:HorovodLauncher",
+    "mpirun": "pipeprof.launch.mpirun:MpirunLauncher",
 }
 DEFAULT = "horovodrun"
 

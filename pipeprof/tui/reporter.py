@@ -70,8 +70,11 @@ class PlainReporter(Reporter):
         at = f"[{time.monotonic() - self._t0:6.0f}s]"
         elapsed = time.monotonic() - self._t0
         if isinstance(event, Launch) and event.np is not None:
+            how = f" with {event.launcher}" if event.launcher else ""
+            where = f" on {event.hosts}" if event.hosts else ""
             self.console.print(
-                f"{at} np={event.np}: starting {event.np} rank(s), {event.of_variants} variant(s)"
+                f"{at} np={event.np}: starting {event.np} rank(s){how}{where}, "
+                f"{event.of_variants} variant(s)"
             )
         elif isinstance(event, RanksUp):
             self.console.print(

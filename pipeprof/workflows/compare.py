@@ -168,7 +168,14 @@ def compare(
                     stream_token=stream.token,
                 )
                 rank_cmd = [sys.executable, "-m", "pipeprof.rank", job.encode()]
-                reporter.progress(Launch(np=n, of_variants=len(specs)))
+                reporter.progress(
+                    Launch(
+                        np=n,
+                        of_variants=len(specs),
+                        launcher=launcher.name,
+                        hosts=topology.assign(n, scenario.launch).hosts_arg,
+                    )
+                )
                 stream.begin_launch()
                 result = runner.run(
                     launcher.ranks_argv(n, scenario.launch, rank_cmd),

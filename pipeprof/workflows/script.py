@@ -135,7 +135,14 @@ def compare_script(request: CompareRequest, *, reporter: Reporter | None = None)
                 ENV_RUN_DIR: str(run_dir),
             },
         )
-        reporter.progress(Launch(np=n, of_variants=len(variants)))
+        reporter.progress(
+            Launch(
+                np=n,
+                of_variants=len(variants),
+                launcher=launcher.name,
+                hosts=topology.assign(n, scenario.launch).hosts_arg,
+            )
+        )
         stream.begin_launch()
         try:
             result = runner.run(

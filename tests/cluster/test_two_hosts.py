@@ -5,6 +5,7 @@ one hostname, a rank killed on the second host, a stop signal to the launcher), 
 in one line that names the host and leaving nothing on any host; and nothing of the cluster
 left once it is torn down."""
 
+import json
 import os
 import re
 import signal
@@ -202,6 +203,25 @@ def test_a_compare_with_mpi_across_both_hosts(cluster, tmp_path, scenario):
     assert list(pd.read_csv(out / "summary.csv")["hosts"]) == [f"{h0.name}:1,{h1.name}:1"] * 2
     hellos = {(int(h["rank"]), h.get("host")) for h in RunDir(out).load().hellos(np=2)}
     assert hellos == {(0, h0.name), (1, h1.name)}
+    assert not nothing_left(cluster)
+
+
+@pytest.mark.horovod
+def test_mpirun_as_the_launcher_across_both_hosts(cluster, tmp_path, scenario):
+    """--launcher mpirun: Open MPI's mpirun starts the ranks itself, no horovodrun between."""
+    out = tmp_path / "run"
+    h0, h1 = cluster.hosts
+    argv = across_both(cluster, scenario, out, "--launcher", "mpirun", "--network-interface", IFACE)
+    code, stdout, err = finish(start(cluster, tmp_path, argv))
+    assert code == 0, stdout[-2000:] + err[-2000:]
+    first = (out / "logs" / "np2.log").read_text().splitlines()[0]
+    assert "horovodrun" not in first and re.search(r"\bmpirun\b.* -H \S+:1,\S+:1 ", first), first
+    assert f"btl_tcp_if_include {IFACE}" in first, first
+    assert json.loads((out / "manifest.json").read_text())["launcher"] == "mpirun"
+    assert list(pd.read_csv(out / "summary.csv")["hosts"]) == [f"{h0.name}:1,{h1.name}:1"] * 2
+    hellos = {(int(h["rank"]), h.get("host")) for h in RunDir(out).load().hellos(np=2)}
+    assert hellos == {(0, h0.name), (1, h1.name)}
+    assert not (out / "stream").exists()
     assert not nothing_left(cluster)
 
 
