@@ -34,6 +34,9 @@ if [ "${1:-}" = test ]; then
   [ -x /usr/sbin/sshd ] || missing+=(openssh-server)  # the cluster tests' hosts (never started as a service)
   { command -v mpirun >/dev/null && command -v mpicc >/dev/null; } \
     || missing+=(openmpi-bin libopenmpi-dev)  # Horovod's MPI controller, built for the cluster tests
+  for p in slurmctld slurmd srun munged; do  # the Slurm the cluster tests start on their hosts
+    command -v "$p" >/dev/null || { missing+=(slurmctld slurmd slurm-client munge); break; }
+  done
   if [ ${#missing[@]} -gt 0 ]; then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
       echo "setup: installing the test tools: ${missing[*]} (Debian packages)" >&2

@@ -52,7 +52,7 @@ def the_cores(request, tmp_path_factory):
 # other has finished. A file not listed counts as short: the truth slice was missing, and its
 # 147 s came last, beside the unit files.
 LAUNCH_FILE_SECONDS = {
-    "test_two_hosts.py": 272,
+    "test_two_hosts.py": 292,
     "test_user_script.py": 170,
     "test_truth_slice.py": 147,
     "test_compare_np2.py": 103,
@@ -75,11 +75,18 @@ def pytest_collection_modifyitems(config, items):
     with the most tests first, which put the alone files in the middle and left one worker
     waiting for the other's long file before each."""
 
-    def rank(item) -> tuple[int, float]:
-        if item.get_closest_marker("alone") is not None:
-            return 0, 0.0
-        if item.get_closest_marker("horovod") is not None:
-            return 1, -LAUNCH_FILE_SECONDS.get(item.path.name, 0)
-        return 2, 0.0
+    def marked(item, name: str) -> bool:
+        return item.get_closest_marker(name) is not None
 
-    items.sort(key=rank)
+    # a file's rank from its tests' markers, so its tests keep the order they are written in
+    # (a file's last tests may rely on it: the Slurm tests start daemons the others would see)
+    ranks: dict[str, tuple[int, float]] = {}
+    for item in items:
+        key = str(item.path)
+        if marked(item, "alone"):
+            ranks[key] = (0, 0.0)
+        elif marked(item, "horovod") and ranks.get(key, (2, 0.0))[0] > 1:
+            ranks[key] = (1, -LAUNCH_FILE_SECONDS.get(item.path.name, 0))
+        else:
+            ranks.setdefault(key, (2, 0.0))
+    items.sort(key=lambda item: ranks[str(item.path)])

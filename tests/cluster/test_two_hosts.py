@@ -469,3 +469,93 @@ def test_watch_of_a_users_horovodrun_across_both_hosts_streams_every_rank(cluste
     # streamed from the second host to the address that routes there, not through files
     assert not (out / "stream").exists() and "cannot reach" not in proc.stdout + proc.stderr
     assert not nothing_left(cluster)
+
+
+# -- Slurm on the two hosts (tests/cluster/slurm.py): last in this file, so its daemons run
+# only while these tests do and never show as leftovers of the others ----------------------
+
+
+@pytest.fixture(scope="module")
+def slurm(cluster):
+    from tests.cluster import slurm as slurm_harness
+
+    if (why := slurm_harness.unavailable()) is not None:
+        pytest.skip(why)
+    s = slurm_harness.Slurm(cluster).start()
+    try:
+        yield s
+    finally:
+        s.stop()
+        assert not slurm_harness.leftovers(s.root), slurm_harness.leftovers(s.root)
+
+
+def jobs_left(cluster, slurm, within_s: float = 10.0) -> dict[str, list[str]]:
+    """What runs on each host besides Slurm's own daemons, ``within_s`` after a job ended."""
+    deadline = time.monotonic() + within_s
+    while True:
+        left = {
+            h.name: [p for p in cluster.processes(h) if not slurm.is_daemon(p)]
+            for h in cluster.hosts
+        }
+        left = {h: p for h, p in left.items() if p}
+        if not left or time.monotonic() > deadline:
+            return left
+        time.sleep(0.2)
+
+
+def test_slurm_runs_a_step_on_each_host_and_scancel_ends_a_running_job(cluster, slurm, tmp_path):
+    h0, h1 = cluster.hosts
+    got = slurm.run("srun", "-N2", "-n2", "sh", "-c", 'echo "$(hostname) $SLURM_PROCID"')
+    assert got.returncode == 0, got.stderr
+    assert sorted(got.stdout.split("\n")[:2]) == [f"{h0.name} 0", f"{h1.name} 1"], got.stdout
+    marker = f"pipeprof-slurm-test-{os.getpid()}"
+    job = slurm.run(
+        "sbatch",
+        "--parsable",
+        "-N2",
+        "-n2",
+        "-o",
+        str(tmp_path / "job.out"),
+        "--wrap",
+        f"srun -N2 -n2 bash -c 'exec -a {marker} sleep 300'",
+    )
+    assert job.returncode == 0, job.stderr
+    job_id = job.stdout.strip().split(";")[0]
+    deadline = time.monotonic() + 30
+    while not all(any(marker in p for p in cluster.processes(h)) for h in cluster.hosts):
+        out = tmp_path / "job.out"
+        assert time.monotonic() < deadline, (
+            {h.name: cluster.processes(h) for h in cluster.hosts},
+            slurm.run("squeue").stdout,
+            out.read_text() if out.exists() else "no job output",
+        )
+        time.sleep(0.2)
+    assert slurm.run("scancel", job_id).returncode == 0
+    assert not (left := jobs_left(cluster, slurm, within_s=15)), left
+
+
+@pytest.mark.horovod
+def test_a_compare_inside_an_allocation_as_docs_cluster_md_says(cluster, slurm, tmp_path, scenario):
+    """docs/cluster.md's Slurm recipe, inside `salloc -N2`: the hostfile from scontrol, then
+    compare across the allocation's hosts."""
+    h0, h1 = cluster.hosts
+    out, hostfile = tmp_path / "run", tmp_path / "hosts.txt"
+    recipe = (
+        f'scontrol show hostnames "$SLURM_JOB_NODELIST" | sed "s/$/ slots=1/" > {hostfile} && '
+        f"{sys.executable} -m pipeprof compare {scenario} --np 1,2 --hostfile {hostfile} --mpi "
+        f"--out {out} --no-report --no-dashboard"
+    )
+    env = dict(slurm.env, PIPEPROF_DATA_DIR=str(tmp_path / "data"), COLUMNS="300")
+    got = subprocess.run(
+        slurm.command("salloc", "-N2", "-n2", "sh", "-c", recipe),
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=REPO,
+    )
+    assert got.returncode == 0, got.stdout[-2000:] + got.stderr[-2000:]
+    summary = pd.read_csv(out / "summary.csv")
+    assert sorted(set(summary["np"])) == [1, 2]
+    assert dict(zip(summary["np"], summary["hosts"]))[2] == f"{h0.name}:1,{h1.name}:1"
+    assert not (left := jobs_left(cluster, slurm)), left
