@@ -140,16 +140,13 @@ class HorovodLauncher:
     name = "horovodrun"
 
     def __init__(self) -> None:
-        self._asked: set[tuple[str, ...]] = set()  # the host sets already asked
+        self._hosts_checked = hosts.CheckedOnce()
         self.rank_exit = ExitLines()
 
     def check(self, np: int, launch: LaunchConfig, gpu_count: int) -> None:
         check_slots(np, launch, gpu_count)
         find_horovodrun()
-        used = tuple(topology.assign(np, launch).ranks_by_host)  # a spare host is not asked
-        if used not in self._asked:
-            hosts.check(list(used))  # reachable over ssh, and no two with one hostname
-            self._asked.add(used)
+        self._hosts_checked(np, launch)
 
     def env(
         self, base: dict[str, str], cwd: str, *, emulated: bool = False, local_ranks: int = 1

@@ -12,9 +12,13 @@ from __future__ import annotations
 import socket
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING
 
 from pipeprof.errors import PipeprofError
 from pipeprof.launch import topology
+
+if TYPE_CHECKING:
+    from pipeprof.scenario import LaunchConfig
 
 SSH_TIMEOUT_S = 10  # ssh's own connect timeout; the whole question gets twice that
 
@@ -87,6 +91,20 @@ def shared_hostname(answers: dict[str, str]) -> str | None:
                 "apart by hostname; give each its own (e.g. a container's --hostname)"
             )
     return None
+
+
+class CheckedOnce:
+    """A launcher's host check, asked once per set of hosts a worker count uses (a spare host
+    of the list is not asked): ``checked(np, launch)``."""
+
+    def __init__(self) -> None:
+        self._asked: set[tuple[str, ...]] = set()
+
+    def __call__(self, np: int, launch: LaunchConfig) -> None:
+        used = tuple(topology.assign(np, launch).ranks_by_host)
+        if used not in self._asked:
+            check(list(used))  # reachable over ssh, and no two with one hostname
+            self._asked.add(used)
 
 
 def check(hosts: list[str]) -> None:

@@ -68,7 +68,7 @@ class MpirunLauncher:
     name = "mpirun"
 
     def __init__(self) -> None:
-        self._asked: set[tuple[str, ...]] = set()
+        self._hosts_checked = hosts.CheckedOnce()
         self._probed = False
         self._exported: list[str] = []
         self.rank_exit = ExitLines()
@@ -90,10 +90,7 @@ class MpirunLauncher:
                 last = (probe.stderr.strip().splitlines() or ["no output"])[-1]
                 raise PipeprofError(f"--launcher mpirun: cannot import Horovod: {last}")
             self._probed = True
-        used = tuple(topology.assign(np, launch).ranks_by_host)
-        if used not in self._asked:
-            hosts.check(list(used))  # reachable over ssh, and no two with one hostname
-            self._asked.add(used)
+        self._hosts_checked(np, launch)
 
     def env(
         self, base: dict[str, str], cwd: str, *, emulated: bool = False, local_ranks: int = 1

@@ -14,7 +14,7 @@ from pathlib import Path
 import pandas as pd
 
 from pipeprof.errors import PipeprofError
-from pipeprof.events import Launch, Plan
+from pipeprof.events import Plan
 from pipeprof.launch import launcher as launchers
 from pipeprof.launch import runner, signals, topology
 from pipeprof.launch.job import Job, VariantSpec
@@ -27,7 +27,7 @@ from pipeprof.workflows.data import prepare_data
 from pipeprof.workflows.events import Reporter
 from pipeprof.workflows.live import RecordStream, progress_lines
 from pipeprof.workflows.orchestrate import each_worker_count
-from pipeprof.workflows.plan import check_memory, launch_endpoint, variant_specs
+from pipeprof.workflows.plan import check_memory, launch_endpoint, launch_event, variant_specs
 from pipeprof.workflows.summary import bad_files_warning, device_label, write_summary
 
 
@@ -168,14 +168,7 @@ def compare(
                     stream_token=stream.token,
                 )
                 rank_cmd = [sys.executable, "-m", "pipeprof.rank", job.encode()]
-                reporter.progress(
-                    Launch(
-                        np=n,
-                        of_variants=len(specs),
-                        launcher=launcher.name,
-                        hosts=topology.assign(n, scenario.launch).hosts_arg,
-                    )
-                )
+                reporter.progress(launch_event(n, len(specs), launcher.name, scenario.launch))
                 stream.begin_launch()
                 result = runner.run(
                     launcher.ranks_argv(n, scenario.launch, rank_cmd),

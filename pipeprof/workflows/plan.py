@@ -12,6 +12,7 @@ from pipeprof.analysis.memory import check, default_ram_budget_bytes
 from pipeprof.analysis.stages import LADDER
 from pipeprof.config import build
 from pipeprof.errors import PipeprofError
+from pipeprof.events import Launch
 from pipeprof.launch import topology
 from pipeprof.launch.job import VariantSpec
 from pipeprof.scenario import LaunchConfig, PipelineConfig, Scenario
@@ -126,6 +127,17 @@ def stream_endpoint(
         if (mine := route_address(peer)) is not None:
             return "0.0.0.0", mine
     return "0.0.0.0", socket.gethostname()
+
+
+def launch_event(np: int, of_variants: int, launcher: str, launch: LaunchConfig) -> Launch:
+    """What the terminal and the dashboard are told as ``np`` ranks start: by which launcher,
+    on which hosts."""
+    return Launch(
+        np=np,
+        of_variants=of_variants,
+        launcher=launcher,
+        hosts=topology.assign(np, launch).hosts_arg,
+    )
 
 
 def launch_endpoint(launch: LaunchConfig, stream_host: str | None) -> tuple[str, str]:

@@ -21,7 +21,7 @@ import pandas as pd
 
 from pipeprof.analysis.verdict import Verdict
 from pipeprof.errors import PipeprofError
-from pipeprof.events import Launch, Plan
+from pipeprof.events import Plan
 from pipeprof.launch import launcher as launchers
 from pipeprof.launch import runner, signals, topology
 from pipeprof.launch.job import ENV_SCRIPT_JOB, ScriptJob
@@ -34,7 +34,7 @@ from pipeprof.workflows.diagnose import cores_per_rank, verdicts_per_np, write_v
 from pipeprof.workflows.events import Reporter
 from pipeprof.workflows.live import RecordStream, progress_lines
 from pipeprof.workflows.orchestrate import each_worker_count
-from pipeprof.workflows.plan import launch_endpoint
+from pipeprof.workflows.plan import launch_endpoint, launch_event
 from pipeprof.workflows.summary import write_summary
 
 VARIANTS = ("synthetic", "real")
@@ -135,14 +135,7 @@ def compare_script(request: CompareRequest, *, reporter: Reporter | None = None)
                 ENV_RUN_DIR: str(run_dir),
             },
         )
-        reporter.progress(
-            Launch(
-                np=n,
-                of_variants=len(variants),
-                launcher=launcher.name,
-                hosts=topology.assign(n, scenario.launch).hosts_arg,
-            )
-        )
+        reporter.progress(launch_event(n, len(variants), launcher.name, scenario.launch))
         stream.begin_launch()
         try:
             result = runner.run(

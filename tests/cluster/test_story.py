@@ -23,25 +23,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from tests.cluster.netns import Cluster, unavailable
-from tests.cluster.test_two_hosts import finish, leftovers, nothing_left, start
+from tests.cluster.test_two_hosts import finish, nothing_left, start
 
 pytestmark = [pytest.mark.horovod, pytest.mark.alone]
 
 REPO = Path(__file__).resolve().parents[2]
 STORY = REPO / "pipeprof" / "scenarios" / "augmentation-story.toml"
-
-
-@pytest.fixture(scope="module")
-def cluster():
-    if (why := unavailable()) is not None:
-        pytest.skip(why)
-    c = Cluster(2).start()
-    try:
-        yield c
-    finally:
-        c.stop()
-        assert not leftovers(), f"the cluster left {leftovers()}"
 
 
 def story_with_a_service_host(service_host: str) -> str:

@@ -18,7 +18,7 @@ import pandas as pd
 import pytest
 
 from pipeprof.rundir import RunDir
-from tests.cluster.netns import IFACE, PREFIX, SUBNET, Cluster, unavailable
+from tests.cluster.netns import IFACE, SUBNET
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SCENARIO = """name = "two-hosts"
@@ -38,28 +38,6 @@ measure_steps = 20
 [[variants]]
 name = "real"
 """
-
-
-def leftovers() -> list[str]:
-    names = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split(
-        "\n"
-    )
-    sshd = subprocess.run(
-        ["pgrep", "-f", "pipeprof-cluster/sshd_config"], capture_output=True, text=True
-    )
-    return [n for n in names if n.startswith(PREFIX)] + sshd.stdout.split()
-
-
-@pytest.fixture(scope="module")
-def cluster():
-    if (why := unavailable()) is not None:
-        pytest.skip(why)
-    c = Cluster(2).start()
-    try:
-        yield c
-    finally:
-        c.stop()
-        assert not leftovers(), f"the cluster left {leftovers()}"
 
 
 def on(cluster, host, *argv):
@@ -503,6 +481,7 @@ def jobs_left(cluster, slurm, within_s: float = 10.0) -> dict[str, list[str]]:
         time.sleep(0.2)
 
 
+@pytest.mark.horovod  # the slow tier: it starts Slurm's daemons
 def test_slurm_runs_a_step_on_each_host_and_scancel_ends_a_running_job(cluster, slurm, tmp_path):
     h0, h1 = cluster.hosts
     got = slurm.run("srun", "-N2", "-n2", "sh", "-c", 'echo "$(hostname) $SLURM_PROCID"')
