@@ -26,6 +26,11 @@ MODULE = "pipeprof.data.tfdata_service"
 CPU_EVERY_S = 0.5  # how often a worker prints the CPU it has spent (predict's sizing reads it)
 
 
+def worker_log(log_dir: Path, k: int) -> Path:
+    """Where worker ``k`` logs (its CPU over time among its lines), on this host or another."""
+    return log_dir / f"worker-{k}.log"
+
+
 def port_in_use(port: int) -> bool:
     """True when ``port`` cannot be bound on this host (TensorFlow's servers bind every address)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
@@ -82,7 +87,6 @@ class ServiceProcesses:
     dispatcher_host: str = "localhost"  # the name the ranks reach the dispatcher by
     address: str = ""
     procs: list[subprocess.Popen] = field(default_factory=list)
-    worker_logs: list[Path] = field(default_factory=list)  # each worker's, in order
 
     def __enter__(self) -> ServiceProcesses:
         try:
@@ -102,7 +106,6 @@ class ServiceProcesses:
         self.address = self._serve("dispatcher", self.dispatcher_host, port=self.port)
         for k in range(self.workers):
             ssh_host = self.hosts[k % len(self.hosts)] if self.hosts else ""
-            self.worker_logs.append(self.log_dir / f"worker-{k}.log")
             self._serve(
                 f"worker-{k}",
                 ssh_host or self.dispatcher_host,

@@ -47,10 +47,6 @@ _LOCAL_RANKS = re.compile(r"(\d+(;\d+)*)?")
 _NUMBERS = (int, float)  # by exact type: a bool is an int to isinstance, and not a number here
 
 
-def _is_number(v: Any) -> bool:
-    return type(v) in _NUMBERS
-
-
 def record_problem(record: Any) -> str | None:
     """Why a decoded stream line cannot be a record, or None when it can."""
     if not isinstance(record, dict):

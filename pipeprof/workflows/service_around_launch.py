@@ -14,7 +14,7 @@ from pipeprof import atomic
 from pipeprof.data import badfiles
 from pipeprof.data.tfdata_service import cpu_between, cpu_series
 from pipeprof.launch.job import VariantSpec
-from pipeprof.launch.service_processes import ServiceProcesses
+from pipeprof.launch.service_processes import ServiceProcesses, worker_log
 from pipeprof.rundir import RunDir
 from pipeprof.scenario import DataConfig, ServiceConfig
 
@@ -58,7 +58,10 @@ def around_launch(
                         "workers": config.workers,
                         "hosts": list(config.hosts),
                         # CPU seconds each spent serving, in all (its log has them over time)
-                        "cpu_s": [_last_cpu(log) for log in service.worker_logs],
+                        "cpu_s": [
+                            _last_cpu(worker_log(service.log_dir, k))
+                            for k in range(service.workers)
+                        ],
                         "variants": [s.name for s in specs if uses_service(s)],
                     }
                 )
@@ -89,7 +92,7 @@ def worker_cost(run_dir: Path) -> tuple[float, int] | None:
         np_ = int(path.parent.name[2:])
         used = steps[(steps["np"] == np_) & steps["variant"].isin(info.get("variants", []))]
         series = [
-            cpu_series(path.parent / f"worker-{k}.log") for k in range(int(info.get("workers", 0)))
+            cpu_series(worker_log(path.parent, k)) for k in range(int(info.get("workers", 0)))
         ]
         cpu, samples = 0.0, 0.0
         for _, steps_of_round in used.groupby(["variant", "round"]):
