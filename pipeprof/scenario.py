@@ -197,8 +197,9 @@ class VariantConfig:
 @dataclass(frozen=True)
 class LaunchConfig:
     np: list[int] = field(default_factory=lambda: [1, 2])  # worker counts, in order (--np)
-    # what starts the ranks (pipeprof.launch.launcher.LAUNCHERS; --launcher)
-    launcher: str = "horovodrun"
+    # what starts the ranks (pipeprof.launch.launcher.LAUNCHERS; --launcher); "auto": srun
+    # inside a Slurm allocation, else horovodrun
+    launcher: str = "auto"
     hosts: str = ""  # the hosts and their slots, e.g. "node1:8,node2:8" (-H)
     hostfile: str = ""  # lines "node1 slots=8" (--hostfile)
     controller: Literal["gloo", "mpi"] = "gloo"
@@ -346,15 +347,16 @@ def validate(s: Scenario, base_dir: Path | None = None) -> None:
         "variants",
         "must not be named 'synthetic' (that one is always run)",
     )
-    from pipeprof.launch.launcher import (
-        LAUNCHERS,  # the launch package reads scenarios: import late
+    from pipeprof.launch.launcher import (  # the launch package reads scenarios: import late
+        AUTO,
+        LAUNCHERS,
     )
     from pipeprof.rank.engine import ENGINES
 
     need(
-        s.launch.launcher in LAUNCHERS,
+        s.launch.launcher in LAUNCHERS or s.launch.launcher == AUTO,
         "launch.launcher",
-        f"must be one of {', '.join(sorted(LAUNCHERS))}, got {s.launch.launcher!r}",
+        f"must be {AUTO} or one of {', '.join(sorted(LAUNCHERS))}, got {s.launch.launcher!r}",
     )
     t = s.train
     need(

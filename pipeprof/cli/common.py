@@ -163,8 +163,9 @@ def add_common_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--launcher",
         metavar="NAME",
-        help="what starts the ranks (launch.launcher): horovodrun (the default), or mpirun "
-        "(Open MPI's, directly; Horovod's MPI controller joins the ranks)",
+        help="what starts the ranks (launch.launcher): auto (the default: srun inside a Slurm "
+        "allocation, else horovodrun), horovodrun, srun (a job step of the allocation per "
+        "worker count), or mpirun (Open MPI's, directly; Horovod's MPI controller joins the ranks)",
     )
     p.add_argument(
         "-H",

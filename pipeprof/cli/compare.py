@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from typing import Any
+
+from rich.markup import escape
 
 from pipeprof import scenario as scen
 from pipeprof.analysis.ablation import ladder_pipelines
@@ -15,6 +18,7 @@ from pipeprof.cli.common import (
     overrides_from_args,
 )
 from pipeprof.errors import PipeprofError
+from pipeprof.launch import launcher as launchers
 from pipeprof.workflows.compare import CompareRequest, compare
 
 
@@ -117,9 +121,11 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
     reporter = make_reporter(
         args, console, command="compare", scenario=scenario.name, steps_total=steps
     )
+    launch, how = launchers.choose(scenario.launch)
+    scenario = dataclasses.replace(scenario, launch=launch)
     console.print(
         f"pipeprof compare: scenario [bold]{scenario.name}[/] ({scenario.source_file}), "
-        f"worker counts {', '.join(map(str, nps))}"
+        f"worker counts {', '.join(map(str, nps))}, {escape(how)}"
     )
     if scenario.train.device != "auto":
         console.print(
@@ -172,8 +178,11 @@ def run_script(args: argparse.Namespace, argv: list[str]) -> int:
     reporter = make_reporter(
         args, console, command="compare", scenario=scenario.name, steps_total=0
     )
+    launch, how = launchers.choose(scenario.launch)
+    scenario = dataclasses.replace(scenario, launch=launch)
     console.print(
-        f"pipeprof compare: [bold]{' '.join(cmd)}[/], worker counts {', '.join(map(str, nps))}"
+        f"pipeprof compare: [bold]{escape(' '.join(cmd))}[/], worker counts "
+        f"{', '.join(map(str, nps))}, {escape(how)}"
     )
     try:
         request = CompareRequest(

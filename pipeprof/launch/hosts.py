@@ -118,3 +118,45 @@ def check(hosts: list[str]) -> None:
             raise answer
     if (clash := shared_hostname({h: str(a) for h, a in answers.items()})) is not None:
         raise PipeprofError(clash)
+
+
+def interface_address(interface: str) -> str:
+    """This host's IPv4 address on ``interface``; a one-line error when it has none."""
+    import psutil
+
+    found = psutil.net_if_addrs()
+    for addr in found.get(interface, []):
+        if addr.family == socket.AF_INET:
+            return addr.address
+    have = ", ".join(
+        sorted(n for n, a in found.items() if any(x.family == socket.AF_INET for x in a))
+    )
+    raise PipeprofError(
+        f"launch.network_interface '{interface}': this host has no IPv4 address on it "
+        f"(interfaces with one: {have or 'none'})"
+    )
+
+
+def route_address(host: str) -> str | None:
+    """The address this host sends from to reach ``host`` (a UDP socket's, connected: no packet
+    is sent); None when ``host`` does not resolve, is this host, or has no route."""
+    try:
+        target = socket.gethostbyname(host)
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.connect((target, 9))
+            mine = s.getsockname()[0]
+    except OSError:
+        return None
+    return None if mine.startswith("127.") else mine
+
+
+def address_for(interface: str, peers: tuple[str, ...]) -> str:
+    """The address other hosts reach this one at: its address on ``interface`` (the one the
+    ranks talk over), else the one it would send from to the first of ``peers`` (the other
+    hosts) that resolves, else its name."""
+    if interface:
+        return interface_address(interface)
+    for peer in peers[:3]:  # each a DNS lookup: an alias ssh alone knows may time out
+        if (mine := route_address(peer)) is not None:
+            return mine
+    return socket.gethostname()

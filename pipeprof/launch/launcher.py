@@ -13,8 +13,9 @@ in ``LAUNCHERS`` below (or a call to ``register``, as the tests' fake does).
 
 from __future__ import annotations
 
+import dataclasses
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Protocol
 
 from pipeprof import registry
@@ -55,8 +56,44 @@ class Launcher(Protocol):
 LAUNCHERS: dict[str, str | Callable[[], Launcher]] = {
     "horovodrun": "pipeprof.launch.horovod:HorovodLauncher",
     "mpirun": "pipeprof.launch.mpirun:MpirunLauncher",
+    "srun": "pipeprof.launch.srun:SrunLauncher",
 }
-DEFAULT = "horovodrun"
+AUTO = "auto"  # the default: srun inside a Slurm allocation, else horovodrun (``choose``)
+
+
+def choose(launch: LaunchConfig, env: Mapping[str, str] | None = None) -> tuple[LaunchConfig, str]:
+    """The launch as it will run, and the words that say so on the first line of output:
+    ``auto`` resolved from the environment (inside a Slurm allocation, srun over the
+    allocation's nodes, unless hosts are named with -H or --hostfile; otherwise horovodrun),
+    and srun's hosts filled in from the allocation. Choosing again from what it returns gives
+    the same launch. srun outside an allocation, or with hosts of the user's, is a one-line
+    error."""
+    from pipeprof.launch import srun
+
+    env = os.environ if env is None else env
+    alloc = srun.allocation(env)
+    named = bool(launch.hosts or launch.hostfile)
+    name = launch.launcher
+    if name != AUTO:
+        why = "as asked"
+    elif alloc is not None and not named:
+        name, why = "srun", "the default inside a Slurm allocation"
+    elif alloc is not None:
+        name, why = "horovodrun", "the default where -H/--hostfile names the hosts"
+    else:
+        name, why = "horovodrun", "the default outside a Slurm allocation"
+    if name != "srun":
+        return dataclasses.replace(launch, launcher=name), f"launcher {name} ({why})"
+    alloc = srun.required_allocation(env)
+    if launch.hostfile or launch.hosts not in ("", alloc.hosts_arg):  # the latter: chosen already
+        raise PipeprofError(
+            "--launcher srun places ranks on the Slurm allocation's nodes: drop -H/--hostfile, "
+            "or use --launcher horovodrun or mpirun"
+        )
+    return (
+        dataclasses.replace(launch, launcher=name, hosts=alloc.hosts_arg),
+        f"launcher srun ({why}; {alloc.describe()})",
+    )
 
 
 def register(name: str, factory: str | Callable[[], Launcher]) -> None:

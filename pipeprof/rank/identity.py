@@ -50,18 +50,24 @@ class Identity:
         return f"{tag} {where}: {message}"
 
 
-def slurm_local_size(env: Mapping[str, str]) -> int | None:
-    """This node's task count from ``SLURM_TASKS_PER_NODE`` (``2(x3),1``: two tasks on each of
-    the first three nodes, one on the fourth) and ``SLURM_NODEID``."""
-    spec, node = env.get("SLURM_TASKS_PER_NODE", ""), env.get("SLURM_NODEID", "")
-    if not spec or not node.isdigit():
-        return None
+def slurm_counts(spec: str) -> list[int] | None:
+    """Slurm's per-node counts, ``2(x3),1`` → [2, 2, 2, 1]; None when ``spec`` is not one."""
     counts: list[int] = []
     for part in spec.split(","):
         m = re.fullmatch(r"(\d+)(?:\(x(\d+)\))?", part.strip())
         if m is None:
             return None
         counts += [int(m.group(1))] * int(m.group(2) or 1)
+    return counts
+
+
+def slurm_local_size(env: Mapping[str, str]) -> int | None:
+    """This node's task count from ``SLURM_TASKS_PER_NODE`` (``2(x3),1``: two tasks on each of
+    the first three nodes, one on the fourth) and ``SLURM_NODEID``."""
+    node = env.get("SLURM_NODEID", "")
+    counts = slurm_counts(env.get("SLURM_TASKS_PER_NODE", ""))
+    if counts is None or not node.isdigit():
+        return None
     return counts[int(node)] if int(node) < len(counts) else None
 
 

@@ -92,6 +92,8 @@ def compare(
     reporter = reporter or Reporter()
     nvml = nvml or Nvml()
     gpus = nvml.inventory()
+    # auto resolved (the CLI has said how, on its first line)
+    scenario = dataclasses.replace(scenario, launch=launchers.choose(scenario.launch)[0])
     launcher = launchers.get(scenario.launch.launcher)
     for n in nps:  # refuse before spending anything
         launcher.check(n, scenario.launch, len(gpus))

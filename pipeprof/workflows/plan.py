@@ -5,7 +5,6 @@ where the ranks' record stream goes."""
 from __future__ import annotations
 
 import dataclasses
-import socket
 
 from pipeprof.analysis.ablation import RUNG_TIME_SHARE, ladder_pipelines
 from pipeprof.analysis.memory import check, default_ram_budget_bytes
@@ -13,7 +12,7 @@ from pipeprof.analysis.stages import LADDER
 from pipeprof.config import build
 from pipeprof.errors import PipeprofError
 from pipeprof.events import Launch
-from pipeprof.launch import topology
+from pipeprof.launch import hosts, topology
 from pipeprof.launch.job import VariantSpec
 from pipeprof.scenario import LaunchConfig, PipelineConfig, Scenario
 
@@ -121,12 +120,7 @@ def stream_endpoint(
         return "0.0.0.0", stream_host
     if not remote:
         return LOOPBACK
-    if interface:
-        return "0.0.0.0", interface_address(interface)
-    for peer in peers[:3]:  # each a DNS lookup: an alias ssh alone knows may time out
-        if (mine := route_address(peer)) is not None:
-            return "0.0.0.0", mine
-    return "0.0.0.0", socket.gethostname()
+    return "0.0.0.0", hosts.address_for(interface, peers)
 
 
 def launch_event(np: int, of_variants: int, launcher: str, launch: LaunchConfig) -> Launch:
@@ -147,33 +141,3 @@ def launch_endpoint(launch: LaunchConfig, stream_host: str | None) -> tuple[str,
     return stream_endpoint(
         named is not None, stream_host, interface=launch.network_interface, peers=peers
     )
-
-
-def interface_address(interface: str) -> str:
-    """This host's IPv4 address on ``interface``; a one-line error when it has none."""
-    import psutil
-
-    found = psutil.net_if_addrs()
-    for addr in found.get(interface, []):
-        if addr.family == socket.AF_INET:
-            return addr.address
-    have = ", ".join(
-        sorted(n for n, a in found.items() if any(x.family == socket.AF_INET for x in a))
-    )
-    raise PipeprofError(
-        f"launch.network_interface '{interface}': this host has no IPv4 address on it "
-        f"(interfaces with one: {have or 'none'})"
-    )
-
-
-def route_address(host: str) -> str | None:
-    """The address this host sends from to reach ``host`` (a UDP socket's, connected: no packet
-    is sent); None when ``host`` does not resolve, is this host, or has no route."""
-    try:
-        target = socket.gethostbyname(host)
-        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-            s.connect((target, 9))
-            mine = s.getsockname()[0]
-    except OSError:
-        return None
-    return None if mine.startswith("127.") else mine

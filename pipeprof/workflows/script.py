@@ -91,6 +91,8 @@ def compare_script(request: CompareRequest, *, reporter: Reporter | None = None)
             "pipeprof compare --np 1,2 -- python train.py"
         )
     gpus = Nvml().inventory()
+    # auto resolved (the CLI has said how, on its first line)
+    scenario = dataclasses.replace(scenario, launch=launchers.choose(scenario.launch)[0])
     launcher = launchers.get(scenario.launch.launcher)
     for n in nps:
         launcher.check(n, scenario.launch, len(gpus))

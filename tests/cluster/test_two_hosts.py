@@ -1,6 +1,7 @@
 """Two hosts on this box (tests/cluster/netns.py): each its own hostname, cores and sshd,
-linked only to each other. Compares across them with -H and with --hostfile, their ranks
-named by host in every output; the faults a cluster has (a host without sshd, two hosts with
+linked only to each other. Compares across them with -H and with --hostfile, with mpirun, and
+under a Slurm on both hosts (inside salloc, docs/cluster.md's sbatch script, scancel), their
+ranks named by host in every output; the faults a cluster has (a host without sshd, two hosts with
 one hostname, a rank killed on the second host, a stop signal to the launcher), each ending
 in one line that names the host and leaving nothing on any host; and nothing of the cluster
 left once it is torn down."""
@@ -11,6 +12,7 @@ import re
 import signal
 import subprocess
 import sys
+import textwrap
 import time
 from pathlib import Path
 
@@ -513,28 +515,147 @@ def test_slurm_runs_a_step_on_each_host_and_scancel_ends_a_running_job(cluster, 
     assert not (left := jobs_left(cluster, slurm, within_s=15)), left
 
 
-@pytest.mark.horovod
-def test_a_compare_inside_an_allocation_as_docs_cluster_md_says(cluster, slurm, tmp_path, scenario):
-    """docs/cluster.md's Slurm recipe, inside `salloc -N2`: the hostfile from scontrol, then
-    compare across the allocation's hosts."""
-    h0, h1 = cluster.hosts
-    out, hostfile = tmp_path / "run", tmp_path / "hosts.txt"
-    recipe = (
-        f'scontrol show hostnames "$SLURM_JOB_NODELIST" | sed "s/$/ slots=1/" > {hostfile} && '
-        f"{sys.executable} -m pipeprof compare {scenario} --np 1,2 --hostfile {hostfile} --mpi "
-        f"--out {out} --no-report --no-dashboard"
-    )
+def in_allocation(slurm, tmp_path, *argv: str, timeout: float = 300):
+    """``salloc -N2 -n2`` (one task on each host) running ``argv`` on the first host."""
     env = dict(slurm.env, PIPEPROF_DATA_DIR=str(tmp_path / "data"), COLUMNS="300")
-    got = subprocess.run(
-        slurm.command("salloc", "-N2", "-n2", "sh", "-c", recipe),
+    return subprocess.run(
+        slurm.command("salloc", "-N2", "-n2", *argv),
         env=env,
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=timeout,
         cwd=REPO,
     )
-    assert got.returncode == 0, got.stdout[-2000:] + got.stderr[-2000:]
+
+
+def both_hosts_in_summary(out: Path, h0, h1) -> None:
     summary = pd.read_csv(out / "summary.csv")
     assert sorted(set(summary["np"])) == [1, 2]
-    assert dict(zip(summary["np"], summary["hosts"]))[2] == f"{h0.name}:1,{h1.name}:1"
+    assert set(summary["variant"]) == {"synthetic", "real"}
+    assert dict(zip(summary["np"], summary["hosts"])) == {
+        1: f"{h0.name}:1",
+        2: f"{h0.name}:1,{h1.name}:1",
+    }
+
+
+@pytest.mark.horovod
+def test_inside_salloc_a_compare_runs_each_worker_count_as_a_job_step(
+    cluster, slurm, tmp_path, scenario
+):
+    """No launcher named, no hosts named: inside the allocation the ranks are srun's tasks on
+    the allocation's nodes, and the first line says so."""
+    h0, h1 = cluster.hosts
+    out = tmp_path / "run"
+    got = in_allocation(
+        slurm,
+        tmp_path,
+        *pipeprof_argv(scenario, out, "--np", "1,2", "--no-report", "--no-dashboard"),
+    )
+    assert got.returncode == 0, got.stdout[-2000:] + got.stderr[-2000:]
+    first = got.stdout.splitlines()[0]
+    assert "launcher srun (the default inside a Slurm allocation; Slurm allocation" in first, first
+    assert f"np=2: starting 2 rank(s) with srun on {h0.name}:1,{h1.name}:1" in got.stdout
+    both_hosts_in_summary(out, h0, h1)
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["launcher"] == "srun"
+    # each rank knew its host: rank 1's step records say the second host
+    steps = pd.concat(pd.read_csv(f) for f in (out / "steps").glob("np2-*.csv"))
+    assert set(zip(steps["rank"], steps["host"])) == {(0, h0.name), (1, h1.name)}
     assert not (left := jobs_left(cluster, slurm)), left
+
+
+@pytest.mark.horovod
+def test_the_limits_of_an_allocation_are_one_line_each(cluster, slurm, tmp_path, scenario):
+    out = tmp_path / "run"
+    got = in_allocation(
+        slurm, tmp_path, *pipeprof_argv(scenario, out, "--np", "4", "--no-dashboard")
+    )
+    assert got.returncode != 0 and not out.exists()
+    errors = [line for line in (got.stdout + got.stderr).splitlines() if "error" in line]
+    expected = r"pipeprof: error: np=4 needs 4 slots but Slurm allocation \d+ " + re.escape(
+        "(pp-h[0-1]: 1 task(s) on each of 2 node(s)) offers 2; ask salloc/sbatch for more "
+        "(-n, --ntasks-per-node, -N) or lower --np"
+    )
+    assert len(errors) == 1 and re.fullmatch(expected, errors[0]), errors
+    outside = subprocess.run(
+        cluster.command(
+            cluster.hosts[0],
+            pipeprof_argv(scenario, out, "--np", "1", "--launcher", "srun"),
+            cwd=REPO,
+        ),
+        env=slurm.env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert outside.returncode != 0 and not out.exists()
+    assert [line for line in (outside.stdout + outside.stderr).splitlines() if line] == [
+        "pipeprof: error: --launcher srun: not inside a Slurm allocation (SLURM_JOB_ID is not "
+        "set); run pipeprof inside salloc or an sbatch script, or use --launcher horovodrun"
+    ]
+
+
+def docs_sbatch_script() -> str:
+    """The sbatch script docs/cluster.md shows, as written there."""
+    text = (Path(REPO) / "docs" / "cluster.md").read_text()
+    found = re.search(r"<!-- sbatch-script -->\s*```bash\n(.*?)```", text, re.S)
+    assert found, "docs/cluster.md has no sbatch script marked <!-- sbatch-script -->"
+    return textwrap.dedent(found.group(1))  # as written, less the list item's indent
+
+
+def submit(cluster, slurm, tmp_path, scenario: Path, *sbatch: str) -> subprocess.CompletedProcess:
+    """docs/cluster.md's sbatch script submitted from the first host, from the environment
+    pipeprof is installed in, as the docs say, with the suite's small scenario."""
+    script = tmp_path / "pipeprof.sbatch"
+    script.write_text(docs_sbatch_script())
+    path = f"{Path(sys.executable).parent}{os.pathsep}{slurm.env['PATH']}"
+    env = dict(
+        slurm.env,
+        PATH=path,
+        PIPEPROF_SCENARIO=str(scenario),
+        PIPEPROF_DATA_DIR=str(tmp_path / "data"),
+    )
+    argv = ["sbatch", "--parsable", f"--chdir={tmp_path}", *sbatch, str(script)]
+    return subprocess.run(
+        slurm.command(*argv), env=env, capture_output=True, text=True, timeout=300, cwd=REPO
+    )
+
+
+@pytest.mark.horovod
+def test_the_sbatch_script_docs_cluster_md_shows_runs_as_written(
+    cluster, slurm, tmp_path, scenario
+):
+    h0, h1 = cluster.hosts
+    job = submit(cluster, slurm, tmp_path, scenario, "--wait")
+    job_id = job.stdout.strip().split(";")[0]
+    log = tmp_path / f"pipeprof-{job_id}.out"
+    assert job.returncode == 0, job.stderr + (log.read_text()[-3000:] if log.exists() else "")
+    both_hosts_in_summary(tmp_path / f"pipeprof-run-{job_id}", h0, h1)
+    # the job's output is a file: the results table is there whole, every header uncut
+    text = log.read_text()
+    for header in ("cores/rank", "input-bound", "scaling eff.", "step p50 ms"):
+        assert header in text, text[-3000:]
+    assert "…" not in text
+    assert not (left := jobs_left(cluster, slurm)), left
+
+
+@pytest.mark.horovod
+def test_scancel_of_a_compare_mid_run_leaves_nothing_and_keeps_what_was_measured(
+    cluster, slurm, tmp_path
+):
+    longer = tmp_path / "longer.toml"
+    longer.write_text(SCENARIO.replace("measure_steps = 20", "measure_steps = 400"))
+    job = submit(cluster, slurm, tmp_path, longer)
+    assert job.returncode == 0, job.stderr
+    job_id = job.stdout.strip().split(";")[0]
+    log, out = tmp_path / f"pipeprof-{job_id}.out", tmp_path / f"pipeprof-run-{job_id}"
+    deadline = time.monotonic() + 180
+    while "np=2: ranks up" not in (log.read_text() if log.exists() else ""):
+        assert time.monotonic() < deadline, log.read_text() if log.exists() else "no output"
+        time.sleep(0.2)
+    assert slurm.run("scancel", job_id).returncode == 0
+    assert not (left := jobs_left(cluster, slurm, within_s=20)), left
+    assert RunDir(out).status()["state"] == "interrupted"
+    summary = pd.read_csv(out / "summary.csv")  # np=1, measured before the cancel, is kept
+    assert set(summary[summary["np"] == 1]["variant"]) == {"synthetic", "real"}
+    assert "interrupted by SIGTERM" in log.read_text()

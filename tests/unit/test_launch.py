@@ -7,7 +7,7 @@ import time
 import pytest
 
 from pipeprof.errors import PipeprofError
-from pipeprof.launch import horovod, launcher, runner
+from pipeprof.launch import horovod, hosts, launcher, runner
 from pipeprof.scenario import LaunchConfig
 from pipeprof.workflows import plan
 
@@ -71,8 +71,8 @@ def test_the_network_interface_goes_to_horovodrun_and_gives_the_stream_address()
 
 def test_without_an_interface_the_stream_address_is_the_one_that_routes_to_the_other_hosts():
     # a UDP connect sends nothing: no packet leaves this box
-    assert plan.route_address("localhost") is None  # loopback is no address for other hosts
-    assert plan.route_address("no-such-host.invalid") is None
+    assert hosts.route_address("localhost") is None  # loopback is no address for other hosts
+    assert hosts.route_address("no-such-host.invalid") is None
     bind, told = plan.stream_endpoint(True, None, peers=("no-such-host.invalid",))
     assert (bind, told) == ("0.0.0.0", socket.gethostname())  # nothing resolves: the name
     # a peer that resolves: the address this host sends to it from (to one of this host's own
@@ -86,7 +86,7 @@ def test_without_an_interface_the_stream_address_is_the_one_that_routes_to_the_o
         if a.family == socket.AF_INET and not a.address.startswith("127.")
     ]
     assert mine, "this test needs an interface with an address besides loopback"
-    assert plan.route_address(mine[0]) == mine[0]
+    assert hosts.route_address(mine[0]) == mine[0]
     peers = ("no-such-host.invalid", mine[0])
     assert plan.stream_endpoint(True, None, peers=peers) == ("0.0.0.0", mine[0])
 

@@ -1,0 +1,184 @@
+"""The srun launcher's pure parts: the allocation read from Slurm's variables, the job step's
+command line, the task → Horovod rank mapping, srun's lines for a task's end, and the default
+launcher chosen from the environment. The launch itself runs in tests/cluster (a real Slurm)."""
+
+import pytest
+
+from pipeprof.errors import PipeprofError
+from pipeprof.launch import launcher, srun, srun_rank
+from pipeprof.scenario import LaunchConfig
+
+# what salloc -N2 -n2 and sbatch -N2 -n2 put in the environment under the suite's Slurm 22.05
+# (the variables that matter, copied from a real allocation)
+SALLOC = {
+    "SLURM_JOB_ID": "4",
+    "SLURM_JOB_NODELIST": "pp-h[0-1]",
+    "SLURM_JOB_CPUS_PER_NODE": "1(x2)",
+    "SLURM_TASKS_PER_NODE": "1(x2)",
+    "SLURM_NTASKS": "2",
+    "SLURM_NNODES": "2",
+}
+
+
+@pytest.mark.parametrize(
+    "spec, names",
+    [  # as `scontrol show hostnames` expanded them here (Slurm 22.05)
+        ("pp-h[0-1]", ["pp-h0", "pp-h1"]),
+        ("n[01-03,7],gpu[1-2]", ["n01", "n02", "n03", "n7", "gpu1", "gpu2"]),
+        ("n[098-101]", ["n098", "n099", "n100", "n101"]),
+        ("a[1-2]b[3-4]", ["a1b3", "a1b4", "a2b3", "a2b4"]),
+        ("login", ["login"]),
+    ],
+)
+def test_a_nodelist_expands_as_scontrol_expands_it(spec, names):
+    assert srun.expand_nodelist(spec) == names
+
+
+@pytest.mark.parametrize("spec", ["n[3-1]", "n[a-b]", "n[1-2", ""])
+def test_a_nodelist_slurm_could_not_have_written_is_one_line(spec):
+    with pytest.raises(PipeprofError, match="SLURM_JOB_NODELIST"):
+        srun.expand_nodelist(spec)
+
+
+def test_the_allocation_is_its_nodes_with_the_tasks_asked_for_else_the_cpus_granted():
+    alloc = srun.allocation(SALLOC)
+    assert alloc is not None
+    assert (alloc.nodes, alloc.slots, alloc.hosts_arg) == (
+        ("pp-h0", "pp-h1"),
+        (1, 1),
+        "pp-h0:1,pp-h1:1",
+    )
+    assert alloc.describe() == "Slurm allocation 4 (pp-h[0-1]: 1 task(s) on each of 2 node(s))"
+    # salloc -N3 --ntasks-per-node=8 on nodes of 64 CPUs: eight slots a node
+    big = srun.allocation(
+        {
+            "SLURM_JOB_ID": "9",
+            "SLURM_JOB_NODELIST": "gpu[01-03]",
+            "SLURM_JOB_CPUS_PER_NODE": "64(x3)",
+            "SLURM_TASKS_PER_NODE": "8(x3)",
+            "SLURM_NTASKS_PER_NODE": "8",
+        }
+    )
+    assert big is not None and big.hosts_arg == "gpu01:8,gpu02:8,gpu03:8"
+    # salloc -N2 alone: no tasks asked for, so a slot is a CPU granted
+    cpus = srun.allocation(
+        {
+            "SLURM_JOB_ID": "10",
+            "SLURM_JOB_NODELIST": "n[1-2]",
+            "SLURM_JOB_CPUS_PER_NODE": "16,8",
+            "SLURM_TASKS_PER_NODE": "1(x2)",
+        }
+    )
+    assert cpus is not None and cpus.hosts_arg == "n1:16,n2:8"
+    assert "CPUs: 16 on n1, 8 on n2" in cpus.describe()
+    assert srun.allocation({}) is None
+
+
+def test_counts_that_do_not_cover_the_nodes_are_one_line():
+    with pytest.raises(PipeprofError, match=r"names 3 node\(s\) but the per-node counts"):
+        srun.allocation(dict(SALLOC, SLURM_JOB_NODELIST="pp-h[0-2]"))
+
+
+def test_outside_an_allocation_srun_is_refused_in_one_line_and_auto_is_horovodrun():
+    with pytest.raises(PipeprofError, match="not inside a Slurm allocation .SLURM_JOB_ID"):
+        launcher.choose(LaunchConfig(launcher="srun"), env={})
+    chosen, line = launcher.choose(LaunchConfig(), env={})
+    assert chosen.launcher == "horovodrun"
+    assert line == "launcher horovodrun (the default outside a Slurm allocation)"
+
+
+def test_inside_an_allocation_auto_is_srun_over_its_nodes_unless_hosts_are_named():
+    chosen, line = launcher.choose(LaunchConfig(), env=SALLOC)
+    assert (chosen.launcher, chosen.hosts) == ("srun", "pp-h0:1,pp-h1:1")
+    assert line == (
+        "launcher srun (the default inside a Slurm allocation; Slurm allocation 4 (pp-h[0-1]: 1 "
+        "task(s) on each of 2 node(s)))"
+    )
+    assert launcher.choose(chosen, env=SALLOC)[0] == chosen  # choosing again changes nothing
+    named, line = launcher.choose(LaunchConfig(hostfile="hosts.txt"), env=SALLOC)
+    assert named.launcher == "horovodrun" and "-H/--hostfile names the hosts" in line
+    with pytest.raises(PipeprofError, match="drop -H/--hostfile"):
+        launcher.choose(LaunchConfig(launcher="srun", hosts="a:1"), env=SALLOC)
+    asked, line = launcher.choose(LaunchConfig(launcher="mpirun"), env=SALLOC)
+    assert asked.launcher == "mpirun" and line == "launcher mpirun (as asked)"
+
+
+def test_a_worker_count_beyond_the_allocation_is_one_line_with_the_numbers(monkeypatch):
+    monkeypatch.setattr(srun, "find_srun", lambda: "srun")
+    chosen, _ = launcher.choose(LaunchConfig(), env=SALLOC)
+    with pytest.raises(PipeprofError) as err:
+        srun.SrunLauncher(env=SALLOC).check(4, chosen, 0)
+    assert str(err.value) == (
+        "np=4 needs 4 slots but Slurm allocation 4 (pp-h[0-1]: 1 task(s) on each of 2 node(s)) "
+        "offers 2; ask salloc/sbatch for more (-n, --ntasks-per-node, -N) or lower --np"
+    )
+    with pytest.raises(PipeprofError, match="Gloo controller; for MPI"):
+        srun.SrunLauncher(env=SALLOC).check(2, LaunchConfig(controller="mpi"), 0)
+
+
+def test_the_job_step_names_a_node_per_task_and_gives_each_its_share_of_the_cpus(monkeypatch):
+    monkeypatch.setattr(srun, "find_srun", lambda: "srun")
+    env = dict(SALLOC, SLURM_JOB_CPUS_PER_NODE="16(x2)", SLURM_TASKS_PER_NODE="4(x2)")
+    alloc = srun.allocation(env)
+    assert alloc is not None
+    launch = LaunchConfig(hosts=alloc.hosts_arg)
+    argv = srun.srun_argv(6, launch, alloc, ["python", "x.py"])
+    assert argv == [
+        "srun",
+        "--ntasks=6",
+        "--nodes=2",
+        "--distribution=arbitrary",
+        "--nodelist=pp-h0,pp-h0,pp-h0,pp-h0,pp-h1,pp-h1",
+        "--cpus-per-task=4",  # 16 CPUs, 4 ranks on the busiest node
+        "--kill-on-bad-exit=1",
+        "python",
+        "x.py",
+    ]
+
+
+def test_each_task_gets_the_slot_horovodrun_would_have_given_it():
+    hosts_mod = pytest.importorskip("horovod.runner.common.util.hosts")
+    placement = "a:3,b:1,c:2"
+    plan = hosts_mod.get_host_assignments(hosts_mod.parse_hosts(placement), 6)
+    for slot in plan:
+        env = srun_rank.slot_env(placement, slot.rank)
+        assert env == {
+            "HOROVOD_HOSTNAME": slot.hostname,
+            "HOROVOD_RANK": str(slot.rank),
+            "HOROVOD_SIZE": str(slot.size),
+            "HOROVOD_LOCAL_RANK": str(slot.local_rank),
+            "HOROVOD_LOCAL_SIZE": str(slot.local_size),
+            "HOROVOD_CROSS_RANK": str(slot.cross_rank),
+            "HOROVOD_CROSS_SIZE": str(slot.cross_size),
+        }
+    # by hand, for the record: rank 5 is c's second, and only a and c have a second rank
+    assert srun_rank.slot_env(placement, 5)["HOROVOD_CROSS_RANK"] == "1"
+    with pytest.raises(ValueError, match="SLURM_PROCID=6 is outside the step's 6 rank"):
+        srun_rank.slot_env(placement, 6)
+
+
+def test_a_task_reaches_the_rendezvous_over_the_interface_that_routes_there():
+    env = srun_rank.rank_env({"SLURM_PROCID": "0", "X": "1"}, "pp-h0:1", "127.0.0.1:4321", "")
+    assert env["HOROVOD_GLOO_IFACE"] == "lo" and env["X"] == "1"
+    assert (env["HOROVOD_GLOO_RENDEZVOUS_ADDR"], env["HOROVOD_GLOO_RENDEZVOUS_PORT"]) == (
+        "127.0.0.1",
+        "4321",
+    )
+    named = srun_rank.rank_env({"SLURM_PROCID": "0"}, "pp-h0:1", "10.0.0.1:1", "ib0")
+    assert named["HOROVOD_GLOO_IFACE"] == "ib0" and named["NCCL_SOCKET_IFNAME"] == "ib0"
+    with pytest.raises(ValueError, match="SLURM_PROCID is not set"):
+        srun_rank.rank_env({}, "pp-h0:1", "127.0.0.1:1", "")
+
+
+@pytest.mark.parametrize(
+    "line, ended",
+    [  # srun's own lines, as Slurm 22.05 printed them here
+        ("srun: error: pp-h1: task 1: Exited with exit code 1", (1, 1)),
+        ("srun: error: pp-h0: task 0: Killed", (0, 137)),
+        ("srun: error: pp-h0: tasks 2-3: Terminated", (2, 143)),
+        ("srun: Force Terminated StepId=1.2", None),
+        ("rank 1 says hello", None),
+    ],
+)
+def test_srun_lines_for_a_tasks_end_name_the_rank_and_its_code(line, ended):
+    assert srun.srun_exit(line) == ended
