@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields
 from typing import Any, ClassVar, cast
 
@@ -154,9 +155,22 @@ def line(event: Event) -> str:
     return f"{PROGRESS_TAG} {json.dumps(to_dict(event))}"
 
 
+_sink: Callable[[Event], None] | None = None  # where events go instead of stdout (emit_to)
+
+
 def emit(event: Event) -> None:
-    """Print ``event`` for the launcher (a rank's side)."""
-    print(line(event), flush=True)
+    """Print ``event`` for the launcher (a rank's side), or hand it to the sink ``emit_to``
+    set (a rank no pipeprof launcher reads: ``pipeprof rank`` shows its events itself)."""
+    if _sink is not None:
+        _sink(event)
+    else:
+        print(line(event), flush=True)
+
+
+def emit_to(sink: Callable[[Event], None] | None) -> None:
+    """Send this process's events to ``sink`` (None: back to stdout, for the launcher)."""
+    global _sink
+    _sink = sink
 
 
 def parse_line(text: str) -> Event | None:

@@ -198,7 +198,8 @@ class VariantConfig:
 class LaunchConfig:
     np: list[int] = field(default_factory=lambda: [1, 2])  # worker counts, in order (--np)
     # what starts the ranks (pipeprof.launch.launcher.LAUNCHERS; --launcher); "auto": srun
-    # inside a Slurm allocation, else horovodrun
+    # inside a Slurm allocation, else horovodrun; "external": a launcher of yours starts
+    # `pipeprof rank`
     launcher: str = "auto"
     hosts: str = ""  # the hosts and their slots, e.g. "node1:8,node2:8" (-H)
     hostfile: str = ""  # lines "node1 slots=8" (--hostfile)
@@ -349,14 +350,16 @@ def validate(s: Scenario, base_dir: Path | None = None) -> None:
     )
     from pipeprof.launch.launcher import (  # the launch package reads scenarios: import late
         AUTO,
+        EXTERNAL,
         LAUNCHERS,
     )
     from pipeprof.rank.engine import ENGINES
 
     need(
-        s.launch.launcher in LAUNCHERS or s.launch.launcher == AUTO,
+        s.launch.launcher in LAUNCHERS or s.launch.launcher in (AUTO, EXTERNAL),
         "launch.launcher",
-        f"must be {AUTO} or one of {', '.join(sorted(LAUNCHERS))}, got {s.launch.launcher!r}",
+        f"must be {AUTO}, {EXTERNAL} or one of {', '.join(sorted(LAUNCHERS))}, "
+        f"got {s.launch.launcher!r}",
     )
     t = s.train
     need(

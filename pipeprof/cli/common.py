@@ -165,7 +165,8 @@ def add_common_arguments(p: argparse.ArgumentParser) -> None:
         metavar="NAME",
         help="what starts the ranks (launch.launcher): auto (the default: srun inside a Slurm "
         "allocation, else horovodrun), horovodrun, srun (a job step of the allocation per "
-        "worker count), or mpirun (Open MPI's, directly; Horovod's MPI controller joins the ranks)",
+        "worker count), mpirun (Open MPI's, directly; Horovod's MPI controller joins the ranks); "
+        "external: your launcher starts `pipeprof rank` (see pipeprof rank --help)",
     )
     p.add_argument(
         "-H",
@@ -279,20 +280,21 @@ def overrides_from_args(args: argparse.Namespace) -> list[tuple[list[str], Any]]
         given = getattr(args, attr, None)
         if given is not None:
             out.append((key.split("."), given))
-    if args.cache:
+    # commands with fewer flags (pipeprof rank: --set and --overlay) leave the others unset
+    if cache := getattr(args, "cache", None):
         out += [
             (["pipeline", "cache", "enabled"], True),
-            (["pipeline", "cache", "kind"], args.cache),
+            (["pipeline", "cache", "kind"], cache),
         ]
-    if args.prefetch is not None:
+    if (prefetch := getattr(args, "prefetch", None)) is not None:
         out += [
             (["pipeline", "prefetch", "enabled"], True),
-            (["pipeline", "prefetch", "depth"], args.prefetch),
+            (["pipeline", "prefetch", "depth"], prefetch),
         ]
-    if args.parallel_calls is not None:
-        out.append((["pipeline", "parallel_calls"], args.parallel_calls))
-    if args.controller:
-        out.append((["launch", "controller"], args.controller))
+    if (calls := getattr(args, "parallel_calls", None)) is not None:
+        out.append((["pipeline", "parallel_calls"], calls))
+    if controller := getattr(args, "controller", None):
+        out.append((["launch", "controller"], controller))
     if getattr(args, "launcher", None):
         out.append((["launch", "launcher"], args.launcher))
     if getattr(args, "np_spec", None):

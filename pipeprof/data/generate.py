@@ -148,11 +148,15 @@ def check_target(root: Path, cfg: GenerateConfig, where: str = "") -> None:
             )
 
 
+class GeneratingElsewhere(PipeprofError):
+    """Another process holds the dataset's claim: it is being generated now."""
+
+
 def _claim(marker: IO[str], root: Path, where: str) -> None:
     try:
         fcntl.flock(marker, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
-        raise PipeprofError(
+        raise GeneratingElsewhere(
             f"{where + ' ' if where else ''}{root}: another pipeprof is generating this "
             f"dataset now; wait for it to finish"
         ) from None

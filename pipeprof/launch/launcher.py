@@ -59,6 +59,9 @@ LAUNCHERS: dict[str, str | Callable[[], Launcher]] = {
     "srun": "pipeprof.launch.srun:SrunLauncher",
 }
 AUTO = "auto"  # the default: srun inside a Slurm allocation, else horovodrun (``choose``)
+# ranks started by a launcher pipeprof does not drive, each running `pipeprof rank`
+# (workflows.rank); compare and run start ranks, so they refuse it with the way to go
+EXTERNAL = "external"
 
 
 def choose(launch: LaunchConfig, env: Mapping[str, str] | None = None) -> tuple[LaunchConfig, str]:
@@ -74,6 +77,12 @@ def choose(launch: LaunchConfig, env: Mapping[str, str] | None = None) -> tuple[
     alloc = srun.allocation(env)
     named = bool(launch.hosts or launch.hostfile)
     name = launch.launcher
+    if name == EXTERNAL:
+        raise PipeprofError(
+            "--launcher external: pipeprof starts no ranks then; start `pipeprof rank SCENARIO "
+            "--run-dir DIR` with your launcher (mpirun, an MPIJob, srun) at each worker count, "
+            "then `pipeprof report DIR` (docs/cluster.md)"
+        )
     if name != AUTO:
         why = "as asked"
     elif alloc is not None and not named:

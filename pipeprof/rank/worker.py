@@ -52,7 +52,12 @@ def batch_and_lr(train: TrainConfig, np: int) -> tuple[int, float]:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    job = Job.decode(argv[0])
+    return run_job(Job.decode(argv[0]))
+
+
+def run_job(job: Job) -> int:
+    """Train every variant of ``job`` as this rank; a failure is one line naming the rank
+    and its host (for the launcher to show), and exit 1."""
     me = identity()  # from the launcher's environment: known before any engine starts
     try:
         return _run(job)

@@ -29,6 +29,10 @@ def load_run(run_dir: Path) -> Run:
     path = Path(run_dir)
     if not path.is_dir():
         raise PipeprofError(f"pipeprof report: {run_dir} is not a directory")
+    if (path / "manifest.json").exists():
+        from pipeprof.workflows.rank import assemble
+
+        assemble(RunDir(path))  # a run of ranks pipeprof did not launch: its summary, current
     run = RunDir(path).load()
     measured = (
         (run.summary is not None and not run.summary.empty)

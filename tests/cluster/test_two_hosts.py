@@ -206,6 +206,52 @@ def test_mpirun_as_the_launcher_across_both_hosts(cluster, tmp_path, scenario):
 
 
 @pytest.mark.horovod
+def test_pipeprof_rank_under_an_mpirun_of_the_users_across_both_hosts(cluster, tmp_path, scenario):
+    """The external launcher: the user's own mpirun starts `pipeprof rank` at np 1, then np 2
+    into the same run directory; `pipeprof report` renders the run; each rank knew itself
+    from Open MPI's variables and its host from its own name."""
+    out = tmp_path / "run"
+    h0, h1 = cluster.hosts
+    env = dict(cluster.env, PIPEPROF_DATA_DIR=str(tmp_path / "data"))
+    for np in (1, 2):
+        mpirun = ["mpirun", "--allow-run-as-root", "-np", str(np), "-H", f"{h0.name}:1,{h1.name}:1"]
+        mpirun += ["-bind-to", "none", "-mca", "pml", "ob1", "-mca", "btl", "^openib"]
+        mpirun += ["-mca", "btl_tcp_if_include", IFACE, "-mca", "oob_tcp_if_include", IFACE]
+        mpirun += ["-x", "PATH", "-x", "PIPEPROF_DATA_DIR"]
+        rank = [sys.executable, "-m", "pipeprof", "rank", str(scenario), "--run-dir", str(out)]
+        got = subprocess.run(
+            cluster.command(h0, mpirun + rank, cwd=REPO),
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert got.returncode == 0, got.stdout[-2000:] + got.stderr[-2000:]
+        assert f"pipeprof rank: scenario two-hosts, np={np} (Open MPI)" in got.stdout
+    report = subprocess.run(
+        [sys.executable, "-m", "pipeprof", "report", str(out), "--format", "html"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert report.returncode == 0, report.stderr
+    summary = pd.read_csv(out / "summary.csv")
+    assert sorted(zip(summary["np"], summary["variant"])) == [
+        (1, "real"),
+        (1, "synthetic"),
+        (2, "real"),
+        (2, "synthetic"),
+    ]
+    assert dict(zip(summary["np"], summary["hosts"])) == {
+        1: f"{h0.name}:1",
+        2: f"{h0.name}:1,{h1.name}:1",
+    }
+    assert json.loads((out / "manifest.json").read_text())["worker_counts"] == [1, 2]
+    assert (out / "report.html").exists()
+    assert not nothing_left(cluster)
+
+
+@pytest.mark.horovod
 def test_a_users_own_script_across_both_hosts(cluster, tmp_path):
     """The user's Horovod Keras script (examples/chips_train.py, pipeprof.keras's two lines),
     one rank on each host, reading photos from a folder both hosts see."""

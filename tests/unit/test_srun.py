@@ -182,3 +182,8 @@ def test_a_task_reaches_the_rendezvous_over_the_interface_that_routes_there():
 )
 def test_srun_lines_for_a_tasks_end_name_the_rank_and_its_code(line, ended):
     assert srun.srun_exit(line) == ended
+
+
+def test_the_external_launcher_is_refused_by_compare_with_the_way_to_use_it():
+    with pytest.raises(PipeprofError, match=r"start `pipeprof rank SCENARIO --run-dir DIR` with"):
+        launcher.choose(LaunchConfig(launcher="external"), env={})
