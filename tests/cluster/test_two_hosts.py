@@ -611,6 +611,33 @@ def test_inside_salloc_a_compare_runs_each_worker_count_as_a_job_step(
 
 
 @pytest.mark.horovod
+def test_inside_salloc_a_users_own_script_runs_as_srun_tasks(cluster, slurm, tmp_path):
+    """examples/chips_train.py under srun: each task made a Horovod rank before the script's
+    hvd.init(), with no change to the script."""
+    from pipeprof.data.generate import generate
+    from pipeprof.scenario import GenerateConfig
+
+    h0, h1 = cluster.hosts
+    photos = generate(GenerateConfig(images=64, size=48, classes=2, seed=11), tmp_path / "photos")
+    out = tmp_path / "run"
+    fast = ["--set", "train.min_measure_s=2", "--set", "train.max_measure_s=4"]
+    script = [sys.executable, os.path.join(REPO, "examples", "chips_train.py"), "--data"]
+    argv = [sys.executable, "-m", "pipeprof", "compare", "--np", "2,", "--no-dashboard"]
+    argv += ["--no-report", "--out", str(out), *fast, "--", *script, str(photos)]
+    got = in_allocation(
+        slurm, tmp_path, *argv, "--image-size", "32", "--batch-size", "8", "--epochs", "1000"
+    )
+    assert got.returncode == 0, got.stdout[-2000:] + got.stderr[-2000:]
+    assert "launcher srun (the default inside a Slurm allocation" in got.stdout.splitlines()[0]
+    summary = pd.read_csv(out / "summary.csv")
+    assert list(zip(summary["np"], summary["variant"])) == [(2, "synthetic"), (2, "real")]
+    assert set(summary["hosts"]) == {f"{h0.name}:1,{h1.name}:1"}
+    steps = RunDir(out).steps()
+    assert set(zip(steps["rank"], steps["host"])) == {(0, h0.name), (1, h1.name)}
+    assert not (left := jobs_left(cluster, slurm)), left
+
+
+@pytest.mark.horovod
 def test_the_limits_of_an_allocation_are_one_line_each(cluster, slurm, tmp_path, scenario):
     out = tmp_path / "run"
     got = in_allocation(
