@@ -4,9 +4,11 @@ flags turned into scenario overrides, the console, the reporter, and the closing
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 
 from pipeprof import scenario as scen
 from pipeprof.errors import PipeprofError
@@ -44,6 +46,7 @@ VALUE_FLAGS = {
     "hosts": "launch.hosts",
     "hostfile": "launch.hostfile",
     "network_interface": "launch.network_interface",
+    "engine": "train.engine",
     "timeout": "launch.timeout_s",
     "device": "train.device",
     "service_workers": "service.workers",
@@ -159,6 +162,13 @@ def add_common_arguments(p: argparse.ArgumentParser) -> None:
         default=[],
         metavar="TOML",
         help="a scenario fragment merged over the scenario, e.g. the one pipeprof tune writes (repeatable)",
+    )
+    p.add_argument(
+        "--engine",
+        metavar="NAME",
+        help="what makes training data-parallel (train.engine): horovod (the default), or "
+        "mirrored (tf.distribute's MirroredStrategy: one process, one replica per GPU, or per "
+        "logical CPU device on a host without one)",
     )
     p.add_argument(
         "--launcher",
@@ -336,3 +346,12 @@ def finish(result: CompareResult, console: Console, title: str) -> int:
             exit_code=1 if result.signum is None else signals.exit_code(result.signum),
         )
     return 0
+
+
+def with_launcher(scenario: scen.Scenario) -> tuple[scen.Scenario, str]:
+    """The scenario with its launcher chosen (``launch.launcher.choose``: auto resolved from
+    the environment), and the words the command's first line says it with."""
+    from pipeprof.launch import launcher as launchers
+
+    launch, how = launchers.choose(scenario.launch, engine=scenario.train.engine)
+    return dataclasses.replace(scenario, launch=launch), escape(how)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
 from typing import Any
 
 from rich.markup import escape
@@ -16,9 +15,9 @@ from pipeprof.cli.common import (
     finish,
     make_reporter,
     overrides_from_args,
+    with_launcher,
 )
 from pipeprof.errors import PipeprofError
-from pipeprof.launch import launcher as launchers
 from pipeprof.workflows.compare import CompareRequest, compare
 
 
@@ -121,11 +120,11 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
     reporter = make_reporter(
         args, console, command="compare", scenario=scenario.name, steps_total=steps
     )
-    launch, how = launchers.choose(scenario.launch)
-    scenario = dataclasses.replace(scenario, launch=launch)
+    scenario, how = with_launcher(scenario)
     console.print(
         f"pipeprof compare: scenario [bold]{scenario.name}[/] ({scenario.source_file}), "
-        f"worker counts {', '.join(map(str, nps))}, {escape(how)}"
+        f"worker counts {', '.join(map(str, nps))}, {how}",
+        soft_wrap=True,  # one line, whatever the width: logs are read with grep
     )
     if scenario.train.device != "auto":
         console.print(
@@ -178,11 +177,11 @@ def run_script(args: argparse.Namespace, argv: list[str]) -> int:
     reporter = make_reporter(
         args, console, command="compare", scenario=scenario.name, steps_total=0
     )
-    launch, how = launchers.choose(scenario.launch)
-    scenario = dataclasses.replace(scenario, launch=launch)
+    scenario, how = with_launcher(scenario)
     console.print(
         f"pipeprof compare: [bold]{escape(' '.join(cmd))}[/], worker counts "
-        f"{', '.join(map(str, nps))}, {escape(how)}"
+        f"{', '.join(map(str, nps))}, {how}",
+        soft_wrap=True,
     )
     try:
         request = CompareRequest(

@@ -12,6 +12,7 @@ from pipeprof.cli.common import (
     finish,
     make_reporter,
     overrides_from_args,
+    with_launcher,
 )
 from pipeprof.workflows.compare import CompareRequest, compare
 
@@ -50,6 +51,10 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
     )
     reporter = make_reporter(
         args, console, command="run", scenario=scenario.name, steps_total=steps
+    )
+    scenario, how = with_launcher(scenario)
+    console.print(
+        f"pipeprof run: scenario [bold]{scenario.name}[/], np={args.np_one}, {how}", soft_wrap=True
     )
     try:
         request = CompareRequest(

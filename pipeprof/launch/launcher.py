@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import shutil
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Protocol
 
@@ -57,14 +58,19 @@ LAUNCHERS: dict[str, str | Callable[[], Launcher]] = {
     "horovodrun": "pipeprof.launch.horovod:HorovodLauncher",
     "mpirun": "pipeprof.launch.mpirun:MpirunLauncher",
     "srun": "pipeprof.launch.srun:SrunLauncher",
+    "local": "pipeprof.launch.local:LocalLauncher",
 }
+# engines whose one process drives every replica on its host: their launcher is "local"
+ONE_PROCESS_ENGINES = ("mirrored",)
 AUTO = "auto"  # the default: srun inside a Slurm allocation, else horovodrun (``choose``)
 # ranks started by a launcher pipeprof does not drive, each running `pipeprof rank`
 # (workflows.rank); compare and run start ranks, so they refuse it with the way to go
 EXTERNAL = "external"
 
 
-def choose(launch: LaunchConfig, env: Mapping[str, str] | None = None) -> tuple[LaunchConfig, str]:
+def choose(
+    launch: LaunchConfig, env: Mapping[str, str] | None = None, engine: str = "horovod"
+) -> tuple[LaunchConfig, str]:
     """The launch as it will run, and the words that say so on the first line of output:
     ``auto`` resolved from the environment (inside a Slurm allocation, srun over the
     allocation's nodes, unless hosts are named with -H or --hostfile; otherwise horovodrun),
@@ -74,7 +80,6 @@ def choose(launch: LaunchConfig, env: Mapping[str, str] | None = None) -> tuple[
     from pipeprof.launch import srun
 
     env = os.environ if env is None else env
-    alloc = srun.allocation(env)
     named = bool(launch.hosts or launch.hostfile)
     name = launch.launcher
     if name == EXTERNAL:
@@ -83,21 +88,37 @@ def choose(launch: LaunchConfig, env: Mapping[str, str] | None = None) -> tuple[
             "--run-dir DIR` with your launcher (mpirun, an MPIJob, srun) at each worker count, "
             "then `pipeprof report DIR` (docs/cluster.md)"
         )
-    if name != AUTO:
-        why = "as asked"
-    elif alloc is not None and not named:
-        name, why = "srun", "the default inside a Slurm allocation"
-    elif alloc is not None:
-        name, why = "horovodrun", "the default where -H/--hostfile names the hosts"
+    if engine in ONE_PROCESS_ENGINES:
+        if name not in (AUTO, "local"):
+            raise PipeprofError(
+                f"--launcher {name}: train.engine {engine} runs one process that drives every "
+                "replica; leave --launcher out (it is local then)"
+            )
+        why = f"train.engine {engine}: one process drives every replica"
+        return dataclasses.replace(launch, launcher="local"), f"launcher local ({why})"
+    if name not in (AUTO, "srun"):  # Slurm's variables are not read: they cannot fail it
+        return dataclasses.replace(launch, launcher=name), f"launcher {name} (as asked)"
+    alloc = srun.allocation(env)
+    if name == AUTO:
+        if alloc is None:
+            why = "the default outside a Slurm allocation"
+        elif named:
+            why = "the default where -H/--hostfile (launch.hosts, launch.hostfile) names the hosts"
+        elif shutil.which("srun") is None:
+            why = f"inside Slurm allocation {alloc.job_id}, but srun is not on PATH"
+        else:
+            name, why = "srun", "the default inside a Slurm allocation"
+        if name == AUTO:
+            return dataclasses.replace(
+                launch, launcher="horovodrun"
+            ), f"launcher horovodrun ({why})"
     else:
-        name, why = "horovodrun", "the default outside a Slurm allocation"
-    if name != "srun":
-        return dataclasses.replace(launch, launcher=name), f"launcher {name} ({why})"
+        why = "as asked"
     alloc = srun.required_allocation(env)
     if launch.hostfile or launch.hosts not in ("", alloc.hosts_arg):  # the latter: chosen already
         raise PipeprofError(
-            "--launcher srun places ranks on the Slurm allocation's nodes: drop -H/--hostfile, "
-            "or use --launcher horovodrun or mpirun"
+            "--launcher srun places ranks on the Slurm allocation's nodes: drop -H/--hostfile "
+            "(and launch.hosts, launch.hostfile), or use --launcher horovodrun or mpirun"
         )
     return (
         dataclasses.replace(launch, launcher=name, hosts=alloc.hosts_arg),

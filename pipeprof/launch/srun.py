@@ -17,6 +17,7 @@ such as ``gpu[01-04]``), and its slots per node: the tasks asked for (``-n``,
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import sys
@@ -107,26 +108,39 @@ class Allocation:
         return f"Slurm allocation {self.job_id} ({self.nodelist}: {each})"
 
 
+def in_step(env: Mapping[str, str]) -> bool:
+    """Whether this process is a task of a job step (``srun --pty bash``), not the allocation's
+    own shell or batch script: the step holds CPUs, and its variables describe the step."""
+    return bool(env.get("SLURM_STEP_ID") or env.get("SLURM_STEPID"))
+
+
 def allocation(env: Mapping[str, str]) -> Allocation | None:
-    """The allocation ``env`` says this process is inside (salloc, sbatch), or None."""
+    """The allocation ``env`` says this process is inside (salloc, sbatch, or a step of
+    either), or None. The job's variables, never the step's: inside a step, the tasks asked
+    for are the step's, so a slot is a CPU of the job."""
     job = env.get("SLURM_JOB_ID") or env.get("SLURM_JOBID")
     nodelist = env.get("SLURM_JOB_NODELIST") or env.get("SLURM_NODELIST")
     if not job or not nodelist:
         return None
     nodes = expand_nodelist(nodelist)
-    cpus_spec = env.get("SLURM_JOB_CPUS_PER_NODE", "")
-    cpus = per_node(cpus_spec, "SLURM_JOB_CPUS_PER_NODE") if cpus_spec else [1] * len(nodes)
+    counts: dict[str, list[int]] = {}
+    if cpus_spec := env.get("SLURM_JOB_CPUS_PER_NODE", ""):
+        counts["SLURM_JOB_CPUS_PER_NODE"] = per_node(cpus_spec, "SLURM_JOB_CPUS_PER_NODE")
     tasks_spec = env.get("SLURM_TASKS_PER_NODE", "")
     asked_tasks = bool(env.get("SLURM_NTASKS") or env.get("SLURM_NTASKS_PER_NODE"))
-    if asked_tasks and tasks_spec:
-        slots, kind = per_node(tasks_spec, "SLURM_TASKS_PER_NODE"), "task"
+    if asked_tasks and tasks_spec and not in_step(env):
+        counts["SLURM_TASKS_PER_NODE"] = per_node(tasks_spec, "SLURM_TASKS_PER_NODE")
+    for name, per in counts.items():
+        if len(per) != len(nodes):
+            raise PipeprofError(
+                f"SLURM_JOB_NODELIST={nodelist} names {len(nodes)} node(s) but "
+                f"{name}={env[name]} covers {len(per)}"
+            )
+    cpus = counts.get("SLURM_JOB_CPUS_PER_NODE", [1] * len(nodes))
+    if "SLURM_TASKS_PER_NODE" in counts:
+        slots, kind = counts["SLURM_TASKS_PER_NODE"], "task"
     else:
         slots, kind = cpus, "CPU"
-    if len(slots) != len(nodes) or len(cpus) != len(nodes):
-        raise PipeprofError(
-            f"SLURM_JOB_NODELIST={nodelist} names {len(nodes)} node(s) but the per-node counts "
-            f"({tasks_spec or cpus_spec}) cover {len(slots)}"
-        )
     return Allocation(job, nodelist, tuple(nodes), tuple(slots), tuple(cpus), kind)
 
 
@@ -148,15 +162,16 @@ def find_srun() -> str:
 
 
 # srun's own lines for a task's end: "srun: error: node1: task 1: Exited with exit code 3",
-# "srun: error: node0: tasks 0-1: Killed"
+# "srun: error: node0: tasks 0-1: Killed", "... task 2: Out Of Memory"
 _TASK_END = re.compile(
     r"srun: error: \S+: tasks? (\d+)(?:[-,][\d,-]*)?: "
-    r"(?:Exited with exit code (\d+)|(Killed)|(Terminated))"
+    r"(?:Exited with exit code (\d+)|(Killed|Out Of Memory)|(Terminated))"
 )
 
 
 def srun_exit(line: str) -> tuple[int, int] | None:
-    """(rank, code) from srun's line for a task's end (killed as 128 + 9, terminated 128 + 15)."""
+    """(rank, code) from srun's line for a task's end (killed, or by the OOM killer, as
+    128 + 9; terminated 128 + 15)."""
     m = _TASK_END.search(line)
     if m is None:
         return None
@@ -164,9 +179,12 @@ def srun_exit(line: str) -> tuple[int, int] | None:
     return int(m.group(1)), code
 
 
-def srun_argv(np: int, launch: LaunchConfig, alloc: Allocation, cmd: list[str]) -> list[str]:
+def srun_argv(
+    np: int, launch: LaunchConfig, alloc: Allocation, cmd: list[str], *, overlap: bool = False
+) -> list[str]:
     """The job step that starts ``np`` tasks on the nodes ``topology.assign`` places them on,
-    each with its share of its node's CPUs."""
+    each with its share of its node's CPUs; ``overlap``: sharing the CPUs of the step this
+    process runs in (Slurm 20.11 on gives a step's CPUs to it alone otherwise)."""
     topo = topology.assign(np, launch)
     cpus = dict(zip(alloc.nodes, alloc.cpus))
     per_rank = min(max(1, cpus.get(h, 1) // n) for h, n in topo.ranks_by_host.items())
@@ -178,6 +196,7 @@ def srun_argv(np: int, launch: LaunchConfig, alloc: Allocation, cmd: list[str]) 
         f"--nodelist={','.join(s.host for s in topo.slots)}",
         f"--cpus-per-task={per_rank}",
         "--kill-on-bad-exit=1",  # a rank that fails ends the step, as under horovodrun
+        *(["--overlap"] if overlap else []),
         *cmd,
     ]
 
@@ -188,8 +207,6 @@ class SrunLauncher:
     name = "srun"
 
     def __init__(self, env: Mapping[str, str] | None = None) -> None:
-        import os
-
         self._env = os.environ if env is None else env
         self._rendezvous: Any = None  # horovod's RendezvousServer, started at the first launch
         self._port = 0
@@ -209,6 +226,12 @@ class SrunLauncher:
             raise PipeprofError(
                 f"np={np} needs {np} slots but {alloc.describe()} offers {sum(alloc.slots)}; "
                 "ask salloc/sbatch for more (-n, --ntasks-per-node, -N) or lower --np"
+            )
+        if alloc.slots_are == "CPU" and 0 < gpu_count < np:
+            raise PipeprofError(
+                f"np={np}: {alloc.describe()} asked for no tasks, so its slots are CPUs and "
+                f"{alloc.nodes[0]} would get ranks past its {gpu_count} GPU(s); ask salloc/sbatch "
+                f"for one task per GPU (--ntasks-per-node={gpu_count})"
             )
         try:
             import horovod.runner.http.http_server  # noqa: F401  (the rendezvous it serves)
@@ -230,11 +253,16 @@ class SrunLauncher:
             self._port = self._rendezvous.start()  # serves until this process ends
         self._rendezvous.init(get_host_assignments(parse_hosts(topo.hosts_arg), np))
         others = tuple(h for h in topo.ranks_by_host if not topology.is_this_host(h))
-        address = hosts.address_for(launch.network_interface, others) if others else "127.0.0.1"
+        if not others:
+            address = "127.0.0.1"
+        elif len(others) < len(topo.ranks_by_host):  # this host is one of the ranks'
+            address = hosts.address_for(launch.network_interface, others)
+        else:  # a host outside the allocation (a login node): it may lack the ranks' interface
+            address = hosts.address_for("", others)
         alloc = required_allocation(self._env)
         wrapper = [sys.executable, "-m", "pipeprof.launch.srun_rank", topo.hosts_arg]
         wrapper += [f"{address}:{self._port}", launch.network_interface, "--"]
-        return srun_argv(np, launch, alloc, wrapper + cmd)
+        return srun_argv(np, launch, alloc, wrapper + cmd, overlap=in_step(self._env))
 
     def ranks_argv(self, np: int, launch: LaunchConfig, rank_cmd: list[str]) -> list[str]:
         return self._wrapped(np, launch, rank_cmd)

@@ -25,7 +25,9 @@ ERROR_TAG = "PIPEPROF-ERROR"  # launch.job's; not imported, to keep this start l
 def slot_env(hosts: str, rank: int) -> dict[str, str]:
     """Horovod's variables for ``rank`` of the placement ``hosts`` (``a:2,b:1``: ranks 0 and 1
     on a, 2 on b), as horovodrun's ``get_host_assignments`` numbers them: the cross rank is
-    the host's index among the hosts that have this local rank."""
+    the host's index among the hosts that have this local rank. (``topology.assign`` made
+    the placement; reading it again here, in a few lines, keeps pipeprof's scenario and
+    launch modules out of every task's start.)"""
     placed = [(h, int(n)) for h, _, n in (item.partition(":") for item in hosts.split(","))]
     size = sum(n for _, n in placed)
     if not 0 <= rank < size:
@@ -92,7 +94,16 @@ def main(argv: list[str]) -> int:
         rank = os.environ.get("SLURM_PROCID", "?")
         print(f"{ERROR_TAG} rank {rank} on {socket.gethostname()}: {exc}", flush=True)
         return 1
-    os.execvpe(command[0], command, env)
+    try:
+        os.execvpe(command[0], command, env)
+    except OSError as exc:  # the command is not there, or not executable, on this host
+        rank = env["HOROVOD_RANK"]
+        print(
+            f"{ERROR_TAG} rank {rank} on {socket.gethostname()}: cannot start {command[0]}: "
+            f"{exc.strerror}",
+            flush=True,
+        )
+        return 127
 
 
 if __name__ == "__main__":

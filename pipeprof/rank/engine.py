@@ -11,6 +11,7 @@ Adding an engine is one module with a class that has ``Engine``'s methods, and o
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -20,9 +21,11 @@ from pipeprof import registry
 class Engine(Protocol):
     name: str
 
-    def start(self, controller: str = "") -> None:
+    def start(self, controller: str = "", np: int = 1) -> None:
         """Join the other ranks (Horovod's ``init``); ``controller``: the one the launch used,
-        checked first (an engine built without it is a one-line error naming the fix)."""
+        checked first (an engine built without it is a one-line error naming the fix);
+        ``np``: the launch's worker count (an engine that drives several replicas from one
+        process makes that many)."""
 
     def attached(self) -> bool:
         """Whether this process's ranks are already joined (a user's script started the engine)."""
@@ -38,6 +41,23 @@ class Engine(Protocol):
 
     @property
     def local_size(self) -> int: ...
+
+    @property
+    def replicas(self) -> int:
+        """The replicas this process drives (Horovod: 1; the worker count is size × replicas)."""
+
+    def scope(self) -> contextlib.AbstractContextManager[Any]:
+        """Where the model and its optimizer are made (tf.distribute's strategy scope)."""
+
+    def distribute(self, dataset: Any) -> Any:
+        """This process's dataset as its replicas take it (one global batch split among them)."""
+
+    def distribute_batch(self, batch: tuple[Any, Any]) -> tuple[Any, Any]:
+        """One of this process's batches as its replicas take it (the synthetic twin's)."""
+
+    def train_step(self, model: Any, prepare: Callable[[Any, Any], Any] | None = None) -> Any:
+        """Keras's ``train_step`` on this process's replicas, as a function of (x, y) giving
+        the logs; ``prepare(x, y)``: what becomes x first (augmentation on the device)."""
 
     def wrap_optimizer(self, optimizer: Any) -> Any:
         """The optimizer whose gradients are averaged over the ranks."""
@@ -58,8 +78,34 @@ class Engine(Protocol):
         """Every rank's list of picklable ``objects``, in rank order, on every rank."""
 
 
+class PerProcess:
+    """``Engine``'s methods for an engine with one replica per process (Horovod's way): the
+    process's dataset and batches are its replica's, and its step is Keras's own."""
+
+    @property
+    def replicas(self) -> int:
+        return 1
+
+    def scope(self) -> contextlib.AbstractContextManager[Any]:
+        return contextlib.nullcontext()
+
+    def distribute(self, dataset: Any) -> Any:
+        return dataset  # each rank reads its own shard
+
+    def distribute_batch(self, batch: tuple[Any, Any]) -> tuple[Any, Any]:
+        return batch
+
+    def train_step(self, model: Any, prepare: Callable[[Any, Any], Any] | None = None) -> Any:
+        import tensorflow as tf
+
+        if prepare is None:
+            return tf.function(lambda x, y: model.train_step((x, y)))
+        return tf.function(lambda x, y: model.train_step((prepare(x, y), y)))
+
+
 ENGINES: dict[str, str | Callable[[], Engine]] = {
     "horovod": "pipeprof.rank.horovod_engine:HorovodEngine",
+    "mirrored": "pipeprof.rank.mirrored_engine:MirroredEngine",
 }
 DEFAULT = "horovod"
 

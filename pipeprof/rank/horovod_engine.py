@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from pipeprof.errors import PipeprofError
+from pipeprof.rank.engine import PerProcess
 
 
 def check_controller(controller: str, built: bool) -> None:
@@ -24,7 +25,7 @@ def check_controller(controller: str, built: bool) -> None:
         )
 
 
-class HorovodEngine:
+class HorovodEngine(PerProcess):
     name = "horovod"
 
     def __init__(self) -> None:
@@ -33,7 +34,7 @@ class HorovodEngine:
 
         self.hvd, self.keras = hvd_tf, hvd_keras
 
-    def start(self, controller: str = "") -> None:
+    def start(self, controller: str = "", np: int = 1) -> None:
         if controller:
             check_controller(
                 controller,

@@ -169,6 +169,7 @@ def run_variant(
     twin=None,
     on_check=None,
     twin_step_fn=None,
+    replicas: int = 1,
 ) -> Measured:
     """Train ``warmup_steps`` steps, then measured steps: exactly ``measure_steps`` when set,
     else until ``analysis.stopping`` says the interval is narrow enough (``rank.plan``).
@@ -182,9 +183,12 @@ def run_variant(
     ``twin_step_fn``: the step the twin's batches train with, when the variant's own differs
     (augmentation inside the step): the gap is then held against the ceiling's own step.
     At each switch from the twin's steps to the variant's, the batches its pipeline stocked
-    meanwhile are dropped (``flush``): they would hide its cost.
+    meanwhile are dropped (``flush``): they would hide its cost. ``replicas``: how many
+    workers this process's steps train (tf.distribute's; each record counts their samples).
     """
-    stepper = Stepper(step_fn, np=np, rank=rank, per_worker_batch=per_worker_batch, on_step=on_step)
+    stepper = Stepper(
+        step_fn, np=np, rank=rank, per_worker_batch=per_worker_batch * replicas, on_step=on_step
+    )
     rule = stopping.Rule(
         train.target_ci_pct, train.min_measure_s, max_measure_s or train.max_measure_s
     )

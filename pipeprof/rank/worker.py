@@ -127,7 +127,7 @@ def _run(job: Job) -> int:
         {k: v for k, v in job.scenario.items() if k != "source_file"}, "job"
     )
     engine = engines.get(scenario.train.engine)
-    engine.start(scenario.launch.controller)
+    engine.start(scenario.launch.controller, np=job.np)
     telemetry = _start_telemetry(
         job, scenario, engine.rank, engine.size, engine.local_rank, engine.local_size
     )
@@ -146,27 +146,33 @@ def _train(job: Job, scenario: Scenario, engine: Engine, telemetry) -> int:
 
     train = scenario.train
     device = setup_devices(tf, engine, train.intra_op_threads)
-    rank, size = engine.rank, engine.size
+    # the worker count: ranks × the replicas each drives (Horovod: 1; mirrored: all of them)
+    rank, processes, replicas = engine.rank, engine.size, engine.replicas
+    size = processes * replicas
     if size != job.np:
         raise PipeprofError(f"launched {size} ranks but the job is for np={job.np}")
     per_worker_batch, lr = batch_and_lr(train, size)
+    batch_here = per_worker_batch * replicas  # what this process reads at each step
     run_dir = Path(job.run_dir)
 
     data = scenario.data
     input_shape = (data.image_size, data.image_size, 3)
-    model = build_model(scenario.model.name, input_shape, data.num_classes)
-    base_opt = (
-        tf.keras.optimizers.SGD(learning_rate=lr, momentum=train.momentum)
-        if train.optimizer == "sgd"
-        else tf.keras.optimizers.Adam(learning_rate=lr)
-    )
-    opt = engine.wrap_optimizer(base_opt)
-    model.compile(
-        optimizer=opt,
-        loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-        metrics=["accuracy"],
-    )
-    step_fn = tf.function(lambda x, y: model.train_step((x, y)))
+    with engine.scope():  # tf.distribute's strategy owns what is made here
+        model = build_model(scenario.model.name, input_shape, data.num_classes)
+        base_opt = (
+            tf.keras.optimizers.SGD(learning_rate=lr, momentum=train.momentum)
+            if train.optimizer == "sgd"
+            else tf.keras.optimizers.Adam(learning_rate=lr)
+        )
+        opt = engine.wrap_optimizer(base_opt)
+        model.compile(
+            optimizer=opt,
+            loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+            metrics=["accuracy"],
+        )
+    step_fn = engine.train_step(model)
+    if replicas > 1 or engine.name != "horovod":
+        device = f"{getattr(engine, 'device_kind', device)} ({engine.name})"
     gradient_floats = int(sum(int(tf.size(v)) for v in model.trainable_variables))
     device_ms = emulated_ms(train.device)
     if device_ms is not None:
@@ -193,9 +199,7 @@ def _train(job: Job, scenario: Scenario, engine: Engine, telemetry) -> int:
                 on_device = tf.function(lambda x, y: augment(x, y)[0])
                 device_steps[key] = lambda x, y: step_fn(on_device(x, y), y)
             else:
-                device_steps[key] = tf.function(
-                    lambda x, y: model.train_step((augment(x, y)[0], y))
-                )
+                device_steps[key] = engine.train_step(model, lambda x, y: augment(x, y)[0])
         return device_steps[key]
 
     def real_dataset(spec: VariantSpec, epochs: int | None = None):
@@ -206,8 +210,8 @@ def _train(job: Job, scenario: Scenario, engine: Engine, telemetry) -> int:
             data,
             pipe,
             data_root=job.data_root,
-            shard=pipeline.Shard(rank, size),
-            batch_size=per_worker_batch,
+            shard=pipeline.Shard(rank, processes),
+            batch_size=batch_here,
             epochs=epochs,
             cache_prefix=str(run_dir / "cache" / f"np{size}-{spec.name}"),
             bad_files=_bad_files(run_dir, size, spec.name, rank, telemetry),
@@ -220,8 +224,8 @@ def _train(job: Job, scenario: Scenario, engine: Engine, telemetry) -> int:
         element_spec = real_dataset(first_real).element_spec
     else:
         element_spec = (
-            tf.TensorSpec([per_worker_batch, *input_shape], tf.float32),
-            tf.TensorSpec([per_worker_batch], tf.int32),
+            tf.TensorSpec([batch_here, *input_shape], tf.float32),
+            tf.TensorSpec([batch_here], tf.int32),
         )
 
     # Same starting weights everywhere (what BroadcastGlobalVariablesCallback does in fit).
@@ -251,12 +255,14 @@ def _train(job: Job, scenario: Scenario, engine: Engine, telemetry) -> int:
     twin_ran = False  # once the synthetic twin ran at this np, real variants alternate with it
     warm_lr_steps, global_step = train.lr_warmup_steps, 0
     with tf.device("/GPU:0" if tf.config.list_logical_devices("GPU") else "/CPU:0"):
-        noise = pipeline.synthetic_batch(element_spec, data.num_classes, seed=rank)
+        noise = engine.distribute_batch(
+            pipeline.synthetic_batch(element_spec, data.num_classes, seed=rank)
+        )
     for k, spec in enumerate(job.variants):
         if spec.synthetic:
             batches = itertools.repeat(noise)
         else:
-            batches = iter(real_dataset(spec))
+            batches = iter(engine.distribute(real_dataset(spec)))
         engine.barrier(f"barrier_{k}")  # all ranks start the variant together
         started = time.perf_counter()
         total = (
@@ -337,6 +343,7 @@ def _train(job: Job, scenario: Scenario, engine: Engine, telemetry) -> int:
             twin=twin,
             on_check=on_check,
             twin_step_fn=step_fn,
+            replicas=replicas,
         )
         wall = time.perf_counter() - started
         # Drop the variant's iterator on a side thread: deleting it cancels its pipeline's

@@ -93,7 +93,9 @@ def compare(
     nvml = nvml or Nvml()
     gpus = nvml.inventory()
     # auto resolved (the CLI has said how, on its first line)
-    scenario = dataclasses.replace(scenario, launch=launchers.choose(scenario.launch)[0])
+    scenario = dataclasses.replace(
+        scenario, launch=launchers.choose(scenario.launch, engine=scenario.train.engine)[0]
+    )
     launcher = launchers.get(scenario.launch.launcher)
     for n in nps:  # refuse before spending anything
         launcher.check(n, scenario.launch, len(gpus))

@@ -92,7 +92,9 @@ def compare_script(request: CompareRequest, *, reporter: Reporter | None = None)
         )
     gpus = Nvml().inventory()
     # auto resolved (the CLI has said how, on its first line)
-    scenario = dataclasses.replace(scenario, launch=launchers.choose(scenario.launch)[0])
+    scenario = dataclasses.replace(
+        scenario, launch=launchers.choose(scenario.launch, engine=scenario.train.engine)[0]
+    )
     launcher = launchers.get(scenario.launch.launcher)
     for n in nps:
         launcher.check(n, scenario.launch, len(gpus))

@@ -699,11 +699,17 @@ def test_the_sbatch_script_docs_cluster_md_shows_runs_as_written(
     cluster, slurm, tmp_path, scenario
 ):
     h0, h1 = cluster.hosts
-    job = submit(cluster, slurm, tmp_path, scenario, "--wait")
+    job = submit(cluster, slurm, tmp_path, scenario)
+    assert job.returncode == 0, job.stderr
     job_id = job.stdout.strip().split(";")[0]
-    log = tmp_path / f"pipeprof-{job_id}.out"
-    assert job.returncode == 0, job.stderr + (log.read_text()[-3000:] if log.exists() else "")
-    both_hosts_in_summary(tmp_path / f"pipeprof-run-{job_id}", h0, h1)
+    log, out = tmp_path / f"pipeprof-{job_id}.out", tmp_path / f"pipeprof-run-{job_id}"
+    # sbatch --wait polls at growing intervals (20-40 s here): squeue, every 0.2 s, is quicker
+    deadline = time.monotonic() + 300
+    while slurm.run("squeue", "-h", "-j", job_id).stdout.strip():
+        assert time.monotonic() < deadline, log.read_text()[-3000:] if log.exists() else "no output"
+        time.sleep(0.2)
+    assert RunDir(out).status()["state"] == "finished", log.read_text()[-3000:]
+    both_hosts_in_summary(out, h0, h1)
     # the job's output is a file: the results table is there whole, every header uncut
     text = log.read_text()
     for header in ("cores/rank", "input-bound", "scaling eff.", "step p50 ms"):
@@ -717,7 +723,7 @@ def test_scancel_of_a_compare_mid_run_leaves_nothing_and_keeps_what_was_measured
     cluster, slurm, tmp_path
 ):
     longer = tmp_path / "longer.toml"
-    longer.write_text(SCENARIO.replace("measure_steps = 20", "measure_steps = 400"))
+    longer.write_text(SCENARIO.replace("measure_steps = 20", "measure_steps = 150"))
     job = submit(cluster, slurm, tmp_path, longer)
     assert job.returncode == 0, job.stderr
     job_id = job.stdout.strip().split(";")[0]

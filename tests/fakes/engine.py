@@ -15,13 +15,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+from pipeprof.rank.engine import PerProcess
 from pipeprof.rank.identity import identity
 
 ENV_DIR = "PIPEPROF_FAKE_ENGINE_DIR"
 TIMEOUT_S = 60.0
 
 
-class FileEngine:
+class FileEngine(PerProcess):
     name = "files"
 
     def __init__(self) -> None:
@@ -29,7 +30,7 @@ class FileEngine:
         self.dir = Path(os.environ[ENV_DIR])
         self.calls: dict[str, int] = {}
 
-    def start(self, controller: str = "") -> None:
+    def start(self, controller: str = "", np: int = 1) -> None:
         self.dir.mkdir(parents=True, exist_ok=True)
         self.barrier("start")
 

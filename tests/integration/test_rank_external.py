@@ -64,6 +64,27 @@ def test_a_folder_that_is_not_a_run_of_pipeprof_rank_is_refused_and_left_as_it_w
     )
     got = rank(tmp_path, str(scenario), "--run-dir", str(compared))
     assert got.returncode == 2 and "give pipeprof rank a run directory of its own" in got.stderr
+    # a run of pipeprof rank, but of other settings: its worker counts are not comparable
+    from pipeprof import scenario as scen
+
+    other = scen.load(str(scenario), [(["train", "batch_size"], 16)]).to_dict()
+    ranked = tmp_path / "ranked"
+    ranked.mkdir()
+    (ranked / "manifest.json").write_text(
+        json.dumps({"launcher": "external", "scenario": other, "command_line": ["pipeprof"]})
+    )
+    got = rank(tmp_path, str(scenario), "--run-dir", str(ranked))
+    assert got.returncode == 2
+    assert got.stderr.strip().splitlines() == [
+        f"pipeprof: error: --run-dir {ranked}: its worker counts measured another scenario: "
+        "train.batch_size (16 there, 8 now); give this one a run directory of its own"
+    ]
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    got = rank(tmp_path, str(scenario), "--run-dir", str(afile))
+    assert (
+        got.stderr.strip() == f"pipeprof: error: --run-dir {afile}: exists and is not a directory"
+    )
 
 
 @pytest.mark.horovod
@@ -81,6 +102,7 @@ def test_a_rank_alone_measures_then_refuses_to_measure_its_worker_count_again(tm
     assert summary["samples_per_s"].gt(0).all()
     manifest = json.loads((out / "manifest.json").read_text())
     assert (manifest["launcher"], manifest["worker_counts"]) == ("external", [1])
+    assert manifest["launches"] == {"1": "finished"}
     assert json.loads((out / "status.json").read_text())["state"] == "finished"
     before = (out / "variants.jsonl").read_text()
     again = rank(tmp_path, str(scenario), "--run-dir", str(out))

@@ -2,6 +2,8 @@
 command line, the task → Horovod rank mapping, srun's lines for a task's end, and the default
 launcher chosen from the environment. The launch itself runs in tests/cluster (a real Slurm)."""
 
+import sys
+
 import pytest
 
 from pipeprof.errors import PipeprofError
@@ -74,9 +76,30 @@ def test_the_allocation_is_its_nodes_with_the_tasks_asked_for_else_the_cpus_gran
     assert srun.allocation({}) is None
 
 
-def test_counts_that_do_not_cover_the_nodes_are_one_line():
-    with pytest.raises(PipeprofError, match=r"names 3 node\(s\) but the per-node counts"):
+def test_counts_that_do_not_cover_the_nodes_are_one_line_naming_the_short_one():
+    with pytest.raises(PipeprofError) as err:
         srun.allocation(dict(SALLOC, SLURM_JOB_NODELIST="pp-h[0-2]"))
+    assert str(err.value) == (
+        "SLURM_JOB_NODELIST=pp-h[0-2] names 3 node(s) but SLURM_JOB_CPUS_PER_NODE=1(x2) covers 2"
+    )
+
+
+def test_inside_a_job_step_the_job_is_read_not_the_step_and_srun_shares_its_cpus(monkeypatch):
+    # `srun -N1 -n1 --pty bash` in a 2-node job: the step's tasks are 1 on 1 node
+    step = dict(SALLOC, SLURM_STEP_ID="0", SLURM_TASKS_PER_NODE="1", SLURM_NTASKS="1")
+    step["SLURM_NODELIST"] = "pp-h0"  # the step's; the job's is SLURM_JOB_NODELIST
+    alloc = srun.allocation(step)
+    assert alloc is not None
+    assert (alloc.hosts_arg, alloc.slots_are) == ("pp-h0:1,pp-h1:1", "CPU")
+    monkeypatch.setattr(srun, "find_srun", lambda: "srun")
+    argv = srun.srun_argv(2, LaunchConfig(hosts=alloc.hosts_arg), alloc, ["x"], overlap=True)
+    assert "--overlap" in argv and argv[-1] == "x"
+    # and a launcher that is not srun never reads Slurm's variables, broken or not
+    broken = dict(SALLOC, SLURM_JOB_CPUS_PER_NODE="garbage")
+    assert (
+        launcher.choose(LaunchConfig(launcher="horovodrun", hosts="a:1"), env=broken)[0].hosts
+        == "a:1"
+    )
 
 
 def test_outside_an_allocation_srun_is_refused_in_one_line_and_auto_is_horovodrun():
@@ -87,7 +110,8 @@ def test_outside_an_allocation_srun_is_refused_in_one_line_and_auto_is_horovodru
     assert line == "launcher horovodrun (the default outside a Slurm allocation)"
 
 
-def test_inside_an_allocation_auto_is_srun_over_its_nodes_unless_hosts_are_named():
+def test_inside_an_allocation_auto_is_srun_over_its_nodes_unless_hosts_are_named(monkeypatch):
+    monkeypatch.setattr(launcher.shutil, "which", lambda name: f"/usr/bin/{name}")
     chosen, line = launcher.choose(LaunchConfig(), env=SALLOC)
     assert (chosen.launcher, chosen.hosts) == ("srun", "pp-h0:1,pp-h1:1")
     assert line == (
@@ -96,7 +120,12 @@ def test_inside_an_allocation_auto_is_srun_over_its_nodes_unless_hosts_are_named
     )
     assert launcher.choose(chosen, env=SALLOC)[0] == chosen  # choosing again changes nothing
     named, line = launcher.choose(LaunchConfig(hostfile="hosts.txt"), env=SALLOC)
-    assert named.launcher == "horovodrun" and "-H/--hostfile names the hosts" in line
+    assert named.launcher == "horovodrun" and "-H/--hostfile (launch.hosts" in line
+    # a container inside the job that has Slurm's variables but no srun: horovodrun, said why
+    monkeypatch.setattr(launcher.shutil, "which", lambda name: None)
+    chosen, line = launcher.choose(LaunchConfig(), env=SALLOC)
+    assert chosen.launcher == "horovodrun"
+    assert line == "launcher horovodrun (inside Slurm allocation 4, but srun is not on PATH)"
     with pytest.raises(PipeprofError, match="drop -H/--hostfile"):
         launcher.choose(LaunchConfig(launcher="srun", hosts="a:1"), env=SALLOC)
     asked, line = launcher.choose(LaunchConfig(launcher="mpirun"), env=SALLOC)
@@ -114,6 +143,13 @@ def test_a_worker_count_beyond_the_allocation_is_one_line_with_the_numbers(monke
     )
     with pytest.raises(PipeprofError, match="Gloo controller; for MPI"):
         srun.SrunLauncher(env=SALLOC).check(2, LaunchConfig(controller="mpi"), 0)
+    # no tasks asked for on GPU nodes: slots are CPUs, and the first node would take them all
+    cpus = {k: v for k, v in SALLOC.items() if k != "SLURM_NTASKS"}
+    cpus["SLURM_JOB_CPUS_PER_NODE"] = "64(x2)"
+    with pytest.raises(
+        PipeprofError, match=r"np=16: .* past its 8 GPU\(s\); .*--ntasks-per-node=8"
+    ):
+        srun.SrunLauncher(env=cpus).check(16, LaunchConfig(), 8)
 
 
 def test_the_job_step_names_a_node_per_task_and_gives_each_its_share_of_the_cpus(monkeypatch):
@@ -136,6 +172,25 @@ def test_the_job_step_names_a_node_per_task_and_gives_each_its_share_of_the_cpus
     ]
 
 
+def test_a_task_of_an_uneven_placement_gets_its_slot_worked_by_hand():
+    # a:3, b:1, c:2; ranks 0-2 on a, 3 on b, 4-5 on c; local rank 1 exists on a and c only
+    env = srun_rank.slot_env("a:3,b:1,c:2", 5)
+    assert (env["HOROVOD_HOSTNAME"], env["HOROVOD_LOCAL_RANK"], env["HOROVOD_LOCAL_SIZE"]) == (
+        "c",
+        "1",
+        "2",
+    )
+    assert (env["HOROVOD_CROSS_RANK"], env["HOROVOD_CROSS_SIZE"]) == ("1", "2")
+    env = srun_rank.slot_env("a:3,b:1,c:2", 3)
+    assert (env["HOROVOD_HOSTNAME"], env["HOROVOD_CROSS_RANK"], env["HOROVOD_CROSS_SIZE"]) == (
+        "b",
+        "1",
+        "3",
+    )
+    with pytest.raises(ValueError, match="SLURM_PROCID=6 is outside the step's 6 rank"):
+        srun_rank.slot_env("a:3,b:1,c:2", 6)
+
+
 def test_each_task_gets_the_slot_horovodrun_would_have_given_it():
     hosts_mod = pytest.importorskip("horovod.runner.common.util.hosts")
     placement = "a:3,b:1,c:2"
@@ -151,10 +206,6 @@ def test_each_task_gets_the_slot_horovodrun_would_have_given_it():
             "HOROVOD_CROSS_RANK": str(slot.cross_rank),
             "HOROVOD_CROSS_SIZE": str(slot.cross_size),
         }
-    # by hand, for the record: rank 5 is c's second, and only a and c have a second rank
-    assert srun_rank.slot_env(placement, 5)["HOROVOD_CROSS_RANK"] == "1"
-    with pytest.raises(ValueError, match="SLURM_PROCID=6 is outside the step's 6 rank"):
-        srun_rank.slot_env(placement, 6)
 
 
 def test_a_task_reaches_the_rendezvous_over_the_interface_that_routes_there():
@@ -176,6 +227,7 @@ def test_a_task_reaches_the_rendezvous_over_the_interface_that_routes_there():
         ("srun: error: pp-h1: task 1: Exited with exit code 1", (1, 1)),
         ("srun: error: pp-h0: task 0: Killed", (0, 137)),
         ("srun: error: pp-h0: tasks 2-3: Terminated", (2, 143)),
+        ("srun: error: gpu07: task 5: Out Of Memory", (5, 137)),
         ("srun: Force Terminated StepId=1.2", None),
         ("rank 1 says hello", None),
     ],
@@ -187,3 +239,56 @@ def test_srun_lines_for_a_tasks_end_name_the_rank_and_its_code(line, ended):
 def test_the_external_launcher_is_refused_by_compare_with_the_way_to_use_it():
     with pytest.raises(PipeprofError, match=r"start `pipeprof rank SCENARIO --run-dir DIR` with"):
         launcher.choose(LaunchConfig(launcher="external"), env={})
+
+
+class FakeRendezvous:
+    """Horovod's RendezvousServer, as far as the launcher uses it: a port, and a plan per launch."""
+
+    def __init__(self) -> None:
+        self.plans: list[list[tuple[str, int]]] = []
+
+    def start(self) -> int:
+        return 4242
+
+    def init(self, plan) -> None:
+        self.plans.append([(s.hostname, s.rank) for s in plan])
+
+
+@pytest.mark.parametrize("here", ["pp-h0", "login1"])
+def test_the_step_wraps_each_task_and_the_rendezvous_knows_the_placement(monkeypatch, here):
+    pytest.importorskip("horovod.runner.common.util.hosts")
+    import socket
+
+    from pipeprof.launch import hosts
+
+    monkeypatch.setattr(srun, "find_srun", lambda: "srun")
+    monkeypatch.setattr(socket, "gethostname", lambda: here)
+    monkeypatch.setattr(hosts, "route_address", lambda peer: f"10.0.0.9-to-{peer}")
+    monkeypatch.setattr(hosts, "interface_address", lambda iface: f"addr-of-{iface}")
+    fake = FakeRendezvous()
+    launch, _ = launcher.choose(LaunchConfig(launcher="srun", network_interface="ib0"), env=SALLOC)
+    runner = srun.SrunLauncher(env=SALLOC)
+    runner._rendezvous, runner._port = fake, fake.start()
+    argv = runner.ranks_argv(2, launch, ["python", "-m", "pipeprof.rank", "JOB"])
+    wrapper = argv[argv.index("--kill-on-bad-exit=1") + 1 :]
+    # pipeprof on a node of the ranks: its address on their interface; on a login node
+    # outside the allocation: the one that routes to them (it may have no ib0)
+    address = "addr-of-ib0" if here == "pp-h0" else "10.0.0.9-to-pp-h0"
+    assert wrapper == [
+        sys.executable,
+        "-m",
+        "pipeprof.launch.srun_rank",
+        "pp-h0:1,pp-h1:1",
+        f"{address}:4242",
+        "ib0",
+        "--",
+        "python",
+        "-m",
+        "pipeprof.rank",
+        "JOB",
+    ]
+    assert fake.plans == [[("pp-h0", 0), ("pp-h1", 1)]]
+    one = runner.script_argv(1, launch, ["python", "train.py"])
+    assert fake.plans[-1] == [("pp-h0", 0)]
+    expected = "127.0.0.1:4242" if here == "pp-h0" else "10.0.0.9-to-pp-h0:4242"
+    assert one[one.index("pipeprof.launch.srun_rank") + 2] == expected

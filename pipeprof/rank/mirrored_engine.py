@@ -1,0 +1,140 @@
+"""tf.distribute's MirroredStrategy as a training engine (``train.engine = "mirrored"``): one
+process on one host drives every replica, one per GPU; on a host without GPUs, one per
+logical CPU device (TensorFlow splits the CPU into that many devices, which share its cores:
+said as such wherever the device is named). Its launcher starts that one process
+(``launch.local``).
+
+The worker count is the replica count. The process reads one stream of global batches
+(per-replica batch × replicas) and ``experimental_distribute_dataset`` splits each among the
+replicas; ``strategy.run`` runs Keras's own ``train_step`` on each, and the optimizer's
+apply averages the gradients across them. There is one process, so what Horovod does between
+processes (broadcast, barriers, gathers) has nothing to do here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from typing import Any
+
+from pipeprof.errors import PipeprofError
+
+
+class MirroredEngine:
+    name = "mirrored"
+
+    def __init__(self) -> None:
+        import tensorflow as tf
+
+        self.tf = tf
+        self._replicas = 1
+        self._devices: list[str] = []
+        self._strategy: Any = None
+        self.device_kind = ""
+
+    def start(self, controller: str = "", np: int = 1) -> None:
+        """Make ``np`` replicas: the first ``np`` GPUs, else ``np`` logical CPU devices (which
+        must be set before TensorFlow starts its runtime: the strategy is made later)."""
+        tf = self.tf
+        gpus = tf.config.list_physical_devices("GPU")
+        if gpus:
+            if np > len(gpus):
+                raise PipeprofError(
+                    f"np={np}: train.engine mirrored drives one replica per GPU and this host has "
+                    f"{len(gpus)}; for more, multi_worker_mirrored across hosts"
+                )
+            self._devices = [f"/gpu:{i}" for i in range(np)]
+            self.device_kind = f"{np} GPU(s)"
+        else:
+            cpu = tf.config.list_physical_devices("CPU")[0]
+            tf.config.set_logical_device_configuration(
+                cpu, [tf.config.LogicalDeviceConfiguration() for _ in range(np)]
+            )
+            self._devices = [f"/cpu:{i}" for i in range(np)]
+            self.device_kind = f"{np} logical CPU device(s) sharing this host's CPU"
+        self._replicas = np
+
+    @property
+    def strategy(self) -> Any:
+        if self._strategy is None:
+            self._strategy = self.tf.distribute.MirroredStrategy(devices=self._devices)
+        return self._strategy
+
+    def attached(self) -> bool:
+        return False
+
+    @property
+    def rank(self) -> int:
+        return 0
+
+    @property
+    def size(self) -> int:
+        return 1
+
+    @property
+    def local_rank(self) -> int:
+        return 0
+
+    @property
+    def local_size(self) -> int:
+        return 1
+
+    @property
+    def replicas(self) -> int:
+        return self._replicas
+
+    def scope(self) -> contextlib.AbstractContextManager[Any]:
+        return self.strategy.scope()
+
+    def wrap_optimizer(self, optimizer: Any) -> Any:
+        return optimizer  # the strategy's apply averages the replicas' gradients
+
+    def broadcast(self, variables: Any, root: int = 0) -> None:
+        """Mirrored variables start alike on every replica."""
+
+    def barrier(self, name: str) -> None:
+        """One process: nothing to wait for."""
+
+    def average(self, values: list[float], name: str) -> Any:
+        import numpy
+
+        return numpy.asarray(values, dtype=numpy.float64)
+
+    def allreduce(self, tensor: Any, name: str) -> Any:
+        return tensor
+
+    def gather(self, objects: list[Any], name: str) -> list[list[Any]]:
+        return [list(objects)]
+
+    def distribute(self, dataset: Any) -> Any:
+        return self.strategy.experimental_distribute_dataset(dataset)
+
+    def distribute_batch(self, batch: tuple[Any, Any]) -> tuple[Any, Any]:
+        """A global batch split among the replicas, as the distributed dataset splits one."""
+        x, y = batch
+        per = int(x.shape[0]) // self._replicas
+
+        def part(t: Any) -> Callable[[Any], Any]:
+            return lambda ctx: t[
+                ctx.replica_id_in_sync_group * per : (ctx.replica_id_in_sync_group + 1) * per
+            ]
+
+        values = self.strategy.experimental_distribute_values_from_function
+        return values(part(x)), values(part(y))
+
+    def train_step(self, model: Any, prepare: Callable[[Any, Any], Any] | None = None) -> Any:
+        """Keras's ``train_step`` on every replica, the logs averaged over them."""
+        tf, strategy = self.tf, self.strategy
+
+        def replica_step(x: Any, y: Any) -> Any:
+            return model.train_step((prepare(x, y) if prepare else x, y))
+
+        @tf.function
+        def step(x: Any, y: Any) -> Any:
+            logs = strategy.run(replica_step, args=(x, y))
+            return {
+                k: strategy.reduce(tf.distribute.ReduceOp.MEAN, v, axis=None)
+                for k, v in logs.items()
+            }
+
+        return step

@@ -1,0 +1,58 @@
+"""tf.distribute's MirroredStrategy as the engine (`--engine mirrored`): one process drives
+every replica, here logical CPU devices of this host's CPU, and compare gives the same rows,
+gap and verdict per replica count as under Horovod."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+
+from tests.integration.conftest import REPO, small_scenario
+
+pytestmark = pytest.mark.horovod  # the slow tier: it trains
+
+
+def test_compare_under_mirrored_gives_rows_and_a_verdict_per_replica_count(tmp_path):
+    scenario = tmp_path / "s.toml"
+    scenario.write_text(small_scenario("mirrored", 16))
+    out = tmp_path / "run"
+    got = subprocess.run(
+        [sys.executable, "-m", "pipeprof", "compare", str(scenario), "--engine", "mirrored"]
+        + ["--np", "1,2", "--out", str(out), "--no-report", "--no-dashboard"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=REPO,
+        env={**os.environ, "PIPEPROF_DATA_DIR": str(tmp_path / "data")},
+    )
+    assert got.returncode == 0, got.stdout[-3000:] + got.stderr[-3000:]
+    lines = got.stdout.splitlines()
+    assert "launcher local (train.engine mirrored: one process drives every replica)" in lines[0]
+    # the device is said for what it is: logical devices sharing one CPU
+    assert "np=2: ranks up on 2 logical CPU device(s) sharing this host's CPU (mirrored)" in (
+        got.stdout
+    ), got.stdout
+    summary = pd.read_csv(out / "summary.csv")
+    assert sorted(zip(summary["np"], summary["variant"])) == [
+        (1, "real"),
+        (1, "synthetic"),
+        (2, "real"),
+        (2, "synthetic"),
+    ]
+    assert summary["samples_per_s"].gt(0).all()
+    real = summary[summary["variant"] == "real"]
+    verdicts = real["verdict"].astype(str)
+    assert real["gap_pct"].notna().all(), real[["np", "gap_pct", "verdict"]]
+    assert verdicts.str.contains("input-bound|line").all(), real[["np", "gap_pct", "verdict"]]
+    # one process: every step record is rank 0's, and counts both replicas' samples at np=2
+    steps = pd.read_csv(out / "steps" / "np2-synthetic.csv")
+    assert set(steps["rank"]) == {0} and set(steps["batch_size"]) == {16}
+    variants = [json.loads(x) for x in (out / "variants.jsonl").read_text().splitlines()]
+    assert {(v["np"], v["per_worker_batch"], v["global_batch"]) for v in variants} == {
+        (1, 8, 8),
+        (2, 8, 16),
+    }
+    assert json.loads((out / "manifest.json").read_text())["launcher"] == "local"
