@@ -24,7 +24,10 @@ def find_horovodrun() -> str:
     beside = Path(sys.executable).parent / "horovodrun"
     found = str(beside) if beside.exists() else shutil.which("horovodrun")
     if not found:
-        raise PipeprofError("horovodrun not found: install Horovod (see README, scripts/setup.sh)")
+        raise PipeprofError(
+            "horovodrun not found: train.engine horovod needs Horovod: pip install "
+            "'pipeprof[horovod]' (bash scripts/setup.sh builds it), or use --engine mirrored"
+        )
     return found
 
 

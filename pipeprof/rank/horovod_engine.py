@@ -29,8 +29,14 @@ class HorovodEngine(PerProcess):
     name = "horovod"
 
     def __init__(self) -> None:
-        import horovod.tensorflow as hvd_tf
-        import horovod.tensorflow.keras as hvd_keras
+        try:
+            import horovod.tensorflow as hvd_tf
+            import horovod.tensorflow.keras as hvd_keras
+        except ImportError as exc:
+            raise PipeprofError(
+                f"train.engine horovod needs Horovod ({exc}): pip install 'pipeprof[horovod]' "
+                "(bash scripts/setup.sh builds it), or use --engine mirrored"
+            ) from None
 
         self.hvd, self.keras = hvd_tf, hvd_keras
 

@@ -1,0 +1,98 @@
+"""The same scenario under both engines, side by side: Horovod (one process per worker,
+horovodrun over Gloo) and tf.distribute's MirroredStrategy (one process driving every
+replica), at np 1 and 2 on emulated devices, the runs alternating engine by engine.
+
+Method: ``pipeprof compare SCENARIO --engine E --np 1,2`` for E in horovod, mirrored, then
+again in the other order (``--repeats`` pairs), each into its own run directory, with the
+emulated device, the steps and the batch the flags give; the table lists each run's samples/s
+of the synthetic twin and of the real pipeline, and the gap, per engine and np, and the
+median over repeats. What differs between the engines: Horovod's ranks each read their own
+shard with their own tf.data pipeline; the mirrored process reads one stream of global
+batches that its replicas split (``experimental_distribute_dataset``), on this host's CPU.
+
+Run: ``.venv/bin/python benchmarks/engines.py`` (about 2 minutes with the defaults).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pandas as pd
+
+SCENARIO = """name = "engines"
+[data]
+source = "generated"
+image_size = 64
+num_classes = 10
+[data.generate]
+images = 1024
+size = 64
+classes = 10
+[pipeline.augment]
+strength = 1.0
+[train]
+batch_size = {batch}
+device = "emulated:{ms}"
+warmup_steps = 5
+measure_steps = {steps}
+[[variants]]
+name = "real"
+"""
+
+
+def run(engine: str, scenario: Path, out: Path, data: Path) -> pd.DataFrame:
+    argv = [sys.executable, "-m", "pipeprof", "compare", str(scenario), "--engine", engine]
+    argv += ["--np", "1,2", "--out", str(out), "--no-report", "--no-dashboard"]
+    env = dict(os.environ, PIPEPROF_DATA_DIR=str(data))
+    proc = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=1200)
+    if proc.returncode != 0:
+        raise SystemExit(
+            f"{engine}: exit {proc.returncode}\n{proc.stdout[-2000:]}{proc.stderr[-2000:]}"
+        )
+    summary = pd.read_csv(out / "summary.csv")
+    summary["engine"] = engine
+    return summary
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--repeats", type=int, default=2, help="pairs of runs (default 2)")
+    ap.add_argument("--ms", type=float, default=40.0, help="emulated step, ms (default 40)")
+    ap.add_argument("--batch", type=int, default=32, help="per-worker batch (default 32)")
+    ap.add_argument("--steps", type=int, default=60, help="measured steps (default 60)")
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory(prefix="pipeprof-engines-") as tmp:
+        root = Path(tmp)
+        scenario = root / "engines.toml"
+        scenario.write_text(SCENARIO.format(batch=args.batch, ms=args.ms, steps=args.steps))
+        rows = []
+        for r in range(args.repeats):
+            order = ("horovod", "mirrored") if r % 2 == 0 else ("mirrored", "horovod")
+            for engine in order:
+                s = run(engine, scenario, root / f"{engine}-{r}", root / "data")
+                s["repeat"] = r
+                rows.append(s)
+        df = pd.concat(rows, ignore_index=True)
+    print(
+        f"emulated {args.ms:g} ms/step, batch {args.batch} per worker, {args.steps} steps, "
+        f"{args.repeats} run(s) per engine, alternating; this host: {os.cpu_count()} CPUs"
+    )
+    cols = ["engine", "np", "variant", "repeat", "samples_per_s", "gap_pct"]
+    print(df[cols].sort_values(["np", "engine", "variant", "repeat"]).to_string(index=False))
+    print("\nmedians over repeats:")
+    for (np_, engine), g in df.groupby(["np", "engine"]):
+        synth = statistics.median(g[g["variant"] == "synthetic"]["samples_per_s"])
+        real = statistics.median(g[g["variant"] == "real"]["samples_per_s"])
+        gap = statistics.median(g[g["variant"] == "real"]["gap_pct"])
+        print(f"np={np_} {engine:9s} synthetic {synth:9.1f}  real {real:9.1f}  gap {gap:5.1f}%")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

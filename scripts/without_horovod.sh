@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# CI's second step: pipeprof installed WITHOUT Horovod (pip install pipeprof, the cpu extra
+# for TensorFlow, no horovod extra), in a venv of its own that is removed afterwards. It must
+# run a compare under tf.distribute's MirroredStrategy (train.engine mirrored), and give the
+# Horovod engine's one-line error naming what to install. pip's cache keeps this quick.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3.11}
+work=$(mktemp -d -t pipeprof-no-horovod.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+"$PY" -m venv "$work/venv"
+"$work/venv/bin/python" -m pip install -q --disable-pip-version-check "./[cpu]" \
+  > "$work/pip.log" 2>&1 || { tail -20 "$work/pip.log" >&2; exit 1; }
+if "$work/venv/bin/python" -c "import horovod" 2>/dev/null; then
+  echo "without_horovod: Horovod is importable in the venv that must lack it" >&2; exit 1
+fi
+cat > "$work/s.toml" <<'TOML'
+name = "no-horovod"
+[data]
+source = "generated"
+image_size = 32
+num_classes = 3
+[data.generate]
+images = 90
+size = 40
+classes = 3
+[train]
+batch_size = 8
+device = "emulated:10"
+warmup_steps = 3
+measure_steps = 12
+TOML
+export PIPEPROF_DATA_DIR="$work/data"
+"$work/venv/bin/pipeprof" compare "$work/s.toml" --engine mirrored --np 1,2 \
+  --out "$work/run" --no-report --no-dashboard > "$work/mirrored.log" 2>&1 \
+  || { cat "$work/mirrored.log" >&2; exit 1; }
+"$work/venv/bin/python" - "$work/run/summary.csv" <<'PY'
+import sys
+import pandas as pd
+s = pd.read_csv(sys.argv[1])
+rows = sorted(zip(s["np"], s["variant"]))
+assert rows == [(1, "real"), (1, "synthetic"), (2, "real"), (2, "synthetic")], rows
+assert s["samples_per_s"].gt(0).all() and s[s["variant"] == "real"]["gap_pct"].notna().all()
+PY
+set +e
+"$work/venv/bin/pipeprof" compare "$work/s.toml" --np 1 --out "$work/refused" \
+  --no-report --no-dashboard > "$work/horovod.out" 2> "$work/horovod.err"
+code=$?
+set -e
+want="pipeprof: error: horovodrun not found: train.engine horovod needs Horovod: pip install 'pipeprof[horovod]' (bash scripts/setup.sh builds it), or use --engine mirrored"
+if [ "$code" != 2 ] || [ "$(cat "$work/horovod.err")" != "$want" ] || [ -e "$work/refused" ]; then
+  echo "without_horovod: the Horovod engine's error was not the one line expected (exit $code):" >&2
+  cat "$work/horovod.err" >&2; exit 1
+fi
+echo "without Horovod: a mirrored compare at np 1, 2, and the Horovod engine's one line: ok"
