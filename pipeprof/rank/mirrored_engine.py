@@ -8,7 +8,8 @@ The worker count is the replica count. The process reads one stream of global ba
 (per-replica batch × replicas) and ``experimental_distribute_dataset`` splits each among the
 replicas; ``strategy.run`` runs Keras's own ``train_step`` on each, and the optimizer's
 apply averages the gradients across them. There is one process, so what Horovod does between
-processes (broadcast, barriers, gathers) has nothing to do here.
+processes (broadcast, barriers, gathers) has nothing to do here; the emulated device's
+gradient exchange is a sum across the replicas, as the strategy's own would be.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ class MirroredEngine:
         self._replicas = 1
         self._devices: list[str] = []
         self._strategy: Any = None
+        self._reducers: dict[Any, Any] = {}  # one compiled cross-replica sum per tensor kind
         self.device_kind = ""
 
     def start(self, controller: str = "", np: int = 1) -> None:
@@ -101,7 +103,20 @@ class MirroredEngine:
         return numpy.asarray(values, dtype=numpy.float64)
 
     def allreduce(self, tensor: Any, name: str) -> Any:
-        return tensor
+        """``tensor`` summed across the replicas, each replica giving it on its device (the
+        emulated step's gradient exchange); replica 0's result."""
+        if self._replicas == 1:
+            return tensor
+        key = (name, tuple(tensor.shape), tensor.dtype)
+        if key not in self._reducers:
+            tf, strategy = self.tf, self.strategy
+
+            def on_replica(t: Any) -> Any:
+                ctx = tf.distribute.get_replica_context()
+                return ctx.all_reduce(tf.distribute.ReduceOp.SUM, tf.identity(t))
+
+            self._reducers[key] = tf.function(lambda t: strategy.run(on_replica, args=(t,)))
+        return self.strategy.experimental_local_results(self._reducers[key](tensor))[0]
 
     def gather(self, objects: list[Any], name: str) -> list[list[Any]]:
         return [list(objects)]

@@ -56,3 +56,18 @@ def test_compare_under_mirrored_gives_rows_and_a_verdict_per_replica_count(tmp_p
         (2, 8, 16),
     }
     assert json.loads((out / "manifest.json").read_text())["launcher"] == "local"
+
+
+def test_the_emulated_gradient_exchange_sums_across_the_replicas():
+    # in a process of its own: the logical devices must be made before TensorFlow starts
+    code = (
+        "import tensorflow as tf\n"
+        "from pipeprof.rank.mirrored_engine import MirroredEngine\n"
+        "e = MirroredEngine(); e.start(np=3)\n"
+        "print(e.allreduce(tf.fill([5], 2.0), 'g').numpy().tolist(), e.replicas)\n"
+    )
+    got = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO
+    )
+    assert got.returncode == 0, got.stderr[-2000:]
+    assert got.stdout.strip().splitlines()[-1] == "[6.0, 6.0, 6.0, 6.0, 6.0] 3"  # 3 x 2.0
