@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import tensorflow as tf
 
+from pipeprof.errors import PipeprofError
 from pipeprof.launch.job import ENV_SCRIPT_JOB, ERROR_TAG, ScriptJob
 from pipeprof.rank.identity import identity
 from pipeprof.records import StepRecord
@@ -59,9 +60,44 @@ def _attached_engine():
 
     try:
         engine = engines.get()
-    except ImportError:
+    except (ImportError, PipeprofError):
         return None  # plain Keras without Horovod: one process
     return engine if engine.attached() else None
+
+
+def _mirrored_engine(model: Any, job: ScriptJob):
+    """Under ``--engine mirrored``: the engine of the MirroredStrategy the script built its
+    model under, checked to drive the replicas compare asked for."""
+    from pipeprof.rank.mirrored_engine import MirroredEngine
+
+    strategy = model.distribute_strategy
+    if not isinstance(strategy, tf.distribute.MirroredStrategy):
+        _fail(
+            "--engine mirrored: the script must build and compile its model under "
+            "tf.distribute.MirroredStrategy().scope(), and it did not"
+        )
+    if strategy.num_replicas_in_sync != job.np:
+        _fail(
+            f"--engine mirrored: np={job.np} but the script's MirroredStrategy has "
+            f"{strategy.num_replicas_in_sync} replica(s): make it with the devices pipeprof "
+            "gives the script (all it sees: MirroredStrategy() with no devices named)"
+        )
+    return MirroredEngine.attach(strategy)
+
+
+def _make_replicas() -> None:
+    """Under ``compare --engine mirrored -- CMD`` on a host without GPUs: the CPU split into
+    the job's np logical devices, now, before the script's strategy looks for devices
+    (importing pipeprof.keras is the script's first use of it)."""
+    job = _job()
+    if job is None or job.engine != "mirrored":
+        return
+    from pipeprof.rank.mirrored_engine import make_replicas
+
+    try:
+        make_replicas(tf, job.np)
+    except PipeprofError as exc:
+        _fail(exc.message)
 
 
 def _ranks() -> tuple[int, int, int, int]:
@@ -142,11 +178,19 @@ class PipeprofCallback(tf.keras.callbacks.Callback):
             with tf.control_dependencies(flat):  # the batch has left the iterator
                 entered = tf.timestamp()
             logs = original(data)
-            return (
-                {**logs, ENTERED: entered, BATCH: tf.shape(flat[0])[0]}
-                if isinstance(logs, dict)
-                else logs
-            )
+            if not isinstance(logs, dict):
+                return logs
+            # under a tf.distribute strategy Keras reduces each replica's logs into one
+            # (summing them, unless the model's distribute_reduction_method says "first"): the
+            # timestamp comes out as the replicas' mean and the batch as the process's samples
+            ctx = tf.distribute.get_replica_context()
+            n = int(ctx.num_replicas_in_sync) if ctx is not None else 1
+            batch = tf.shape(flat[0])[0]
+            if n > 1 and model.distribute_reduction_method != "first":
+                entered = entered / n
+            elif n > 1:
+                batch = batch * n
+            return {**logs, ENTERED: entered, BATCH: batch}
 
         model.train_step = timed_train_step
         model._pipeprof_wrapped = True
@@ -207,14 +251,18 @@ class PipeprofCallback(tf.keras.callbacks.Callback):
             _fail(f"the script calls model.fit without pipeprof.keras.instrument: {ADD_INSTRUMENT}")
         if (
             getattr(self.model, "_steps_per_execution", None) is not None
-            and int(self.model._steps_per_execution) != 1
+            and int(self.model._steps_per_execution.numpy()) != 1  # a (mirrored) variable
         ):
             _fail(
                 "model.compile(steps_per_execution > 1) runs several steps per call: pipeprof times each step, so "
                 "compile with steps_per_execution=1 when measuring"
             )
 
-        engine = _attached_engine()
+        if job.engine == "mirrored":
+            engine = _mirrored_engine(self.model, job)
+            CHOICE.distribute = engine.strategy.experimental_distribute_dataset
+        else:
+            engine = _attached_engine()
         if engine is None:
             _fail(
                 "the script did not start Horovod (hvd.init()) before model.fit: pipeprof compares its ranks "
@@ -284,3 +332,6 @@ class PipeprofCallback(tf.keras.callbacks.Callback):
         if self.telemetry is not None:
             self.telemetry.stop()
             self.telemetry = None
+
+
+_make_replicas()

@@ -69,6 +69,9 @@ class ScriptJob:
     variants: list[str] = field(default_factory=lambda: ["synthetic", "real"])
     train: dict[str, Any] = field(default_factory=dict)  # TrainConfig's measurement keys
     seconds: float = 2.0  # ablate: how long each prefix of the pipeline is measured
+    # what makes the script's training data-parallel (train.engine): under "mirrored" its
+    # one process drives np replicas, made for it where the host has no GPUs
+    engine: str = "horovod"
 
     def encode(self) -> str:
         return base64.urlsafe_b64encode(

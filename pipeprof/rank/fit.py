@@ -55,6 +55,9 @@ class Choice:
         self.instrumented = 0  # datasets instrument() was given in this process
         self._twin: tf.data.Dataset | None = None
         self._iterator = None
+        # how Keras hands the train function its batches under a tf.distribute strategy
+        # (split among the replicas); the twin's are handed the same way
+        self.distribute: Callable[[tf.data.Dataset], object] | None = None
 
     def register(self, dataset: tf.data.Dataset) -> None:
         first = next(iter(dataset.take(1)))
@@ -70,7 +73,8 @@ class Choice:
         if self.source == REAL or self._twin is None:
             return keras_iterator
         if self._iterator is None:
-            self._iterator = iter(self._twin)
+            twin = self._twin if self.distribute is None else self.distribute(self._twin)
+            self._iterator = iter(twin)  # type: ignore[arg-type]
         return self._iterator
 
 
@@ -114,7 +118,11 @@ class FitMeasurement:
         engine: Engine,
         on_record: Callable[[StepRecord], None] | None = None,
     ) -> None:
-        self.job, self.engine, self.rank, self.size = job, engine, engine.rank, engine.size
+        self.job, self.engine, self.rank = job, engine, engine.rank
+        # the worker count: processes x the replicas each drives (a record counts the
+        # process's samples, all its replicas' together)
+        self.replicas = engine.replicas
+        self.size = engine.size * self.replicas
         self.host = identity().host
         self.train = train_config(job)
         self.on_record = on_record
@@ -192,9 +200,9 @@ class FitMeasurement:
             return self.done
         step, self.step_announced = self.step_announced, None
         assert self.plan is not None  # the plan that announced the step
-        if not self.batch:
-            self.batch = batch
-            self.plan.batch = float(batch * self.size)
+        if not self.batch:  # ``batch``: the process's samples, its replicas' together
+            self.batch = max(1, batch // self.replicas)
+            self.plan.batch = float(self.batch * self.size)
         record = StepRecord(
             np=self.size,
             variant=step.variant,

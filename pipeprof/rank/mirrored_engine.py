@@ -21,6 +21,32 @@ from typing import Any
 from pipeprof.errors import PipeprofError
 
 
+def make_replicas(tf: Any, np: int) -> tuple[list[str], str]:
+    """The devices of ``np`` replicas on this host, and their description: its first ``np``
+    GPUs, or ``np`` logical devices of its CPU (set now, before TensorFlow's runtime starts:
+    a one-line error once it has)."""
+    gpus = tf.config.list_physical_devices("GPU")
+    if gpus:
+        if np > len(gpus):
+            raise PipeprofError(
+                f"np={np}: train.engine mirrored drives one replica per GPU and this host has "
+                f"{len(gpus)}; for more, multi_worker_mirrored across hosts"
+            )
+        return [f"/gpu:{i}" for i in range(np)], f"{np} GPU(s)"
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    if len(tf.config.get_logical_device_configuration(cpu) or [None]) != np:
+        try:
+            tf.config.set_logical_device_configuration(
+                cpu, [tf.config.LogicalDeviceConfiguration() for _ in range(np)]
+            )
+        except RuntimeError:
+            raise PipeprofError(
+                f"np={np}: TensorFlow started before pipeprof could split the CPU into {np} "
+                "logical devices: import pipeprof.keras before anything else runs TensorFlow"
+            ) from None
+    return [f"/cpu:{i}" for i in range(np)], f"{np} logical CPU device(s) sharing this host's CPU"
+
+
 class MirroredEngine:
     name = "mirrored"
 
@@ -37,24 +63,17 @@ class MirroredEngine:
     def start(self, controller: str = "", np: int = 1) -> None:
         """Make ``np`` replicas: the first ``np`` GPUs, else ``np`` logical CPU devices (which
         must be set before TensorFlow starts its runtime: the strategy is made later)."""
-        tf = self.tf
-        gpus = tf.config.list_physical_devices("GPU")
-        if gpus:
-            if np > len(gpus):
-                raise PipeprofError(
-                    f"np={np}: train.engine mirrored drives one replica per GPU and this host has "
-                    f"{len(gpus)}; for more, multi_worker_mirrored across hosts"
-                )
-            self._devices = [f"/gpu:{i}" for i in range(np)]
-            self.device_kind = f"{np} GPU(s)"
-        else:
-            cpu = tf.config.list_physical_devices("CPU")[0]
-            tf.config.set_logical_device_configuration(
-                cpu, [tf.config.LogicalDeviceConfiguration() for _ in range(np)]
-            )
-            self._devices = [f"/cpu:{i}" for i in range(np)]
-            self.device_kind = f"{np} logical CPU device(s) sharing this host's CPU"
+        self._devices, self.device_kind = make_replicas(self.tf, np)
         self._replicas = np
+
+    @classmethod
+    def attach(cls, strategy: Any) -> MirroredEngine:
+        """The engine of a user's script that made its own MirroredStrategy."""
+        engine = cls()
+        engine._strategy = strategy
+        engine._replicas = int(strategy.num_replicas_in_sync)
+        engine.device_kind = f"{engine._replicas} replica(s)"
+        return engine
 
     @property
     def strategy(self) -> Any:

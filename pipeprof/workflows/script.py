@@ -129,7 +129,13 @@ def compare_script(request: CompareRequest, *, reporter: Reporter | None = None)
     stream = RecordStream(run_dir, reporter, endpoint=launch_endpoint(scenario.launch, stream_host))
 
     def run_script(n: int, variants: list[str], label: str) -> runner.LaunchResult:
-        job = ScriptJob(run_dir=str(run_dir), np=n, variants=variants, train=train)
+        job = ScriptJob(
+            run_dir=str(run_dir),
+            np=n,
+            variants=variants,
+            train=train,
+            engine=scenario.train.engine,
+        )
         env = dict(
             base_env,
             **{

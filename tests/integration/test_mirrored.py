@@ -71,3 +71,45 @@ def test_the_emulated_gradient_exchange_sums_across_the_replicas():
     )
     assert got.returncode == 0, got.stderr[-2000:]
     assert got.stdout.strip().splitlines()[-1] == "[6.0, 6.0, 6.0, 6.0, 6.0] 3"  # 3 x 2.0
+
+
+def test_a_users_own_tf_distribute_script_under_compare(tmp_path):
+    """examples/mirrored_train.py: its own MirroredStrategy, model and compile under its scope,
+    pipeprof.keras's two lines; on this host without GPUs pipeprof splits the CPU into np
+    logical devices before the script makes its strategy."""
+    from pipeprof.data.generate import generate
+    from pipeprof.scenario import GenerateConfig
+
+    photos = generate(GenerateConfig(images=64, size=48, classes=2, seed=11), tmp_path / "photos")
+    out = tmp_path / "run"
+    script = [sys.executable, str(REPO / "examples" / "mirrored_train.py"), "--data", str(photos)]
+    script += ["--image-size", "32", "--batch-size", "8", "--epochs", "1000"]
+    got = subprocess.run(
+        [sys.executable, "-m", "pipeprof", "compare", "--engine", "mirrored", "--np", "1,2"]
+        + ["--out", str(out), "--no-report", "--no-dashboard"]
+        + ["--set", "train.min_measure_s=2", "--set", "train.max_measure_s=4", "--", *script],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=REPO,
+    )
+    assert got.returncode == 0, got.stdout[-3000:] + got.stderr[-3000:]
+    summary = pd.read_csv(out / "summary.csv")
+    assert sorted(zip(summary["np"], summary["variant"])) == [
+        (1, "real"),
+        (1, "synthetic"),
+        (2, "real"),
+        (2, "synthetic"),
+    ]
+    assert summary["samples_per_s"].gt(0).all()
+    assert summary[summary["variant"] == "real"]["gap_pct"].notna().all()
+    # a step of the one process counts both replicas' samples, and waits a sane time for them
+    steps = pd.read_csv(out / "steps" / "np2-synthetic.csv")
+    assert set(steps["batch_size"]) == {16}
+    measured = steps[~steps["warmup"]]
+    assert measured["input_wait_ms"].between(0, measured["step_time_ms"].max()).all()
+    variants = [json.loads(x) for x in (out / "variants.jsonl").read_text().splitlines()]
+    assert {(v["np"], v["per_worker_batch"], v["global_batch"]) for v in variants} == {
+        (1, 8, 8),
+        (2, 8, 16),
+    }
