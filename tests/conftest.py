@@ -64,7 +64,7 @@ LAUNCH_FILE_SECONDS = {
     "test_bad_files.py": 31,
     "test_horovod_np2.py": 10,
     "test_rank_external.py": 9,
-    "test_mirrored.py": 36,
+    "test_mirrored.py": 43,
 }
 
 

@@ -277,8 +277,11 @@ def add_common_arguments(p: argparse.ArgumentParser) -> None:
     add_report_argument(p)
 
 
-def overrides_from_args(args: argparse.Namespace) -> list[tuple[list[str], Any]]:
-    """Command-line flags as scenario overrides (they beat the file)."""
+def overrides_from_args(
+    args: argparse.Namespace, *, engine: str | None = None
+) -> list[tuple[list[str], Any]]:
+    """Command-line flags as scenario overrides (they beat the file); ``engine``: the one of
+    ``--engine``'s list this run is for."""
     out: list[tuple[list[str], Any]] = []
     for path in getattr(args, "overlay", []):
         out += scen.overlay_overrides(path)
@@ -287,7 +290,7 @@ def overrides_from_args(args: argparse.Namespace) -> list[tuple[list[str], Any]]
         if getattr(args, attr, False):
             out.append((key.split("."), value))
     for attr, key in VALUE_FLAGS.items():
-        given = getattr(args, attr, None)
+        given = engine if attr == "engine" and engine else getattr(args, attr, None)
         if given is not None:
             out.append((key.split("."), given))
     # commands with fewer flags (pipeprof rank: --set and --overlay) leave the others unset

@@ -86,6 +86,8 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace, argv: list[str]) -> int:
+    if args.engine and "," in args.engine:
+        return run_engines(args, argv)
     if getattr(args, "script_cmd", None):
         return run_script(args, argv)
     console = console_for_output()
@@ -151,6 +153,80 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
         reporter.close()
     emulated = " · EMULATED " + scenario.train.device if scenario.train.device != "auto" else ""
     return finish(result, console, f"pipeprof compare · {scenario.name}{emulated}")
+
+
+def run_engines(args: argparse.Namespace, argv: list[str]) -> int:
+    """``--engine horovod,mirrored``: a compare per engine, one after the other, each into a
+    run directory of its own inside ``--out``; then the engines' gaps in one table and chart."""
+    import copy
+
+    from pipeprof.tui.reporter import PlainReporter
+    from pipeprof.workflows import engines as side
+
+    if getattr(args, "script_cmd", None):
+        raise PipeprofError(
+            "compare: --engine with several engines takes a scenario; a script is written for one "
+            "engine (run it once per engine)"
+        )
+    names = side.engine_list(args.engine)
+    console = console_for_output()
+    first = scen.load(args.scenario, overrides_from_args(args, engine=names[0]))
+    base = side.folder(args.out, first.name)
+    console.print(
+        f"pipeprof compare: scenario [bold]{first.name}[/], worker counts "
+        f"{', '.join(map(str, first.launch.np))}, engines {', '.join(names)} one after the other, "
+        f"into {base}",
+        soft_wrap=True,
+    )
+    summaries = {}
+    for engine in names:
+        one = copy.copy(args)
+        one.engine, one.out = engine, str(base / engine)
+        scenario, how = with_launcher(scen.load(args.scenario, overrides_from_args(one)))
+        console.print(f"engine {engine}: {how}", soft_wrap=True)
+        request = CompareRequest(
+            scenario,
+            scenario.launch.np,
+            out=one.out,
+            argv=argv,
+            stream_host=args.stream_host,
+            ablation=args.ablation,
+            verdict=args.verdict,
+            cores_per_rank=args.cores_per_rank,
+            ram_budget_bytes=args.ram_budget,
+            real=not args.synthetic_only,
+            report=not args.no_report,
+            remedies=args.remedies,
+        )
+        result = compare(request, reporter=PlainReporter(console))
+        finish(result, console, f"pipeprof compare · {scenario.name} · {engine}")
+        summaries[engine] = result.summary
+    table = side.side_by_side(summaries)
+    print_engines(table, console)
+    for path in side.write(base, table):
+        console.print(f"written: {path}")
+    return 0
+
+
+def print_engines(table: Any, console: Any) -> None:
+    from rich.table import Table
+
+    out = Table(title="the engines side by side: the gap per worker count")
+    for name in ("np", "engine", "variant", "ceiling", "samples/s", "gap", "input-bound"):
+        out.add_column(
+            name, justify="right" if name in ("np", "ceiling", "samples/s", "gap") else "left"
+        )
+    for _, r in table.iterrows():
+        out.add_row(
+            str(r["np"]),
+            r["engine"],
+            str(r["variant"]),
+            f"{r['synthetic_samples_per_s']:,.1f}",
+            f"{r['samples_per_s']:,.1f}",
+            f"{r['gap_pct']:.1f}% ±{r['gap_pct_ci95']:.1f}",
+            str(r["verdict"]),
+        )
+    console.print(out)
 
 
 def run_script(args: argparse.Namespace, argv: list[str]) -> int:

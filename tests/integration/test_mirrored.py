@@ -87,7 +87,7 @@ def test_a_users_own_tf_distribute_script_under_compare(tmp_path):
     got = subprocess.run(
         [sys.executable, "-m", "pipeprof", "compare", "--engine", "mirrored", "--np", "1,2"]
         + ["--out", str(out), "--no-report", "--no-dashboard"]
-        + ["--set", "train.min_measure_s=2", "--set", "train.max_measure_s=4", "--", *script],
+        + ["--set", "train.warmup_steps=5", "--set", "train.measure_steps=40", "--", *script],
         capture_output=True,
         text=True,
         timeout=600,
@@ -113,3 +113,48 @@ def test_a_users_own_tf_distribute_script_under_compare(tmp_path):
         (1, 8, 8),
         (2, 8, 16),
     }
+
+
+def test_both_engines_side_by_side_in_one_table_and_one_chart(tmp_path):
+    scenario = tmp_path / "s.toml"
+    scenario.write_text(small_scenario("engines", 12, 'device = "emulated:10"'))
+    out = tmp_path / "both"
+    got = subprocess.run(
+        [sys.executable, "-m", "pipeprof", "compare", str(scenario), "--engine", "horovod,mirrored"]
+        + ["--np", "1,2", "--out", str(out), "--no-report", "--no-dashboard"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=REPO,
+        env={**os.environ, "PIPEPROF_DATA_DIR": str(tmp_path / "data"), "COLUMNS": "200"},
+    )
+    assert got.returncode == 0, got.stdout[-3000:] + got.stderr[-3000:]
+    assert "engine horovod: launcher horovodrun" in got.stdout
+    assert "engine mirrored: launcher local" in got.stdout
+    table = pd.read_csv(out / "engines.csv")
+    assert list(zip(table["np"], table["engine"])) == [
+        (1, "horovod"),
+        (1, "mirrored"),
+        (2, "horovod"),
+        (2, "mirrored"),
+    ]
+    assert table["gap_pct"].notna().all() and table["synthetic_samples_per_s"].gt(0).all()
+    # each engine's run directory is a compare's own, and the table's figures are its
+    for engine in ("horovod", "mirrored"):
+        summary = pd.read_csv(out / engine / "summary.csv")
+        real = summary[summary["variant"] == "real"].set_index("np")["gap_pct"]
+        mine = table[table["engine"] == engine].set_index("np")["gap_pct"]
+        assert (real.round(3) == mine.round(3)).all()
+    svg = (out / "engines.svg").read_text()
+    assert svg.startswith("<svg") and "horovod: real" in svg and "mirrored: real" in svg
+    # a folder of the user's is never written into
+    again = subprocess.run(
+        [sys.executable, "-m", "pipeprof", "compare", str(scenario), "--engine", "horovod,mirrored"]
+        + ["--np", "1", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO,
+    )
+    assert again.returncode == 2
+    assert f"--out {out}: exists and is not empty" in again.stderr
