@@ -166,9 +166,10 @@ def add_common_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--engine",
         metavar="NAME",
-        help="what makes training data-parallel (train.engine): horovod (the default), or "
+        help="what makes training data-parallel (train.engine): horovod (the default), "
         "mirrored (tf.distribute's MirroredStrategy: one process, one replica per GPU, or per "
-        "logical CPU device on a host without one)",
+        "logical CPU device on a host without one), or multi_worker_mirrored (a worker per slot "
+        "of the hosts); a list such as horovod,mirrored compares the engines side by side",
     )
     p.add_argument(
         "--launcher",

@@ -42,6 +42,9 @@ class Job:
     progress_every: int = 5
     stream: str = ""  # host:port of the launcher's collector; "" streams nothing
     stream_token: str = ""
+    # train.engine multi_worker_mirrored: every worker's host:port, in rank order (TF_CONFIG's
+    # cluster, written by each rank for itself before its strategy starts)
+    tf_workers: list[str] = field(default_factory=list)
 
     def encode(self) -> str:
         return base64.urlsafe_b64encode(

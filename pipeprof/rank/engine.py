@@ -106,6 +106,7 @@ class PerProcess:
 ENGINES: dict[str, str | Callable[[], Engine]] = {
     "horovod": "pipeprof.rank.horovod_engine:HorovodEngine",
     "mirrored": "pipeprof.rank.mirrored_engine:MirroredEngine",
+    "multi_worker_mirrored": "pipeprof.rank.multiworker_engine:MultiWorkerEngine",
 }
 DEFAULT = "horovod"
 

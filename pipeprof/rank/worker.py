@@ -12,6 +12,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import os
 import sys
 import threading
 import time
@@ -126,6 +127,10 @@ def _run(job: Job) -> int:
     scenario = Scenario.from_dict(
         {k: v for k, v in job.scenario.items() if k != "source_file"}, "job"
     )
+    if job.tf_workers:  # multi_worker_mirrored: this rank's place in the strategy's cluster
+        from pipeprof.rank.multiworker_engine import tf_config
+
+        os.environ["TF_CONFIG"] = tf_config(job.tf_workers, identity().rank)
     engine = engines.get(scenario.train.engine)
     engine.start(scenario.launch.controller, np=job.np)
     telemetry = _start_telemetry(

@@ -64,6 +64,21 @@ class CompareRequest:
     report: bool = True  # render report.html and the rest at the end
 
 
+# multi_worker_mirrored's workers listen from this port up, one port per local rank; a launch
+# moves on by the hosts' most ranks, so back-to-back launches never ask for a port just freed
+TF_WORKER_PORT = 23456
+
+
+def tf_workers(scenario: Scenario, np: int) -> list[str]:
+    """Each rank's host:port for train.engine multi_worker_mirrored (TF_CONFIG's cluster, in
+    rank order, as the launch places the ranks); empty for the other engines."""
+    if scenario.train.engine != "multi_worker_mirrored":
+        return []
+    placed = topology.assign(np, scenario.launch)
+    base = TF_WORKER_PORT + 64 * (np % 16)
+    return [f"{s.host}:{base + s.local_rank}" for s in placed.slots]
+
+
 def compare(
     request: CompareRequest, *, reporter: Reporter | None = None, nvml: Nvml | None = None
 ) -> CompareResult:
@@ -170,6 +185,7 @@ def compare(
                     variants=launch_specs,
                     stream=stream.address if scenario.telemetry.enabled else "",
                     stream_token=stream.token,
+                    tf_workers=tf_workers(scenario, n),
                 )
                 rank_cmd = [sys.executable, "-m", "pipeprof.rank", job.encode()]
                 reporter.progress(launch_event(n, len(specs), launcher.name, scenario.launch))

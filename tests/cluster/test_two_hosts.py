@@ -252,6 +252,40 @@ def test_pipeprof_rank_under_an_mpirun_of_the_users_across_both_hosts(cluster, t
 
 
 @pytest.mark.horovod
+def test_multi_worker_mirrored_across_both_hosts(cluster, tmp_path, scenario):
+    """train.engine multi_worker_mirrored: a worker of tf.distribute's cluster on each host,
+    TF_CONFIG written by each rank from the launch's placement, horovodrun only starting the
+    processes; the collectives go over the hosts' link."""
+    out = tmp_path / "run"
+    h0, h1 = cluster.hosts
+    argv = pipeprof_argv(scenario, out, "--np", "1,2", "-H", f"{h0.name}:1,{h1.name}:1")
+    argv += ["--engine", "multi_worker_mirrored", "--no-report", "--no-dashboard"]
+    code, stdout, err = finish(start(cluster, tmp_path, argv))
+    assert code == 0, stdout[-3000:] + err[-3000:]
+    summary = pd.read_csv(out / "summary.csv")
+    assert sorted(zip(summary["np"], summary["variant"])) == [
+        (1, "real"),
+        (1, "synthetic"),
+        (2, "real"),
+        (2, "synthetic"),
+    ]
+    assert dict(zip(summary["np"], summary["hosts"])) == {
+        1: f"{h0.name}:1",
+        2: f"{h0.name}:1,{h1.name}:1",
+    }
+    real = summary[summary["variant"] == "real"]
+    assert real["gap_pct"].notna().all() and real["verdict"].astype(str).str.len().gt(0).all()
+    steps = RunDir(out).steps()
+    assert set(zip(steps[steps["np"] == 2]["rank"], steps[steps["np"] == 2]["host"])) == {
+        (0, h0.name),
+        (1, h1.name),
+    }
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["scenario"]["train"]["engine"] == "multi_worker_mirrored"
+    assert not nothing_left(cluster)
+
+
+@pytest.mark.horovod
 def test_a_users_own_script_across_both_hosts(cluster, tmp_path):
     """The user's Horovod Keras script (examples/chips_train.py, pipeprof.keras's two lines),
     one rank on each host, reading photos from a folder both hosts see."""
