@@ -295,7 +295,7 @@ def test_a_users_own_script_across_both_hosts(cluster, tmp_path):
     photos = generate(GenerateConfig(images=64, size=48, classes=2, seed=11), tmp_path / "photos")
     out = tmp_path / "run"
     h0, h1 = cluster.hosts
-    fast = ["--set", "train.min_measure_s=2", "--set", "train.max_measure_s=6"]
+    fast = ["--set", "train.warmup_steps=5", "--set", "train.measure_steps=40"]  # fixed: quick
     script = [sys.executable, os.path.join(REPO, "examples", "chips_train.py"), "--data"]
     argv = [sys.executable, "-m", "pipeprof", "compare", "--np", "2,", "-H"]
     argv += [f"{h0.name}:1,{h1.name}:1", "--no-dashboard", "--no-report", "--out", str(out)]
@@ -654,7 +654,7 @@ def test_inside_salloc_a_users_own_script_runs_as_srun_tasks(cluster, slurm, tmp
     h0, h1 = cluster.hosts
     photos = generate(GenerateConfig(images=64, size=48, classes=2, seed=11), tmp_path / "photos")
     out = tmp_path / "run"
-    fast = ["--set", "train.min_measure_s=2", "--set", "train.max_measure_s=4"]
+    fast = ["--set", "train.warmup_steps=5", "--set", "train.measure_steps=40"]  # fixed: quick
     script = [sys.executable, os.path.join(REPO, "examples", "chips_train.py"), "--data"]
     argv = [sys.executable, "-m", "pipeprof", "compare", "--np", "2,", "--no-dashboard"]
     argv += ["--no-report", "--out", str(out), *fast, "--", *script, str(photos)]
