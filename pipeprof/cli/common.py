@@ -266,16 +266,19 @@ def add_common_arguments(p: argparse.ArgumentParser) -> None:
     stages.add_argument(
         "--deterministic", action="store_true", help="keep element order deterministic"
     )
-    p.add_argument(
-        "--set",
-        dest="sets",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override any scenario key, e.g. --set pipeline.augment.rotation_deg=30 (repeatable)",
-    )
+    add_set_argument(p)
     add_metrics_arguments(p)
     add_report_argument(p)
+
+
+def add_set_argument(
+    p: argparse.ArgumentParser,
+    help: str = "override any scenario key, e.g. --set pipeline.augment.rotation_deg=30 (repeatable)",
+) -> None:
+    """``--set KEY=VALUE``, the same on every command that reads a scenario."""
+    p.add_argument(
+        "--set", dest="sets", action="append", default=[], metavar="KEY=VALUE", help=help
+    )
 
 
 def overrides_from_args(

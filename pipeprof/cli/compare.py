@@ -134,25 +134,31 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
             f"the input pipeline and the allreduce are real"
         )
     try:
-        request = CompareRequest(
-            scenario,
-            nps,
-            out=args.out,
-            argv=argv,
-            stream_host=args.stream_host,
-            ablation=args.ablation,
-            verdict=args.verdict,
-            cores_per_rank=args.cores_per_rank,
-            ram_budget_bytes=args.ram_budget,
-            real=not args.synthetic_only,
-            report=not args.no_report,
-            remedies=args.remedies,
-        )
-        result = compare(request, reporter=reporter)
+        result = compare(scenario_request(args, scenario, argv, args.out), reporter=reporter)
     finally:
         reporter.close()
     emulated = " · EMULATED " + scenario.train.device if scenario.train.device != "auto" else ""
     return finish(result, console, f"pipeprof compare · {scenario.name}{emulated}")
+
+
+def scenario_request(
+    args: argparse.Namespace, scenario: scen.Scenario, argv: list[str], out: str | None
+) -> CompareRequest:
+    """The compare the command line asks for, of ``scenario`` into ``out``."""
+    return CompareRequest(
+        scenario,
+        scenario.launch.np,
+        out=out,
+        argv=argv,
+        stream_host=args.stream_host,
+        ablation=args.ablation,
+        verdict=args.verdict,
+        cores_per_rank=args.cores_per_rank,
+        ram_budget_bytes=args.ram_budget,
+        real=not args.synthetic_only,
+        report=not args.no_report,
+        remedies=args.remedies,
+    )
 
 
 def run_engines(args: argparse.Namespace, argv: list[str]) -> int:
@@ -184,20 +190,7 @@ def run_engines(args: argparse.Namespace, argv: list[str]) -> int:
         one.engine, one.out = engine, str(base / engine)
         scenario, how = with_launcher(scen.load(args.scenario, overrides_from_args(one)))
         console.print(f"engine {engine}: {how}", soft_wrap=True)
-        request = CompareRequest(
-            scenario,
-            scenario.launch.np,
-            out=one.out,
-            argv=argv,
-            stream_host=args.stream_host,
-            ablation=args.ablation,
-            verdict=args.verdict,
-            cores_per_rank=args.cores_per_rank,
-            ram_budget_bytes=args.ram_budget,
-            real=not args.synthetic_only,
-            report=not args.no_report,
-            remedies=args.remedies,
-        )
+        request = scenario_request(args, scenario, argv, one.out)
         result = compare(request, reporter=PlainReporter(console))
         finish(result, console, f"pipeprof compare · {scenario.name} · {engine}")
         summaries[engine] = result.summary

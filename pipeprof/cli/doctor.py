@@ -10,7 +10,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from pipeprof import scenario as scen
-from pipeprof.cli.common import console_for_output
+from pipeprof.cli.common import add_set_argument, console_for_output
 from pipeprof.doctor import Report, diagnose
 from pipeprof.errors import PipeprofError
 
@@ -38,14 +38,7 @@ def add_parser(sub: Any) -> None:
         default=None,
         help="scenario TOML file or built-in name (without one: the environment only)",
     )
-    p.add_argument(
-        "--set",
-        dest="sets",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override a scenario key, as compare does (repeatable)",
-    )
+    add_set_argument(p, help="override a scenario key, as compare does (repeatable)")
     p.set_defaults(run=run)
 
 

@@ -10,7 +10,7 @@ from typing import Any
 from rich.console import Console
 
 from pipeprof import scenario as scen
-from pipeprof.cli.common import overrides_from_args
+from pipeprof.cli.common import add_set_argument, overrides_from_args
 
 
 def add_parser(sub: Any) -> None:
@@ -32,14 +32,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument(
         "--overlay", action="append", default=[], metavar="TOML", help="a scenario fragment"
     )
-    p.add_argument(
-        "--set",
-        dest="sets",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override any scenario key (repeatable)",
-    )
+    add_set_argument(p)
     p.set_defaults(run=run)
 
 

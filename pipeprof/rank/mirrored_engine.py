@@ -21,6 +21,25 @@ from typing import Any
 from pipeprof.errors import PipeprofError
 
 
+def strategy_train_step(
+    tf: Any, strategy: Any, model: Any, prepare: Callable[[Any, Any], Any] | None = None
+) -> Any:
+    """Keras's ``train_step`` on every replica of a tf.distribute ``strategy``, compiled, the
+    logs averaged over the replicas; ``prepare(x, y)``: what becomes x first."""
+
+    def replica_step(x: Any, y: Any) -> Any:
+        return model.train_step((prepare(x, y) if prepare else x, y))
+
+    @tf.function
+    def step(x: Any, y: Any) -> Any:
+        logs = strategy.run(replica_step, args=(x, y))
+        return {
+            k: strategy.reduce(tf.distribute.ReduceOp.MEAN, v, axis=None) for k, v in logs.items()
+        }
+
+    return step
+
+
 def make_replicas(tf: Any, np: int) -> tuple[list[str], str]:
     """The devices of ``np`` replicas on this host, and their description: its first ``np``
     GPUs, or ``np`` logical devices of its CPU (set now, before TensorFlow's runtime starts:
@@ -157,18 +176,4 @@ class MirroredEngine:
         return values(part(x)), values(part(y))
 
     def train_step(self, model: Any, prepare: Callable[[Any, Any], Any] | None = None) -> Any:
-        """Keras's ``train_step`` on every replica, the logs averaged over them."""
-        tf, strategy = self.tf, self.strategy
-
-        def replica_step(x: Any, y: Any) -> Any:
-            return model.train_step((prepare(x, y) if prepare else x, y))
-
-        @tf.function
-        def step(x: Any, y: Any) -> Any:
-            logs = strategy.run(replica_step, args=(x, y))
-            return {
-                k: strategy.reduce(tf.distribute.ReduceOp.MEAN, v, axis=None)
-                for k, v in logs.items()
-            }
-
-        return step
+        return strategy_train_step(self.tf, self.strategy, model, prepare)

@@ -22,6 +22,7 @@ from typing import Any
 
 from pipeprof.errors import PipeprofError
 from pipeprof.rank.identity import identity
+from pipeprof.rank.mirrored_engine import strategy_train_step
 
 
 def tf_config(workers: list[str], index: int) -> str:
@@ -155,17 +156,4 @@ class MultiWorkerEngine:
         return values(lambda ctx: x), values(lambda ctx: y)
 
     def train_step(self, model: Any, prepare: Callable[[Any, Any], Any] | None = None) -> Any:
-        tf, strategy = self.tf, self.strategy
-
-        def replica_step(x: Any, y: Any) -> Any:
-            return model.train_step((prepare(x, y) if prepare else x, y))
-
-        @tf.function
-        def step(x: Any, y: Any) -> Any:
-            logs = strategy.run(replica_step, args=(x, y))
-            return {
-                k: strategy.reduce(tf.distribute.ReduceOp.MEAN, v, axis=None)
-                for k, v in logs.items()
-            }
-
-        return step
+        return strategy_train_step(self.tf, self.strategy, model, prepare)
