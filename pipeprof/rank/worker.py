@@ -36,6 +36,8 @@ from pipeprof.records import StepRecord, VariantRun
 from pipeprof.rundir import RunDir
 from pipeprof.scenario import PipelineConfig, Scenario, TrainConfig, emulated_ms
 
+RETIRE_WAIT_S = 30.0  # how long the end of a launch waits for an iterator to wind down
+
 
 def lr_factor(scaling: str, np: int) -> float:
     return {"linear": float(np), "sqrt": math.sqrt(np), "none": 1.0}[scaling]
@@ -257,6 +259,7 @@ def _train(job: Job, scenario: Scenario, engine: Engine, telemetry) -> int:
     def average(values: list[float]) -> numpy.ndarray:
         return engine.average(values, name="pipeprof_check")
 
+    retiring: list[threading.Thread] = []  # each variant's iterator, dropped on a side thread
     twin_ran = False  # once the synthetic twin ran at this np, real variants alternate with it
     warm_lr_steps, global_step = train.lr_warmup_steps, 0
     with tf.device("/GPU:0" if tf.config.list_logical_devices("GPU") else "/CPU:0"):
@@ -356,7 +359,10 @@ def _train(job: Job, scenario: Scenario, engine: Engine, telemetry) -> int:
         # next variant need not wait for.
         finished = [batches]
         del batches
-        threading.Thread(target=finished.clear, name="pipeprof-retire", daemon=True).start()
+        retiring.append(
+            threading.Thread(target=finished.clear, name="pipeprof-retire", daemon=True)
+        )
+        retiring[-1].start()
         avg = engine.average([measured.loss, measured.accuracy], name=f"metrics_{k}")
         all_records = gather_records(engine, measured.records, name=f"records_{k}")
         twin_ran = twin_ran or spec.synthetic
@@ -383,6 +389,12 @@ def _train(job: Job, scenario: Scenario, engine: Engine, telemetry) -> int:
                 of=len(job.variants),
             )
     engine.barrier("barrier_end")
+    # The iterators still winding down must be gone before the process ends: Python's exit
+    # stops a daemon thread inside TensorFlow's C++ with a forced unwind, which aborts the
+    # process (measured: "FATAL: exception not rethrown", exit -6, once in a clean-clone CI
+    # run of the mirrored engine, after every variant was written).
+    for thread in retiring:
+        thread.join(timeout=RETIRE_WAIT_S)
     return 0
 
 
