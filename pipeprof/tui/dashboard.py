@@ -24,6 +24,7 @@ MAX_REFRESH_PER_S = 4
 CPU_BUDGET = 0.002
 MAX_INTERVAL_S = 2.0
 BARS_PER_HOST = 16  # a bar per core up to this many cores; a summary line past it
+BARS_PER_LINE = 4  # four bars fit a 100-column terminal beside the host's name; never wrapped
 
 
 def _n(value: float | None, digits: int = 1, suffix: str = "") -> str:
@@ -145,9 +146,12 @@ def hosts_panel(s: DashboardState) -> RenderableType:
             cores += Text(f"{len(per_core)} cores: mean ") + bar(sum(per_core) / len(per_core), 8)
             cores += Text(f"  busiest {max(per_core):.0f}%")
             cores += Text(f"  {sum(c >= 90 for c in per_core)} at 90% or more")
-        else:
+        else:  # whole lines of bars: a wrap would split a label from its bar
+            label = len(f"cpu{len(per_core) - 1}")
             for i, c in enumerate(per_core):
-                cores += Text(f"cpu{i:<2}") + bar(c, 8) + Text("  ")
+                if i and i % BARS_PER_LINE == 0:
+                    cores += Text("\n")
+                cores += Text(f"cpu{i}".ljust(label) + " ") + bar(c, 8) + Text("  ")
         grid.add_row(Text(h.host, style="bold"), cores)
         grid.add_row(
             "",

@@ -1,6 +1,7 @@
 """The dashboard rendered from canned state at a fixed width."""
 
 import io
+import re
 import threading
 import time
 
@@ -190,3 +191,19 @@ def test_a_thousand_ranks_show_the_ones_waiting_longest_and_the_busiest_hosts():
     text = out.getvalue()
     assert "the 16 of 1,024 waiting longest on input" in text
     assert "and 124 more hosts" in text and "96 cores: mean" in text and "cpu95" not in text
+
+
+def test_a_sixteen_core_host_keeps_each_label_beside_its_bar():
+    """Regression: on a real 16-core GPU host (benchmarks/nvml_real_gpu.py on an H200) the
+    bars wrapped mid-entry, 'cpu6' at the end of one line and its bar on the next, and two-digit
+    labels ran into their bars ('cpu10░░░')."""
+    state = LiveState(scenario="wide")
+    busy = [3.0 if i != 13 else 39.0 for i in range(16)]
+    state.apply({"kind": "host", "host": "gpu-node", "cpu_per_core_pct": ";".join(map(str, busy))})
+    out = io.StringIO()
+    Console(file=out, width=100, color_system=None).print(render(state.snapshot()))
+    lines = out.getvalue().splitlines()
+    for i in range(16):
+        (line,) = [ln for ln in lines if re.search(rf"cpu{i} +[█░]{{8}} +\d+%", ln)]
+        assert line.count("cpu") == 4, line  # four whole entries a line
+    assert re.search(r"cpu13 +███░░░░░  39%", out.getvalue())
