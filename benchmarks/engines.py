@@ -1,14 +1,17 @@
 """The same scenario under both engines, side by side: Horovod (one process per worker,
 horovodrun over Gloo) and tf.distribute's MirroredStrategy (one process driving every
-replica), at np 1 and 2 on emulated devices, the runs alternating engine by engine.
+replica) in both of its ways of feeding the replicas, at np 1 and 2 on emulated devices, the
+runs alternating side by side.
 
-Method: ``pipeprof compare SCENARIO --engine E --np 1,2`` for E in horovod, mirrored, then
-again in the other order (``--repeats`` pairs), each into its own run directory, with the
-emulated device, the steps and the batch the flags give; the table lists each run's samples/s
-of the synthetic twin and of the real pipeline, and the gap, per engine and np, and the
-median over repeats. What differs between the engines: Horovod's ranks each read their own
-shard with their own tf.data pipeline; the mirrored process reads one stream of global
-batches that its replicas split (``experimental_distribute_dataset``), on this host's CPU.
+Method: ``pipeprof compare SCENARIO --engine E --np 1,2`` for each side, the order rotated by
+one each repeat (``--repeats``), each into its own run directory, with the emulated device,
+the steps and the batch the flags give; the table lists each run's samples/s of the synthetic
+twin and of the real pipeline, and the gap, per side and np, and the median over repeats.
+What differs: Horovod's ranks each read their own shard with their own tf.data pipeline; the
+mirrored process reads one stream of global batches that its replicas split
+(``experimental_distribute_dataset``, side "mirrored"), or one stream of a replica's batches
+that they take in turn (``distribute_datasets_from_function``, side "mirrored-per-replica"),
+on this host's CPU.
 
 Run: ``.venv/bin/python benchmarks/engines.py`` (about 2 minutes with the defaults).
 """
@@ -46,23 +49,35 @@ name = "real"
 """
 
 
-def run(engine: str, scenario: Path, out: Path, data: Path) -> pd.DataFrame:
+# each side: its engine and what else its compare is given
+SIDES = {
+    "horovod": ("horovod", []),
+    "mirrored": ("mirrored", []),
+    "mirrored-per-replica": (
+        "mirrored",
+        ["--set", "train.distribute_input=distribute_datasets_from_function"],
+    ),
+}
+
+
+def run(side: str, scenario: Path, out: Path, data: Path) -> pd.DataFrame:
+    engine, more = SIDES[side]
     argv = [sys.executable, "-m", "pipeprof", "compare", str(scenario), "--engine", engine]
-    argv += ["--np", "1,2", "--out", str(out), "--no-report", "--no-dashboard"]
+    argv += [*more, "--np", "1,2", "--out", str(out), "--no-report", "--no-dashboard"]
     env = dict(os.environ, PIPEPROF_DATA_DIR=str(data))
     proc = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=1200)
     if proc.returncode != 0:
         raise SystemExit(
-            f"{engine}: exit {proc.returncode}\n{proc.stdout[-2000:]}{proc.stderr[-2000:]}"
+            f"{side}: exit {proc.returncode}\n{proc.stdout[-2000:]}{proc.stderr[-2000:]}"
         )
     summary = pd.read_csv(out / "summary.csv")
-    summary["engine"] = engine
+    summary["engine"] = side
     return summary
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--repeats", type=int, default=2, help="pairs of runs (default 2)")
+    ap.add_argument("--repeats", type=int, default=2, help="runs of each side (default 2)")
     ap.add_argument("--ms", type=float, default=40.0, help="emulated step, ms (default 40)")
     ap.add_argument("--batch", type=int, default=32, help="per-worker batch (default 32)")
     ap.add_argument("--steps", type=int, default=60, help="measured steps (default 60)")
@@ -72,16 +87,17 @@ def main() -> int:
         scenario = root / "engines.toml"
         scenario.write_text(SCENARIO.format(batch=args.batch, ms=args.ms, steps=args.steps))
         rows = []
+        sides = list(SIDES)
         for r in range(args.repeats):
-            order = ("horovod", "mirrored") if r % 2 == 0 else ("mirrored", "horovod")
-            for engine in order:
-                s = run(engine, scenario, root / f"{engine}-{r}", root / "data")
+            order = sides[r % len(sides) :] + sides[: r % len(sides)]
+            for side in order:
+                s = run(side, scenario, root / f"{side}-{r}", root / "data")
                 s["repeat"] = r
                 rows.append(s)
         df = pd.concat(rows, ignore_index=True)
     print(
         f"emulated {args.ms:g} ms/step, batch {args.batch} per worker, {args.steps} steps, "
-        f"{args.repeats} run(s) per engine, alternating; this host: {os.cpu_count()} CPUs"
+        f"{args.repeats} run(s) per side, alternating; this host: {os.cpu_count()} CPUs"
     )
     cols = ["engine", "np", "variant", "repeat", "samples_per_s", "gap_pct"]
     print(df[cols].sort_values(["np", "engine", "variant", "repeat"]).to_string(index=False))
@@ -90,7 +106,7 @@ def main() -> int:
         synth = statistics.median(g[g["variant"] == "synthetic"]["samples_per_s"])
         real = statistics.median(g[g["variant"] == "real"]["samples_per_s"])
         gap = statistics.median(g[g["variant"] == "real"]["gap_pct"])
-        print(f"np={np_} {engine:9s} synthetic {synth:9.1f}  real {real:9.1f}  gap {gap:5.1f}%")
+        print(f"np={np_} {engine:20s} synthetic {synth:9.1f}  real {real:9.1f}  gap {gap:5.1f}%")
     return 0
 
 

@@ -165,6 +165,10 @@ class ModelConfig:
 class TrainConfig:
     # what makes training data-parallel (pipeprof.rank.engine.ENGINES)
     engine: str = "horovod"
+    # how a tf.distribute engine feeds its replicas: "auto" (mirrored: global batches split by
+    # experimental_distribute_dataset; multi_worker_mirrored: each worker's own shard through
+    # distribute_datasets_from_function), or either function by name (mirrored takes both)
+    distribute_input: str = "auto"
     batch_size: int = 32  # per worker when batch_mode = "per_worker", else global
     batch_mode: Literal["per_worker", "global"] = "per_worker"
     optimizer: Literal["sgd", "adam"] = "sgd"
@@ -353,7 +357,7 @@ def validate(s: Scenario, base_dir: Path | None = None) -> None:
         EXTERNAL,
         LAUNCHERS,
     )
-    from pipeprof.rank.engine import ENGINES
+    from pipeprof.rank.engine import DISTRIBUTE_INPUTS, ENGINES, PER_REPLICA
 
     need(
         s.launch.launcher in LAUNCHERS or s.launch.launcher in (AUTO, EXTERNAL),
@@ -366,6 +370,18 @@ def validate(s: Scenario, base_dir: Path | None = None) -> None:
         t.engine in ENGINES,
         "train.engine",
         f"must be one of {', '.join(sorted(ENGINES))}, got {t.engine!r}",
+    )
+    need(
+        t.distribute_input in DISTRIBUTE_INPUTS,
+        "train.distribute_input",
+        f"must be one of {', '.join(DISTRIBUTE_INPUTS)}, got {t.distribute_input!r}",
+    )
+    takes = {"horovod": ("auto",), "multi_worker_mirrored": ("auto", PER_REPLICA)}
+    need(
+        t.distribute_input in takes.get(t.engine, DISTRIBUTE_INPUTS),
+        "train.distribute_input",
+        f"{t.distribute_input!r} is not for train.engine {t.engine}, which takes "
+        f"{' or '.join(takes.get(t.engine, DISTRIBUTE_INPUTS))}",
     )
     need(t.batch_size >= 1, "train.batch_size", f"must be at least 1, got {t.batch_size}")
     need(t.learning_rate > 0, "train.learning_rate", f"must be positive, got {t.learning_rate}")

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from pipeprof import registry
+from pipeprof.errors import PipeprofError
 
 
 class Engine(Protocol):
@@ -49,6 +50,15 @@ class Engine(Protocol):
     def scope(self) -> contextlib.AbstractContextManager[Any]:
         """Where the model and its optimizer are made (tf.distribute's strategy scope)."""
 
+    def set_input(self, how: str) -> None:
+        """How this process's dataset reaches its replicas (``train.distribute_input``):
+        ``auto``, the engine's own way, or the tf.distribute function named; an engine with
+        one way refuses another in one line."""
+
+    def input_batch(self, per_replica: int) -> int:
+        """The batch this process's dataset yields, ``per_replica`` samples for each replica:
+        a global batch that ``distribute`` splits, or one replica's batch."""
+
     def distribute(self, dataset: Any) -> Any:
         """This process's dataset as its replicas take it (one global batch split among them)."""
 
@@ -78,6 +88,23 @@ class Engine(Protocol):
         """Every rank's list of picklable ``objects``, in rank order, on every rank."""
 
 
+# train.distribute_input: tf.distribute's two ways of feeding replicas from a tf.data pipeline
+SPLIT = "experimental_distribute_dataset"  # global batches, each split among the replicas
+PER_REPLICA = "distribute_datasets_from_function"  # one batch per replica, from the function
+DISTRIBUTE_INPUTS = ("auto", SPLIT, PER_REPLICA)
+
+
+def refuse_input(engine: str, how: str, ways: tuple[str, ...]) -> None:
+    """A one-line error for a ``train.distribute_input`` that ``engine`` does not take."""
+    if how != "auto" and how not in ways:
+        takes = (
+            f"auto or {' or '.join(ways)}"
+            if ways
+            else "only auto (its ranks read their own shards)"
+        )
+        raise PipeprofError(f"train.distribute_input {how!r}: train.engine {engine} takes {takes}")
+
+
 class PerProcess:
     """``Engine``'s methods for an engine with one replica per process (Horovod's way): the
     process's dataset and batches are its replica's, and its step is Keras's own."""
@@ -85,6 +112,12 @@ class PerProcess:
     @property
     def replicas(self) -> int:
         return 1
+
+    def set_input(self, how: str) -> None:
+        refuse_input(self.name, how, ())  # type: ignore[attr-defined]
+
+    def input_batch(self, per_replica: int) -> int:
+        return per_replica
 
     def scope(self) -> contextlib.AbstractContextManager[Any]:
         return contextlib.nullcontext()

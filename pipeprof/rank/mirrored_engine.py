@@ -6,7 +6,8 @@ said as such wherever the device is named). Its launcher starts that one process
 
 The worker count is the replica count. The process reads one stream of global batches
 (per-replica batch × replicas) and ``experimental_distribute_dataset`` splits each among the
-replicas; ``strategy.run`` runs Keras's own ``train_step`` on each, and the optimizer's
+replicas, or, with ``train.distribute_input = "distribute_datasets_from_function"``, one
+stream of a replica's batches that the replicas take in turn; ``strategy.run`` runs Keras's own ``train_step`` on each, and the optimizer's
 apply averages the gradients across them. There is one process, so what Horovod does between
 processes (broadcast, barriers, gathers) has nothing to do here; the emulated device's
 gradient exchange is a sum across the replicas, as the strategy's own would be.
@@ -19,6 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from pipeprof.errors import PipeprofError
+from pipeprof.rank.engine import PER_REPLICA, SPLIT, refuse_input
 
 
 def strategy_train_step(
@@ -78,6 +80,7 @@ class MirroredEngine:
         self._strategy: Any = None
         self._reducers: dict[Any, Any] = {}  # one compiled cross-replica sum per tensor kind
         self.device_kind = ""
+        self.input = SPLIT
 
     def start(self, controller: str = "", np: int = 1) -> None:
         """Make ``np`` replicas: the first ``np`` GPUs, else ``np`` logical CPU devices (which
@@ -159,12 +162,28 @@ class MirroredEngine:
     def gather(self, objects: list[Any], name: str) -> list[list[Any]]:
         return [list(objects)]
 
+    def set_input(self, how: str) -> None:
+        """``experimental_distribute_dataset`` (auto): one pipeline of global batches, each split
+        among the replicas; ``distribute_datasets_from_function``: one pipeline of a replica's
+        batches, which the replicas take in turn (one process: the function is called once)."""
+        refuse_input(self.name, how, (SPLIT, PER_REPLICA))
+        self.input = SPLIT if how == "auto" else how
+
+    def input_batch(self, per_replica: int) -> int:
+        return per_replica * self._replicas if self.input == SPLIT else per_replica
+
     def distribute(self, dataset: Any) -> Any:
+        if self.input == PER_REPLICA:
+            return self.strategy.distribute_datasets_from_function(lambda ctx: dataset)
         return self.strategy.experimental_distribute_dataset(dataset)
 
     def distribute_batch(self, batch: tuple[Any, Any]) -> tuple[Any, Any]:
-        """A global batch split among the replicas, as the distributed dataset splits one."""
+        """The twin's batch as the real one reaches the replicas: a global batch split among
+        them, or (per replica) the same replica's batch on each."""
         x, y = batch
+        values = self.strategy.experimental_distribute_values_from_function
+        if self.input == PER_REPLICA:
+            return values(lambda ctx: x), values(lambda ctx: y)
         per = int(x.shape[0]) // self._replicas
 
         def part(t: Any) -> Callable[[Any], Any]:
@@ -172,7 +191,6 @@ class MirroredEngine:
                 ctx.replica_id_in_sync_group * per : (ctx.replica_id_in_sync_group + 1) * per
             ]
 
-        values = self.strategy.experimental_distribute_values_from_function
         return values(part(x)), values(part(y))
 
     def train_step(self, model: Any, prepare: Callable[[Any, Any], Any] | None = None) -> Any:

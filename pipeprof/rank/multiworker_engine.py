@@ -21,6 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 from pipeprof.errors import PipeprofError
+from pipeprof.rank.engine import PER_REPLICA, refuse_input
 from pipeprof.rank.identity import identity
 from pipeprof.rank.mirrored_engine import strategy_train_step
 
@@ -146,6 +147,12 @@ class MultiWorkerEngine:
         slots = tf.tensor_scatter_nd_update(slots, [[self._rank]], [row])
         every = self._sum(slots).numpy()
         return [json.loads(bytes(r[: r[-1]].tolist())) for r in every]
+
+    def set_input(self, how: str) -> None:
+        refuse_input(self.name, how, (PER_REPLICA,))  # each worker reads its own shard
+
+    def input_batch(self, per_replica: int) -> int:
+        return per_replica  # one replica a worker
 
     def distribute(self, dataset: Any) -> Any:
         return self.strategy.distribute_datasets_from_function(lambda ctx: dataset)

@@ -135,6 +135,7 @@ def _run(job: Job) -> int:
         os.environ["TF_CONFIG"] = tf_config(job.tf_workers, identity().rank)
     engine = engines.get(scenario.train.engine)
     engine.start(scenario.launch.controller, np=job.np)
+    engine.set_input(scenario.train.distribute_input)
     telemetry = _start_telemetry(
         job, scenario, engine.rank, engine.size, engine.local_rank, engine.local_size
     )
@@ -159,7 +160,7 @@ def _train(job: Job, scenario: Scenario, engine: Engine, telemetry) -> int:
     if size != job.np:
         raise PipeprofError(f"launched {size} ranks but the job is for np={job.np}")
     per_worker_batch, lr = batch_and_lr(train, size)
-    batch_here = per_worker_batch * replicas  # what this process reads at each step
+    input_batch = engine.input_batch(per_worker_batch)  # what this process's dataset yields
     run_dir = Path(job.run_dir)
 
     data = scenario.data
@@ -179,7 +180,9 @@ def _train(job: Job, scenario: Scenario, engine: Engine, telemetry) -> int:
         )
     step_fn = engine.train_step(model)
     if replicas > 1 or engine.name != "horovod":
-        device = f"{getattr(engine, 'device_kind', device)} ({engine.name})"
+        how = train.distribute_input  # said where it was chosen: the default goes unsaid
+        device = f"{getattr(engine, 'device_kind', device)} ({engine.name}"
+        device += f", {how})" if how != "auto" else ")"
     gradient_floats = int(sum(int(tf.size(v)) for v in model.trainable_variables))
     device_ms = emulated_ms(train.device)
     if device_ms is not None:
@@ -218,7 +221,7 @@ def _train(job: Job, scenario: Scenario, engine: Engine, telemetry) -> int:
             pipe,
             data_root=job.data_root,
             shard=pipeline.Shard(rank, processes),
-            batch_size=batch_here,
+            batch_size=input_batch,
             epochs=epochs,
             cache_prefix=str(run_dir / "cache" / f"np{size}-{spec.name}"),
             bad_files=_bad_files(run_dir, size, spec.name, rank, telemetry),
@@ -231,8 +234,8 @@ def _train(job: Job, scenario: Scenario, engine: Engine, telemetry) -> int:
         element_spec = real_dataset(first_real).element_spec
     else:
         element_spec = (
-            tf.TensorSpec([batch_here, *input_shape], tf.float32),
-            tf.TensorSpec([batch_here], tf.int32),
+            tf.TensorSpec([input_batch, *input_shape], tf.float32),
+            tf.TensorSpec([input_batch], tf.int32),
         )
 
     # Same starting weights everywhere (what BroadcastGlobalVariablesCallback does in fit).

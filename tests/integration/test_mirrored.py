@@ -158,3 +158,43 @@ def test_both_engines_side_by_side_in_one_table_and_one_chart(tmp_path):
     )
     assert again.returncode == 2
     assert f"--out {out}: exists and is not empty" in again.stderr
+
+
+def test_mirrored_with_distribute_datasets_from_function_feeds_each_replica_its_own_batch(tmp_path):
+    """train.distribute_input: the pipeline yields a replica's batch (8) and the two replicas
+    take one each, where the default splits one global batch (16); same rows, same counts."""
+    scenario = tmp_path / "s.toml"
+    scenario.write_text(small_scenario("mirrored-per-replica", 16))
+    out = tmp_path / "run"
+    got = subprocess.run(
+        [sys.executable, "-m", "pipeprof", "compare", str(scenario), "--engine", "mirrored"]
+        + ["--set", "train.distribute_input=distribute_datasets_from_function", "--np", "2"]
+        + ["--out", str(out), "--no-report", "--no-dashboard"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=REPO,
+        env={**os.environ, "PIPEPROF_DATA_DIR": str(tmp_path / "data")},
+    )
+    assert got.returncode == 0, got.stdout[-3000:] + got.stderr[-3000:]
+    assert (
+        "np=2: ranks up on 2 logical CPU device(s) sharing this host's CPU "
+        "(mirrored, distribute_datasets_from_function)" in got.stdout
+    ), got.stdout
+    summary = pd.read_csv(out / "summary.csv")  # --np 2: np 1 and 2
+    assert sorted(zip(summary["np"], summary["variant"])) == [
+        (1, "real"),
+        (1, "synthetic"),
+        (2, "real"),
+        (2, "synthetic"),
+    ]
+    real = summary[summary["variant"] == "real"]
+    assert summary["samples_per_s"].gt(0).all() and real["gap_pct"].notna().all()
+    for variant in ("synthetic", "real"):  # a step counts both replicas' samples
+        steps = pd.read_csv(out / "steps" / f"np2-{variant}.csv")
+        assert set(steps["batch_size"]) == {16}, (variant, set(steps["batch_size"]))
+    variants = [json.loads(x) for x in (out / "variants.jsonl").read_text().splitlines()]
+    assert {(v["np"], v["per_worker_batch"], v["global_batch"]) for v in variants} == {
+        (1, 8, 8),
+        (2, 8, 16),
+    }

@@ -103,6 +103,50 @@ def test_unknown_launcher_and_engine_are_one_line_errors():
         launchers.get("qsub")
 
 
+def test_a_distribute_input_an_engine_does_not_take_is_one_line_naming_both():
+    cases = (
+        ("horovod", "distribute_datasets_from_function", "which takes auto"),
+        ("multi_worker_mirrored", "experimental_distribute_dataset", "auto or distribute_datas"),
+        ("mirrored", "from_function", "must be one of auto, experimental_distribute_dataset, "),
+    )
+    for engine, how, says in cases:
+        train = {"engine": engine, "distribute_input": how}
+        with pytest.raises(PipeprofError) as exc:
+            validate(Scenario.from_dict({"name": "x", "train": train}, "x.toml"))
+        line = exc.value.message
+        assert "\n" not in line and line.startswith("scenario: train.distribute_input "), line
+        assert f"'{how}'" in line and says in line, line
+    for engine in ("mirrored", "multi_worker_mirrored", "horovod"):  # auto: every engine's own way
+        validate(Scenario.from_dict({"name": "x", "train": {"engine": engine}}, "x.toml"))
+    validate(
+        Scenario.from_dict(
+            {
+                "name": "x",
+                "train": {
+                    "engine": "mirrored",
+                    "distribute_input": "distribute_datasets_from_function",
+                },
+            },
+            "x.toml",
+        )
+    )
+
+
+def test_an_engine_of_one_replica_a_process_refuses_a_tf_distribute_input(monkeypatch, tmp_path):
+    """A registered engine is not in the scenario's table: the seam's own check speaks for it."""
+    monkeypatch.setenv("PIPEPROF_FAKE_ENGINE_DIR", str(tmp_path))
+    monkeypatch.setitem(engines.ENGINES, "files", "tests.fakes.engine:FileEngine")
+    engine = engines.get("files")
+    engine.set_input("auto")
+    assert engine.input_batch(16) == 16
+    with pytest.raises(PipeprofError) as exc:
+        engine.set_input("experimental_distribute_dataset")
+    assert exc.value.message == (
+        "train.distribute_input 'experimental_distribute_dataset': train.engine files takes only "
+        "auto (its ranks read their own shards)"
+    )
+
+
 @pytest.mark.parametrize(
     "env,expected",
     [
