@@ -198,3 +198,58 @@ def test_mirrored_with_distribute_datasets_from_function_feeds_each_replica_its_
         (1, 8, 8),
         (2, 8, 16),
     }
+
+
+def test_ablation_remedies_predict_and_tunes_confirming_run_under_mirrored(tmp_path):
+    """What compare does beyond its two rows, under the mirrored engine: the ablation ladder
+    and a verdict per replica count, the remedies measured as variants, predict from the
+    np=1 run, and tune's confirming training run (the other tests of tune skip it)."""
+    scenario = tmp_path / "s.toml"
+    scenario.write_text(small_scenario("mirrored-more", 16))
+    env = {**os.environ, "PIPEPROF_DATA_DIR": str(tmp_path / "data")}
+
+    def pipeprof(*argv: str) -> str:
+        got = subprocess.run(
+            [sys.executable, "-m", "pipeprof", *argv],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            cwd=REPO,
+            env=env,
+        )
+        assert got.returncode == 0, got.stdout[-3000:] + got.stderr[-3000:]
+        return got.stdout
+
+    out = tmp_path / "run"
+    said = pipeprof(
+        "compare", str(scenario), "--engine", "mirrored", "--np", "1,2", "--ablation",
+        "--remedies", "--out", str(out), "--no-report", "--no-dashboard",
+    )  # fmt: skip
+    assert "np=2: ranks up on 2 logical CPU device(s) sharing this host's CPU (mirrored)" in said
+    summary = pd.read_csv(out / "summary.csv")
+    ladder = ["read", "+label", "+shuffle", "+augment", "+prefetch", "+cache"]
+    remedies = sorted(v for v in summary["variant"] if v.startswith("remedy:"))
+    for n in (1, 2):
+        rows = summary[summary["np"] == n].set_index("variant")
+        assert rows.loc[ladder, "stage_marginal_ms"].notna().all(), rows
+        assert rows.loc[[*ladder, "real"], "gap_pct"].notna().all(), rows
+    assert remedies and summary.set_index("variant").loc[remedies, "gap_closed_pct"].notna().all()
+    verdicts = json.loads((out / "verdict.json").read_text())
+    assert sorted(v["np"] for v in verdicts) == [1, 2]
+    assert all(v["bottleneck"] in ("none", "read", "label", "shuffle", "augment") for v in verdicts)
+
+    pipeprof("predict", str(out), "--np", "2,4", "--gpus-per-node", "4", "--cores-per-node", "2")
+    predicted = pd.read_csv(out / "prediction.csv")
+    assert list(predicted["np"]) == [2, 4] and predicted["gap_pct"].between(-100, 100).all()
+
+    tuned = tmp_path / "tune"
+    said = pipeprof(
+        "tune", str(scenario), "--set", "train.engine=mirrored", "--budget", "6s",
+        "--confirm-steps", "12", "--out", str(tuned), "--no-report",
+    )  # fmt: skip
+    assert "ranks up on 1 logical CPU device(s) sharing this host's CPU (mirrored)" in said
+    confirm = pd.read_csv(tuned / "confirm" / "summary.csv").set_index("variant")
+    assert sorted(confirm.index) == ["scenario", "synthetic", "tuned"]
+    assert confirm.loc[["scenario", "tuned"], "gap_pct"].notna().all()
+    assert confirm["samples_per_s"].gt(0).all()
+    assert f"gap before tuning {confirm.loc['scenario', 'gap_pct']:.1f}%" in said
