@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # CI's second step: pipeprof installed WITHOUT Horovod (pip install pipeprof, the cpu extra
 # for TensorFlow, no horovod extra), in a venv of its own that is removed afterwards. It must
-# run a compare under tf.distribute's MirroredStrategy (train.engine mirrored), and give the
-# Horovod engine's one-line error naming what to install. pip's cache keeps this quick.
+# run a compare under tf.distribute's MirroredStrategy (train.engine mirrored) and, where
+# Open MPI is installed, MultiWorkerMirroredStrategy with mpirun starting its workers, and
+# give the Horovod engine's one-line error naming what to install. pip's cache keeps this
+# quick.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3.11}
@@ -42,6 +44,24 @@ rows = sorted(zip(s["np"], s["variant"]))
 assert rows == [(1, "real"), (1, "synthetic"), (2, "real"), (2, "synthetic")], rows
 assert s["samples_per_s"].gt(0).all() and s[s["variant"] == "real"]["gap_pct"].notna().all()
 PY
+# MultiWorkerMirroredStrategy too: with no horovodrun, mpirun starts its workers (where Open
+# MPI is installed, as `setup.sh test` installs it)
+if command -v mpirun >/dev/null; then
+  "$work/venv/bin/pipeprof" compare "$work/s.toml" --engine multi_worker_mirrored --np 1,2 \
+    --out "$work/mwms" --no-report --no-dashboard > "$work/mwms.log" 2>&1 \
+    || { cat "$work/mwms.log" >&2; exit 1; }
+  head -1 "$work/mwms.log" | grep -q "launcher mpirun (train.engine multi_worker_mirrored with no Horovod installed" \
+    || { echo "without_horovod: the first line did not say mpirun starts the workers:" >&2; head -3 "$work/mwms.log" >&2; exit 1; }
+  "$work/venv/bin/python" - "$work/mwms/summary.csv" <<'PY'
+import sys
+import pandas as pd
+s = pd.read_csv(sys.argv[1])
+rows = sorted(zip(s["np"], s["variant"]))
+assert rows == [(1, "real"), (1, "synthetic"), (2, "real"), (2, "synthetic")], rows
+assert s["samples_per_s"].gt(0).all() and s[s["variant"] == "real"]["gap_pct"].notna().all()
+PY
+  mwms=", a multi_worker_mirrored compare at np 1, 2 under mpirun"
+fi
 set +e
 "$work/venv/bin/pipeprof" compare "$work/s.toml" --np 1 --out "$work/refused" \
   --no-report --no-dashboard > "$work/horovod.out" 2> "$work/horovod.err"
@@ -52,4 +72,4 @@ if [ "$code" != 2 ] || [ "$(cat "$work/horovod.err")" != "$want" ] || [ -e "$wor
   echo "without_horovod: the Horovod engine's error was not the one line expected (exit $code):" >&2
   cat "$work/horovod.err" >&2; exit 1
 fi
-echo "without Horovod: a mirrored compare at np 1, 2, and the Horovod engine's one line: ok"
+echo "without Horovod: a mirrored compare at np 1, 2${mwms:-}, and the Horovod engine's one line: ok"

@@ -146,7 +146,7 @@ class HorovodLauncher:
         self._hosts_checked = hosts.CheckedOnce()
         self.rank_exit = ExitLines()
 
-    def check(self, np: int, launch: LaunchConfig, gpu_count: int) -> None:
+    def check(self, np: int, launch: LaunchConfig, gpu_count: int, engine: str = "horovod") -> None:
         check_slots(np, launch, gpu_count)
         find_horovodrun()
         self._hosts_checked(np, launch)

@@ -32,9 +32,10 @@ class Launcher(Protocol):
 
     name: str  # what the manifest records and a failure line names ("horovodrun exited with 1")
 
-    def check(self, np: int, launch: LaunchConfig, gpu_count: int) -> None:
+    def check(self, np: int, launch: LaunchConfig, gpu_count: int, engine: str = "horovod") -> None:
         """Refuse, with one line, what this launcher cannot start, before anything is spent:
-        its program missing, too few slots for ``np``."""
+        its program missing, too few slots for ``np``, what ``engine`` (train.engine) would
+        need of it that is not there."""
 
     def env(
         self, base: dict[str, str], cwd: str, *, emulated: bool = False, local_ranks: int = 1
@@ -108,6 +109,10 @@ def choose(
             why = f"inside Slurm allocation {alloc.job_id}, but srun is not on PATH"
         else:
             name, why = "srun", "the default inside a Slurm allocation"
+        if name == AUTO and engine != "horovod" and not horovodrun_found():
+            if shutil.which("mpirun") is not None:  # tf.distribute's workers need no Horovod
+                why = f"train.engine {engine} with no Horovod installed: mpirun starts its workers"
+                return dataclasses.replace(launch, launcher="mpirun"), f"launcher mpirun ({why})"
         if name == AUTO:
             return dataclasses.replace(
                 launch, launcher="horovodrun"
@@ -124,6 +129,16 @@ def choose(
         dataclasses.replace(launch, launcher=name, hosts=alloc.hosts_arg),
         f"launcher srun ({why}; {alloc.describe()})",
     )
+
+
+def horovodrun_found() -> bool:
+    from pipeprof.launch.horovod import find_horovodrun
+
+    try:
+        find_horovodrun()
+    except PipeprofError:
+        return False
+    return True
 
 
 def register(name: str, factory: str | Callable[[], Launcher]) -> None:

@@ -13,7 +13,7 @@ from pipeprof.scenario import LaunchConfig
 class LocalLauncher:
     name = "local"
 
-    def check(self, np: int, launch: LaunchConfig, gpu_count: int) -> None:
+    def check(self, np: int, launch: LaunchConfig, gpu_count: int, engine: str = "horovod") -> None:
         if launch.hosts or launch.hostfile:
             raise PipeprofError(
                 "train.engine mirrored runs one process on this host: drop -H/--hostfile "

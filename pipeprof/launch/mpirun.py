@@ -1,6 +1,8 @@
 """Open MPI's mpirun, called directly (``launch.launcher = "mpirun"``): the ranks start without
 horovodrun and Horovod's MPI controller joins them, as on clusters where mpirun and a hostfile
-are how jobs start.
+are how jobs start. Under ``train.engine = "multi_worker_mirrored"`` mpirun only starts the
+workers (each reads its rank from Open MPI's variables and writes its TF_CONFIG), so Horovod
+need not be installed at all.
 
 The command line is what horovodrun --mpi would run, built here so that Open MPI's settings
 are the user's to pass (OMPI_MCA_* variables reach mpirun unchanged): one rank per slot of
@@ -35,8 +37,8 @@ def find_mpirun() -> str:
     if not found:
         raise PipeprofError(
             "mpirun not found: install Open MPI (Debian: apt-get install openmpi-bin "
-            "libopenmpi-dev) and Horovod built with it (HOROVOD_WITH_MPI=1), or use "
-            "--launcher horovodrun"
+            "libopenmpi-dev), and for train.engine horovod Horovod built with it "
+            "(HOROVOD_WITH_MPI=1), or use --launcher horovodrun"
         )
     return found
 
@@ -73,10 +75,10 @@ class MpirunLauncher:
         self._exported: list[str] = []
         self.rank_exit = ExitLines()
 
-    def check(self, np: int, launch: LaunchConfig, gpu_count: int) -> None:
+    def check(self, np: int, launch: LaunchConfig, gpu_count: int, engine: str = "horovod") -> None:
         check_slots(np, launch, gpu_count)
         find_mpirun()
-        if not self._probed:
+        if engine == "horovod" and not self._probed:  # tf.distribute's workers need no Horovod
             probe = subprocess.run(
                 [sys.executable, "-c", MPI_PROBE], capture_output=True, text=True, timeout=300
             )

@@ -214,7 +214,7 @@ class SrunLauncher:
     def rank_exit(self, line: str) -> tuple[int, int] | None:
         return srun_exit(line)
 
-    def check(self, np: int, launch: LaunchConfig, gpu_count: int) -> None:
+    def check(self, np: int, launch: LaunchConfig, gpu_count: int, engine: str = "horovod") -> None:
         alloc = required_allocation(self._env)
         find_srun()
         if launch.controller == "mpi":

@@ -113,7 +113,7 @@ def compare(
     )
     launcher = launchers.get(scenario.launch.launcher)
     for n in nps:  # refuse before spending anything
-        launcher.check(n, scenario.launch, len(gpus))
+        launcher.check(n, scenario.launch, len(gpus), scenario.train.engine)
     specs = variant_specs(scenario, only_variants, synthetic, ablation, real)
     for spec_warning in {
         w for v in scenario.variants if (w := cache_warning(scenario.variant_pipeline(v)))

@@ -97,7 +97,7 @@ def compare_script(request: CompareRequest, *, reporter: Reporter | None = None)
     )
     launcher = launchers.get(scenario.launch.launcher)
     for n in nps:
-        launcher.check(n, scenario.launch, len(gpus))
+        launcher.check(n, scenario.launch, len(gpus), scenario.train.engine)
     run = RunDir.create(out, scenario.name)
     run_dir = run.path
     run.write_manifest(

@@ -27,7 +27,7 @@ class FakeLauncher:
         self.batch_ms, self.fail_rank, self.kill_rank = batch_ms, fail_rank, kill_rank
         self.launches = 0
 
-    def check(self, np: int, launch: LaunchConfig, gpu_count: int) -> None:
+    def check(self, np: int, launch: LaunchConfig, gpu_count: int, engine: str = "horovod") -> None:
         check_slots(np, launch, gpu_count)
 
     def env(

@@ -110,6 +110,30 @@ def test_outside_an_allocation_srun_is_refused_in_one_line_and_auto_is_horovodru
     assert line == "launcher horovodrun (the default outside a Slurm allocation)"
 
 
+def test_without_horovod_auto_starts_tf_distributes_workers_with_mpirun(monkeypatch):
+    """No horovodrun (pipeprof installed without Horovod): multi_worker_mirrored needs none, so
+    auto takes mpirun where it is on PATH (scripts/without_horovod.sh runs it so); Horovod's
+    own engine still gets horovodrun, whose absence is its one line."""
+    monkeypatch.setattr(launcher, "horovodrun_found", lambda: False)
+    monkeypatch.setattr(launcher.shutil, "which", lambda name: f"/usr/bin/{name}")
+    chosen, line = launcher.choose(LaunchConfig(), env={}, engine="multi_worker_mirrored")
+    assert chosen.launcher == "mpirun"
+    assert line == (
+        "launcher mpirun (train.engine multi_worker_mirrored with no Horovod installed: "
+        "mpirun starts its workers)"
+    )
+    assert launcher.choose(LaunchConfig(), env={}, engine="horovod")[0].launcher == "horovodrun"
+    monkeypatch.setattr(launcher.shutil, "which", lambda name: None)  # no mpirun either
+    assert launcher.choose(LaunchConfig(), env={}, engine="multi_worker_mirrored")[0].launcher == (
+        "horovodrun"
+    )
+    monkeypatch.setattr(launcher, "horovodrun_found", lambda: True)  # Horovod there: as before
+    monkeypatch.setattr(launcher.shutil, "which", lambda name: f"/usr/bin/{name}")
+    assert launcher.choose(LaunchConfig(), env={}, engine="multi_worker_mirrored")[0].launcher == (
+        "horovodrun"
+    )
+
+
 def test_inside_an_allocation_auto_is_srun_over_its_nodes_unless_hosts_are_named(monkeypatch):
     monkeypatch.setattr(launcher.shutil, "which", lambda name: f"/usr/bin/{name}")
     chosen, line = launcher.choose(LaunchConfig(), env=SALLOC)
