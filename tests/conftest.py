@@ -56,7 +56,7 @@ def the_cores(request, tmp_path_factory):
 LAUNCH_FILE_SECONDS = {
     "test_two_hosts.py": 345,
     "test_user_script.py": 165,
-    "test_mirrored.py": 137,
+    "test_mirrored.py": 150,
     "test_truth_slice.py": 135,
     "test_predict_emulated.py": 119,
     "test_compare_np2.py": 103,

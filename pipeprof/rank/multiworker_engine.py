@@ -57,7 +57,9 @@ class MultiWorkerEngine:
             raise PipeprofError(
                 f"TF_CONFIG names {self._size} worker(s) but the launch is for np={np}"
             )
-        self.device_kind = f"{self._size} worker(s), one CPU replica each"
+        # each worker pinned to its local rank's GPU (rank.devices), else on its host's CPU
+        on = "GPU" if self.tf.config.list_physical_devices("GPU") else "CPU"
+        self.device_kind = f"{self._size} worker(s), one {on} replica each"
 
     @property
     def strategy(self) -> Any:

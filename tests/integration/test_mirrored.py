@@ -253,3 +253,57 @@ def test_ablation_remedies_predict_and_tunes_confirming_run_under_mirrored(tmp_p
     assert confirm.loc[["scenario", "tuned"], "gap_pct"].notna().all()
     assert confirm["samples_per_s"].gt(0).all()
     assert f"gap before tuning {confirm.loc['scenario', 'gap_pct']:.1f}%" in said
+
+
+def test_watch_streams_a_users_tf_distribute_script(tmp_path, small_dataset):
+    """`pipeprof watch -- python train.py` on examples/mirrored_train.py: the callback streams
+    every step of its MirroredStrategy's fit (one replica here: watch splits no CPU), and the
+    summary has the run's rate and input wait."""
+    photos, _ = small_dataset
+    out = tmp_path / "run"
+    script = [sys.executable, str(REPO / "examples" / "mirrored_train.py"), "--data", str(photos)]
+    script += ["--image-size", "32", "--batch-size", "8", "--epochs", "3"]
+    got = subprocess.run(
+        [sys.executable, "-m", "pipeprof", "watch", "--out", str(out), "--no-report"]
+        + ["--no-dashboard", "--", *script],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=REPO,
+    )
+    assert got.returncode == 0, got.stdout[-3000:] + got.stderr[-3000:]
+    assert "trained 3 epoch(s) of 11 steps on 1 replica(s)" in got.stdout, got.stdout[-2000:]
+    steps = pd.read_csv(out / "live" / "steps.csv")
+    assert len(steps) == 33 and set(steps["rank"]) == {0} and set(steps["batch_size"]) == {8}
+    (row,) = pd.read_csv(out / "summary.csv").to_dict("records")
+    assert (row["np"], row["variant"]) == (1, "fit")
+    assert row["samples_per_s"] > 0 and 0 <= row["input_wait_pct"] <= 100, row
+
+
+def test_run_trains_one_replica_count_under_mirrored_with_its_twin(tmp_path):
+    """`pipeprof run`: one worker count, the real pipeline, and with --with-synthetic its
+    twin first, so the row has a gap."""
+    scenario = tmp_path / "s.toml"
+    scenario.write_text(small_scenario("mirrored-run", 16))
+    out = tmp_path / "run"
+    got = subprocess.run(
+        [sys.executable, "-m", "pipeprof", "run", str(scenario), "--engine", "mirrored"]
+        + ["--np", "2", "--with-synthetic", "--out", str(out), "--no-report", "--no-dashboard"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=REPO,
+        env={**os.environ, "PIPEPROF_DATA_DIR": str(tmp_path / "data")},
+    )
+    assert got.returncode == 0, got.stdout[-3000:] + got.stderr[-3000:]
+    assert "np=2: ranks up on 2 logical CPU device(s) sharing this host's CPU (mirrored)" in (
+        got.stdout
+    )
+    summary = pd.read_csv(out / "summary.csv").set_index("variant")
+    assert list(summary["np"]) == [2, 2] and sorted(summary.index) == ["real", "synthetic"]
+    real = summary.loc["real"]
+    assert real["gap_pct"] == pytest.approx(
+        100 * (1 - real["samples_per_s"] / real["twin_samples_per_s"]), abs=0.1
+    )
+    steps = pd.read_csv(out / "steps" / "np2-real.csv")
+    assert len(steps) == 5 + 16 and set(steps["batch_size"]) == {16}
