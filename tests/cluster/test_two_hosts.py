@@ -402,13 +402,18 @@ def test_kill_9_of_the_rank_on_the_second_host_names_that_rank_and_host(
 
 
 @pytest.mark.horovod
-def test_a_stop_signal_to_the_launcher_leaves_nothing_on_any_host(cluster, tmp_path, scenario):
+@pytest.mark.parametrize("engine", ["horovod", "multi_worker_mirrored"])
+def test_a_stop_signal_to_the_launcher_leaves_nothing_on_any_host(
+    cluster, tmp_path, scenario, engine
+):
     """SIGTERM, as Slurm's scancel and time limit send it. SIGINT and SIGHUP take the same
     handler (pipeprof.launch.signals.SIGNALS), each tested on one host (test_signals_np2.py,
-    test_live_np2.py); what crosses hosts, the remote ranks' end, does not depend on which."""
+    test_live_np2.py); what crosses hosts, the remote ranks' end, does not depend on which.
+    It may depend on the engine: tf.distribute's workers hold gRPC collectives open to each
+    other, Horovod's ranks Gloo's."""
     sig = signal.SIGTERM
     out = tmp_path / "run"
-    proc = started_until_real(cluster, tmp_path, scenario, out)
+    proc = started_until_real(cluster, tmp_path, scenario, out, "--engine", engine)
     proc.send_signal(sig)
     code, _, err = finish(proc, timeout=30)
     assert code == 128 + sig, err[-2000:]
