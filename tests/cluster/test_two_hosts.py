@@ -625,17 +625,21 @@ def both_hosts_in_summary(out: Path, h0, h1) -> None:
 
 
 @pytest.mark.horovod
+@pytest.mark.parametrize("engine", ["horovod", "multi_worker_mirrored"])
 def test_inside_salloc_a_compare_runs_each_worker_count_as_a_job_step(
-    cluster, slurm, tmp_path, scenario
+    cluster, slurm, tmp_path, scenario, engine
 ):
     """No launcher named, no hosts named: inside the allocation the ranks are srun's tasks on
-    the allocation's nodes, and the first line says so."""
+    the allocation's nodes, and the first line says so; tf.distribute's workers too, each
+    writing its TF_CONFIG from srun's placement."""
     h0, h1 = cluster.hosts
     out = tmp_path / "run"
     got = in_allocation(
         slurm,
         tmp_path,
-        *pipeprof_argv(scenario, out, "--np", "1,2", "--no-report", "--no-dashboard"),
+        *pipeprof_argv(
+            scenario, out, "--np", "1,2", "--engine", engine, "--no-report", "--no-dashboard"
+        ),
     )
     assert got.returncode == 0, got.stdout[-2000:] + got.stderr[-2000:]
     first = got.stdout.splitlines()[0]
