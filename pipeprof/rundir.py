@@ -387,6 +387,8 @@ class Run:
     tune_info: dict[str, Any] = field(default_factory=dict)
     model: dict[str, Any] = field(default_factory=dict)
     events: list[dict[str, Any]] = field(default_factory=list)
+    # ``report --against RUN``: that run's directory and summary, the "before" of a diff
+    against: tuple[Path, pd.DataFrame] | None = None
 
     @property
     def partial(self) -> bool:

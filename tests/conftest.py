@@ -65,6 +65,7 @@ LAUNCH_FILE_SECONDS = {
     "test_signals_np2.py": 47,
     "test_bad_files.py": 35,
     "test_live_np2.py": 28,
+    "test_diff.py": 21,
     "test_horovod_np2.py": 15,
     "test_rank_external.py": 10,
 }

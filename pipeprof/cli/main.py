@@ -19,7 +19,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from pipeprof.cli import compare, doctor, predict, rank, report, run, tune, watch
+    from pipeprof.cli import compare, diff, doctor, predict, rank, report, run, tune, watch
 
     parser = _Parser(
         prog="pipeprof",
@@ -34,6 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
     watch.add_parser(sub)
     doctor.add_parser(sub)
     report.add_parser(sub)
+    diff.add_parser(sub)
     rank.add_parser(sub)
     return parser
 

@@ -28,6 +28,11 @@ def add_parser(sub: Any) -> None:
         metavar="LIST",
         help=f"which of {', '.join(FORMATS)} (default: all)",
     )
+    p.add_argument(
+        "--against",
+        metavar="RUN_DIR",
+        help="an earlier run: the report gains a section of what changed since it (pipeprof diff)",
+    )
     p.set_defaults(run=run)
 
 
@@ -38,7 +43,8 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
             f"report: --format {args.formats}: expected some of {', '.join(FORMATS)}"
         )
     console = console_for_output()
-    result = report(Path(args.run_dir), formats)
+    against = Path(args.against) if args.against else None
+    result = report(Path(args.run_dir), formats, against)
     if result.partial:
         console.print(f"[yellow]partial report[/]: the run is {result.partial}")
     for path in result.paths:

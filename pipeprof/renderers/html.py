@@ -199,6 +199,26 @@ def _rank_section(run: Run) -> str:
     return f'<section id="ranks"><h2>Ranks: where the step time goes</h2>{bars}{heat}</section>'
 
 
+def _against_section(run: Run) -> str:
+    """``report --against BEFORE``: what changed since that run (``pipeprof diff``'s rows)."""
+    if run.against is None or run.summary is None:
+        return ""
+    from pipeprof.analysis.diff import diff
+
+    before, frame = run.against
+    rows = diff(frame, run.summary)
+    cols = ["np", "variant", "samples_per_s_before", "samples_per_s_after"]
+    cols += ["samples_per_s_change_pct", "samples_per_s_change_ci95", "samples_per_s_call"]
+    cols += ["gap_before_pct", "gap_after_pct", "gap_change_points", "gap_change_ci95", "gap_call"]
+    return (
+        f'<section id="against"><h2>Against {esc(before)}</h2><p class="meta">each change with '
+        "its 95% interval (the two runs' added in quadrature), and the call that interval "
+        "supports; rows both runs measured</p>"
+        + table(rows, cols, left=("variant", "samples_per_s_call", "gap_call"))
+        + "</section>"
+    )
+
+
 def _prediction_section(run: Run) -> str:
     pred = run.prediction
     if pred is None or pred.empty:
@@ -298,6 +318,7 @@ def render_html(run: Run) -> str:
         + "</p>",
         _partial_banner(run),
         _verdicts(run),
+        _against_section(run),
     ]
     if summary is not None and not summary.empty:
         parts.append(

@@ -52,9 +52,14 @@ def load_run(run_dir: Path) -> Run:
     return run
 
 
-def report(run_dir: Path, formats: tuple[str, ...] = FORMATS) -> ReportResult:
+def report(
+    run_dir: Path, formats: tuple[str, ...] = FORMATS, against: Path | None = None
+) -> ReportResult:
+    """Render ``run_dir``; with ``against``, its report also holds the diff from that run."""
     t0 = time.perf_counter()
     run = load_run(run_dir)
+    if against is not None:
+        run.against = (Path(against), RunDir(against).summary())
     result = ReportResult(Path(run_dir))
     if run.partial:
         result.partial = f"{run.status.get('state')}: {run.status.get('detail') or 'not finished'}"
