@@ -63,6 +63,7 @@ LAUNCH_FILE_SECONDS = {
     "test_diagnose_and_tune.py": 103,
     "test_service_np2.py": 54,
     "test_signals_np2.py": 47,
+    "test_straggler_np2.py": 47,
     "test_bad_files.py": 35,
     "test_live_np2.py": 28,
     "test_diff.py": 21,

@@ -73,6 +73,7 @@ def table(
         "verdict",
         "device",
         "error",
+        "straggler",
     ),
 ) -> str:
     cols = [c for c in (columns or list(frame.columns)) if c in frame.columns]
@@ -412,6 +413,7 @@ def render_html(run: Run) -> str:
             "bad_files",
             "gap_closed_pct",
             "verdict",
+            "straggler",
         ]
         parts.append(
             '<section id="summary"><h2>summary.csv</h2>' + table(summary, cols) + "</section>"

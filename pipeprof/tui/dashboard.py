@@ -118,7 +118,7 @@ def ranks_table(s: DashboardState) -> Table:
             else ""
         )
         t.add_row(
-            str(r.rank),
+            Text(f"{r.rank} slow", style="bold red") if r.slow else str(r.rank),
             r.host,
             _n(r.samples_per_s),
             _n(r.step_time_ms_p50),

@@ -4,6 +4,7 @@ streamed records. No rich here: the dashboard renders a ``DashboardState``; test
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import threading
 import time
@@ -14,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from pipeprof.analysis import straggler
 from pipeprof.events import Event, Launch, Precision, VariantStart
 
 RECENT_STEPS = 20  # the per-rank window the dashboard's rates come from
@@ -43,6 +45,7 @@ class RankView:
     cpu_pct: float | None = None
     rss_mb: float | None = None
     steps: int = 0
+    slow: bool = False  # its input wait stays above the other ranks' (analysis.straggler)
 
 
 @dataclass(frozen=True)
@@ -194,7 +197,11 @@ class LiveState:
         with self._lock:
             elapsed = self._clock() - self._t0
             every = set(self._steps) | set(self._rank_host) | set(self._proc)
-            ranks = [self._rank_view(r) for r in self._shown_ranks(every)]
+            slow = self._slow_rank()
+            ranks = [
+                dataclasses.replace(v, slow=True) if v.rank == slow else v
+                for v in (self._rank_view(r) for r in self._shown_ranks(every))
+            ]
             rss = self._rss_per_host()
             hosts = [self._host_view(h, self._host[h], rss.get(h)) for h in self._shown_hosts()]
             eta = None
@@ -229,6 +236,25 @@ class LiveState:
             target_pct=float(p.target_pct),
             precision_is_gap=p.gap,
         )
+
+    def _slow_rank(self) -> int | None:
+        """The rank whose mean input wait over its recent steps stands above the median of the
+        other ranks' by the straggler margin (analysis.straggler: ``MARGIN_MS`` or
+        ``MARGIN_SHARE`` of the median step); from the sums kept per rank, so a snapshot of a
+        thousand ranks stays cheap. The summary's rule also asks it to be the slowest at most
+        steps; here the window of recent steps is what "stays" means."""
+        means = {
+            rank: (sums[0] / n, sums[1] / n)
+            for rank, sums in self._sums.items()
+            if (n := len(self._steps.get(rank, ()))) > 0
+        }
+        if len(means) < 2:
+            return None
+        rank = max(means, key=lambda r: means[r][1])
+        others = [w for r, (_, w) in means.items() if r != rank]
+        step = float(np.median([t for t, _ in means.values()]))
+        margin = max(straggler.MARGIN_MS, straggler.MARGIN_SHARE * step)
+        return rank if means[rank][1] - float(np.median(others)) > margin else None
 
     def _shown_ranks(self, every: set[int]) -> list[int]:
         """All ranks, in order, up to SHOWN_RANKS; past that, those waiting longest on input."""

@@ -121,7 +121,7 @@ def verdicts_per_np(
             float(at.loc["synthetic", "cpu_util_pct"]) if "cpu_util_pct" in at.columns else math.nan
         )
         verdicts.append(
-            decide(
+            v := decide(
                 rows,
                 np=n,
                 synthetic_per_rank=float(at.loc["synthetic", "samples_per_s"]) / n,
@@ -134,6 +134,25 @@ def verdicts_per_np(
                 else None,
             )
         )
+        slow = at.loc[reference].get("straggler") if measured else None
+        if isinstance(slow, str) and slow:  # named in summary.csv (analysis.straggler)
+            mine, others = at.loc[reference, ["straggler_input_wait_ms", "others_input_wait_ms"]]
+            # the headline: what follows is rank 0's pipeline, measured on this host
+            v.text.insert(
+                0,
+                f"one rank is slow: {slow} waited {mine:.1f} ms a step for input against "
+                f"{others:.1f} ms for the others, who wait for it in the allreduce; for the "
+                "pipeline as this host runs it:"
+                if not math.isnan(mine)
+                else f"one rank is slow: {slow}, its step longer than the others'; for the "
+                "pipeline as this host runs it:",
+            )
+            v.advice.insert(
+                0,
+                f"find why {slow} is slower than the others: its shard of the data, its host's "
+                "load, CPU or storage (the stage costs above are measured on this host, for "
+                "rank 0's pipeline)",
+            )
     return verdicts
 
 

@@ -12,6 +12,7 @@ from pipeprof.analysis.badfiles import add_bad_files
 from pipeprof.analysis.badfiles import bad_files_warning as _warning_text
 from pipeprof.analysis.remedies import add_gap_closed
 from pipeprof.analysis.stats import summarize
+from pipeprof.analysis.straggler import add_stragglers
 from pipeprof.analysis.telemetry import add_telemetry
 from pipeprof.data import badfiles
 from pipeprof.rundir import RunDir
@@ -47,6 +48,7 @@ def write_summary(
         tel["host"],
         tel["proc"],
     )
+    summary = add_stragglers(summary, steps[steps["paired"] == ""])
     if reference is not None:
         summary = add_stage_costs(summary, reference)
     if remedy_reference is not None:

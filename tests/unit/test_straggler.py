@@ -1,0 +1,119 @@
+"""The slow rank, on hand-made step records: named when its input wait stays above the other
+ranks' by the margin, not for a burst, not when none is slow; in summary.csv's columns, the
+row's warning, and the live dashboard."""
+
+import io
+import math
+
+import pandas as pd
+from rich.console import Console
+
+from pipeprof.analysis.straggler import add_stragglers, find
+from pipeprof.tui.dashboard import render
+from pipeprof.tui.state import LiveState
+
+
+def steps(waits_by_rank, step_ms=30.0, hosts=("a", "a", "b")):
+    """40 measured steps per rank; ``waits_by_rank[r](i)`` is rank r's input wait at step i."""
+    return pd.DataFrame(
+        [
+            {
+                "np": len(waits_by_rank),
+                "variant": "real",
+                "rank": r,
+                "step": i,
+                "warmup": False,
+                "paired": "",
+                "input_wait_ms": wait(i),
+                "step_time_ms": step_ms,
+                "host": hosts[r],
+            }
+            for r, wait in enumerate(waits_by_rank)
+            for i in range(40)
+        ]
+    )
+
+
+def jitter(i):  # 0.3-0.7 ms, different at each step
+    return 0.3 + 0.1 * (i * 7 % 5)
+
+
+def test_a_rank_whose_input_wait_stays_high_is_named_with_its_host_and_figures():
+    found = find(steps([jitter, jitter, lambda i: 12.0 + jitter(i)]))
+    s = found[(3, "real")]
+    assert (s.rank, s.host, s.figure, s.share_of_stretches) == (2, "b", "input wait", 1.0)
+    assert math.isclose(s.rank_ms, 12.5) and math.isclose(s.others_ms, 0.5)
+    assert s.line() == (
+        "rank 2 on b is the slow rank: its input wait was 12.5 ms a step against 0.5 ms for the "
+        "others (the longest in 4 of 4 quarters of the measurement); the other ranks wait for it "
+        "in the allreduce"
+    )
+
+
+def test_no_rank_is_named_when_none_is_slow_or_one_was_slow_for_a_burst():
+    assert find(steps([jitter, lambda i: jitter(i + 1), lambda i: jitter(i + 2)])) == {}
+    # the margin: 3 ms of a 30 ms step (10%), so 2.5 ms more is not enough
+    assert find(steps([jitter, jitter, lambda i: 2.5 + jitter(i)])) == {}
+    # 40 ms a step for the first 10 steps: a mean 10 ms above the others, but one burst
+    assert find(steps([jitter, jitter, lambda i: 40.0 if i < 10 else jitter(i)])) == {}
+    # every fourth step 40 ms (its buffer hiding the rest): slow all along, so named
+    assert find(steps([jitter, jitter, lambda i: 40.0 if i % 4 == 0 else jitter(i)]))
+    # the twin's steps paired with a real variant, and warm-up steps, are not the rank's own
+    burst = steps([jitter, lambda i: 12.0])
+    burst["warmup"] = True
+    assert find(burst) == {}
+
+
+def test_summary_rows_name_it_and_warn():
+    frame = steps([jitter, lambda i: 12.0 + jitter(i)], hosts=("a", "b"))
+    summary = pd.DataFrame(
+        [
+            {"np": 2, "variant": "synthetic", "warning": ""},
+            {"np": 2, "variant": "real", "warning": "an earlier warning"},
+        ]
+    )
+    out = add_stragglers(summary, frame).set_index("variant")
+    assert out.loc["synthetic", "straggler"] == "" and out.loc["synthetic", "warning"] == ""
+    real = out.loc["real"]
+    assert real["straggler"] == "rank 1 on b"
+    assert (real["straggler_input_wait_ms"], real["others_input_wait_ms"]) == (12.5, 0.5)
+    assert real["warning"].startswith("an earlier warning; rank 1 on b is the slow rank: ")
+
+
+def test_the_dashboard_marks_the_slow_rank():
+    state = LiveState(scenario="slow")
+    for i in range(20):
+        for rank, wait in ((0, 0.4), (1, 9.0), (2, 0.5)):
+            state.apply(
+                {
+                    "kind": "step",
+                    "np": 3,
+                    "variant": "real",
+                    "rank": rank,
+                    "step": i,
+                    "input_wait_ms": wait,
+                    "step_time_ms": 30.0,
+                    "batch_size": 16,
+                }
+            )
+    snap = state.snapshot()
+    assert [r.slow for r in snap.ranks] == [False, True, False]
+    out = io.StringIO()
+    Console(file=out, width=140, color_system=None).print(render(snap))
+    assert "1 slow" in out.getvalue() and "0 slow" not in out.getvalue()
+    even = LiveState(scenario="even")
+    for i in range(20):
+        for rank in (0, 1):
+            even.apply(
+                {
+                    "kind": "step",
+                    "np": 2,
+                    "variant": "real",
+                    "rank": rank,
+                    "step": i,
+                    "input_wait_ms": 0.4 + rank,
+                    "step_time_ms": 30.0,
+                    "batch_size": 16,
+                }
+            )
+    assert not any(r.slow for r in even.snapshot().ranks)
