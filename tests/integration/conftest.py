@@ -1,4 +1,6 @@
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -42,6 +44,26 @@ def small_dataset(tmp_path_factory):
 def data_cache_dir(tmp_path_factory):
     """Where tests let pipeprof generate built-in datasets (shared by the session)."""
     return tmp_path_factory.mktemp("pipeprof-data")
+
+
+def run_pipeprof(
+    *argv: str, data: Path | None = None, timeout: float = 600, ok: bool = True, **env: str
+) -> subprocess.CompletedProcess:
+    """``python -m pipeprof ARGV`` from the repository, as a user runs it, its output kept;
+    ``data``: where it generates built-in data sets; ``env``: more variables. ``ok``: fail the
+    test with the output's tail unless it exits 0."""
+    more = {"PIPEPROF_DATA_DIR": str(data)} if data is not None else {}
+    got = subprocess.run(
+        [sys.executable, "-m", "pipeprof", *argv],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=REPO,
+        env={**os.environ, **more, **env},
+    )
+    if ok:
+        assert got.returncode == 0, got.stdout[-3000:] + got.stderr[-3000:]
+    return got
 
 
 def pipeprof_cmd() -> list[str]:

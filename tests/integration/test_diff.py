@@ -4,14 +4,10 @@ map stage of the ground-truth suite's (a TensorFlow loop of a set CPU time per e
 then the same pipeline without it. The gap's fall is tens of points against intervals of a
 few, so its call cannot flip; `--fail-on` gates on it as a CI job would."""
 
-import os
-import subprocess
-import sys
-
 import pandas as pd
 import pytest
 
-from tests.integration.conftest import REPO
+from tests.integration.conftest import run_pipeprof
 
 pytestmark = pytest.mark.horovod  # it trains
 
@@ -32,37 +28,25 @@ measure_steps = 40
 """
 
 
-def pipeprof(*argv, env=None):
-    return subprocess.run(
-        [sys.executable, "-m", "pipeprof", *argv],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        cwd=REPO,
-        env=env,
-    )
-
-
 def test_diff_calls_the_gap_that_fell_better_and_fail_on_catches_it_rising(tmp_path):
     spin = '[pipeline.map]\nfunction = "benchmarks.truth.inject:spin"\n'
     (tmp_path / "before.toml").write_text(SCENARIO + spin + "kwargs = { iterations = 1200 }\n")
     (tmp_path / "after.toml").write_text(SCENARIO)
-    env = {**os.environ, "PIPEPROF_DATA_DIR": str(tmp_path / "data"), "COLUMNS": "200"}
     before, after = tmp_path / "before", tmp_path / "after"
     for out in (before, after):
-        got = pipeprof(
+        run_pipeprof(
             "compare", str(tmp_path / f"{out.name}.toml"), "--np", "1", "--out", str(out),
-            "--no-report", "--no-dashboard", env=env,
+            "--no-report", "--no-dashboard", data=tmp_path / "data",
         )  # fmt: skip
-        assert got.returncode == 0, got.stdout[-3000:] + got.stderr[-3000:]
     gaps = [
         pd.read_csv(d / "summary.csv").set_index("variant").loc["real"] for d in (before, after)
     ]
     said = " → ".join(f"{g['gap_pct']:.1f}% ±{g['gap_pct_ci95']:.1f}" for g in gaps)
 
-    got = pipeprof(
-        "diff", str(before), str(after), "--fail-on", "gap:2", "--csv", str(tmp_path / "d.csv")
-    )
+    got = run_pipeprof(
+        "diff", str(before), str(after), "--fail-on", "gap:2", "--csv", str(tmp_path / "d.csv"),
+        ok=False, COLUMNS="200",
+    )  # fmt: skip
     assert got.returncode == 0, said + got.stdout + got.stderr
     rows = pd.read_csv(tmp_path / "d.csv").set_index("variant")
     real = rows.loc["real"]
@@ -72,16 +56,17 @@ def test_diff_calls_the_gap_that_fell_better_and_fail_on_catches_it_rising(tmp_p
     assert "nothing got worse beyond --fail-on (gap by 2 points)" in got.stdout
     assert "better" in got.stdout and f"{before} → {after}" in " ".join(got.stdout.split())
 
-    back = pipeprof("diff", str(after), str(before), "--fail-on", "gap:2")
+    back = run_pipeprof("diff", str(after), str(before), "--fail-on", "gap:2", ok=False)
     assert back.returncode == 1, back.stdout + back.stderr
     line = " ".join(back.stdout.split())
     assert "worse: np=1 real: gap +" in line and "(--fail-on gap:2)" in line, line
-    again = pipeprof("diff", str(before), str(after), "--csv", str(tmp_path / "d.csv"))
+    again = run_pipeprof(
+        "diff", str(before), str(after), "--csv", str(tmp_path / "d.csv"), ok=False
+    )
     assert again.returncode == 2 and "pipeprof writes only new files" in again.stderr
 
     # the same rows as a section of the later run's report
-    got = pipeprof("report", str(after), "--against", str(before), "--format", "html")
-    assert got.returncode == 0, got.stdout + got.stderr
+    run_pipeprof("report", str(after), "--against", str(before), "--format", "html")
     page = (after / "report.html").read_text()
     section = page[page.index('<section id="against">') :]
     section = section[: section.index("</section>")]

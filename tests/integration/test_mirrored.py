@@ -10,7 +10,7 @@ import sys
 import pandas as pd
 import pytest
 
-from tests.integration.conftest import REPO, small_scenario
+from tests.integration.conftest import REPO, run_pipeprof, small_scenario
 
 pytestmark = pytest.mark.horovod  # the slow tier: it trains
 
@@ -166,17 +166,11 @@ def test_mirrored_with_distribute_datasets_from_function_feeds_each_replica_its_
     scenario = tmp_path / "s.toml"
     scenario.write_text(small_scenario("mirrored-per-replica", 16))
     out = tmp_path / "run"
-    got = subprocess.run(
-        [sys.executable, "-m", "pipeprof", "compare", str(scenario), "--engine", "mirrored"]
-        + ["--set", "train.distribute_input=distribute_datasets_from_function", "--np", "2"]
-        + ["--out", str(out), "--no-report", "--no-dashboard"],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        cwd=REPO,
-        env={**os.environ, "PIPEPROF_DATA_DIR": str(tmp_path / "data")},
-    )
-    assert got.returncode == 0, got.stdout[-3000:] + got.stderr[-3000:]
+    got = run_pipeprof(
+        "compare", str(scenario), "--engine", "mirrored", "--set",
+        "train.distribute_input=distribute_datasets_from_function", "--np", "2", "--out", str(out),
+        "--no-report", "--no-dashboard", data=tmp_path / "data",
+    )  # fmt: skip
     assert (
         "np=2: ranks up on 2 logical CPU device(s) sharing this host's CPU "
         "(mirrored, distribute_datasets_from_function)" in got.stdout
@@ -206,19 +200,9 @@ def test_ablation_remedies_predict_and_tunes_confirming_run_under_mirrored(tmp_p
     np=1 run, and tune's confirming training run (the other tests of tune skip it)."""
     scenario = tmp_path / "s.toml"
     scenario.write_text(small_scenario("mirrored-more", 16))
-    env = {**os.environ, "PIPEPROF_DATA_DIR": str(tmp_path / "data")}
 
     def pipeprof(*argv: str) -> str:
-        got = subprocess.run(
-            [sys.executable, "-m", "pipeprof", *argv],
-            capture_output=True,
-            text=True,
-            timeout=600,
-            cwd=REPO,
-            env=env,
-        )
-        assert got.returncode == 0, got.stdout[-3000:] + got.stderr[-3000:]
-        return got.stdout
+        return run_pipeprof(*argv, data=tmp_path / "data").stdout
 
     out = tmp_path / "run"
     said = pipeprof(
@@ -263,15 +247,7 @@ def test_watch_streams_a_users_tf_distribute_script(tmp_path, small_dataset):
     out = tmp_path / "run"
     script = [sys.executable, str(REPO / "examples" / "mirrored_train.py"), "--data", str(photos)]
     script += ["--image-size", "32", "--batch-size", "8", "--epochs", "3"]
-    got = subprocess.run(
-        [sys.executable, "-m", "pipeprof", "watch", "--out", str(out), "--no-report"]
-        + ["--no-dashboard", "--", *script],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=REPO,
-    )
-    assert got.returncode == 0, got.stdout[-3000:] + got.stderr[-3000:]
+    got = run_pipeprof("watch", "--out", str(out), "--no-report", "--no-dashboard", "--", *script)
     assert "trained 3 epoch(s) of 11 steps on 1 replica(s)" in got.stdout, got.stdout[-2000:]
     steps = pd.read_csv(out / "live" / "steps.csv")
     assert len(steps) == 33 and set(steps["rank"]) == {0} and set(steps["batch_size"]) == {8}
@@ -286,16 +262,10 @@ def test_run_trains_one_replica_count_under_mirrored_with_its_twin(tmp_path):
     scenario = tmp_path / "s.toml"
     scenario.write_text(small_scenario("mirrored-run", 16))
     out = tmp_path / "run"
-    got = subprocess.run(
-        [sys.executable, "-m", "pipeprof", "run", str(scenario), "--engine", "mirrored"]
-        + ["--np", "2", "--with-synthetic", "--out", str(out), "--no-report", "--no-dashboard"],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        cwd=REPO,
-        env={**os.environ, "PIPEPROF_DATA_DIR": str(tmp_path / "data")},
-    )
-    assert got.returncode == 0, got.stdout[-3000:] + got.stderr[-3000:]
+    got = run_pipeprof(
+        "run", str(scenario), "--engine", "mirrored", "--np", "2", "--with-synthetic", "--out",
+        str(out), "--no-report", "--no-dashboard", data=tmp_path / "data",
+    )  # fmt: skip
     assert "np=2: ranks up on 2 logical CPU device(s) sharing this host's CPU (mirrored)" in (
         got.stdout
     )

@@ -6,14 +6,11 @@ half the steps and it stood only 4.2 ms above rank 0, under the 10% margin of a 
 rank slowed names none."""
 
 import json
-import os
-import subprocess
-import sys
 
 import pandas as pd
 import pytest
 
-from tests.integration.conftest import REPO
+from tests.integration.conftest import run_pipeprof
 
 pytestmark = pytest.mark.horovod  # it trains
 
@@ -41,16 +38,10 @@ def compare(tmp_path, rank: int, *more: str) -> pd.DataFrame:
     scenario = tmp_path / f"slow-{rank}.toml"
     scenario.write_text(SCENARIO.format(rank=rank))
     out = tmp_path / f"run{rank}"
-    got = subprocess.run(
-        [sys.executable, "-m", "pipeprof", "compare", str(scenario), "--np", "2,", *more]
-        + ["--out", str(out), "--no-report", "--no-dashboard"],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        cwd=REPO,
-        env={**os.environ, "PIPEPROF_DATA_DIR": str(tmp_path / "data"), "COLUMNS": "200"},
-    )
-    assert got.returncode == 0, got.stdout[-3000:] + got.stderr[-3000:]
+    got = run_pipeprof(
+        "compare", str(scenario), "--np", "2,", *more, "--out", str(out), "--no-report",
+        "--no-dashboard", data=tmp_path / "data", COLUMNS="200",
+    )  # fmt: skip
     return pd.read_csv(out / "summary.csv").set_index("variant"), got.stdout, out
 
 
