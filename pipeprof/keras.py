@@ -25,6 +25,7 @@ if the train function is traced after the callback starts, which is the case for
 
 from __future__ import annotations
 
+import inspect
 import logging
 import os
 import sys
@@ -117,19 +118,31 @@ def _fail(message: str) -> None:
 
 
 def instrument(dataset: tf.data.Dataset) -> tf.data.Dataset:
-    """Your training dataset, as pipeprof needs it: itself outside pipeprof."""
+    """Your training dataset, as pipeprof needs it: itself outside pipeprof. A tf.data
+    pipeline, a Keras ``Sequence`` (returned as it is) or a Python generator of batches (its
+    first batch read, then put back): whatever you pass to ``fit``."""
     job = _job()
     if job is None:
         return dataset
-    if not isinstance(dataset, tf.data.Dataset):
-        _fail(f"pipeprof.keras.instrument takes a tf.data.Dataset, got {type(dataset).__name__}")
+    batches = isinstance(dataset, tf.keras.utils.Sequence) or inspect.isgenerator(dataset)
+    if not isinstance(dataset, tf.data.Dataset) and not batches:
+        _fail(
+            "pipeprof.keras.instrument takes what model.fit reads: a tf.data.Dataset, a Keras "
+            f"Sequence or a generator of batches; got {type(dataset).__name__}"
+        )
     if job.mode == "ablate":
+        if batches:
+            _fail(
+                f"--ablation splits a tf.data pipeline into its stages; a {type(dataset).__name__} "
+                "has none to split: build the input with tf.data (tf.data.Dataset.from_generator "
+                "wraps a generator), or compare without --ablation"
+            )
         from pipeprof.data.ablate_script import ablate_and_exit
 
         ablate_and_exit(dataset, job)
-    from pipeprof.rank.fit import instrumented
+    from pipeprof.rank.fit import instrumented, instrumented_batches
 
-    return instrumented(dataset)
+    return instrumented_batches(dataset) if batches else instrumented(dataset)
 
 
 class PipeprofCallback(tf.keras.callbacks.Callback):

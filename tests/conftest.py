@@ -61,6 +61,7 @@ LAUNCH_FILE_SECONDS = {
     "test_predict_emulated.py": 119,
     "test_compare_np2.py": 103,
     "test_diagnose_and_tune.py": 103,
+    "test_user_batches.py": 60,
     "test_service_np2.py": 54,
     "test_signals_np2.py": 47,
     "test_straggler_np2.py": 47,

@@ -6,7 +6,10 @@ whose pipeline is slow shows as its own wait in ``next()`` while the others wait
 the allreduce: their input wait stays low. A rank is named when, over the measured steps,
 
 * its mean input wait a step exceeds the median of the other ranks' by more than ``margin``:
-  ``MARGIN_MS`` or ``MARGIN_SHARE`` of the median step time, whichever is larger, and
+  ``MARGIN_MS`` or ``MARGIN_SHARE`` of the median step time, whichever is larger, and is at
+  least ``RATIO`` times it (where every rank waits long for input, every pipeline is too slow:
+  the story's two ranks sharing one core waited 32.0 and 17.4 ms a step, a gap of the whole
+  pipeline's cost with one rank scheduled worse, not one slow rank), and
 * it waited longest on average in at least ``CONSISTENT`` of the ``CHUNKS`` stretches of
   consecutive steps the measurement splits into (a rank that was slow once, for a burst, is
   not the slow rank; one whose prefetch buffer hides its slowness at some steps still is);
@@ -23,6 +26,7 @@ import pandas as pd
 
 MARGIN_MS = 2.0
 MARGIN_SHARE = 0.10
+RATIO = 2.0
 CHUNKS = 4
 CONSISTENT = 0.75
 COLUMNS = ["straggler", "straggler_input_wait_ms", "others_input_wait_ms"]
@@ -64,7 +68,7 @@ def _slowest(per_step: pd.DataFrame, margin: float) -> tuple[int, float, float, 
     means = per_step.mean()
     rank = int(means.idxmax())
     others = means.drop(rank)
-    if means[rank] - others.median() <= margin:
+    if means[rank] - others.median() <= margin or means[rank] < RATIO * others.median():
         return None
     size = len(per_step) / CHUNKS
     stretches = [per_step.iloc[round(k * size) : round((k + 1) * size)] for k in range(CHUNKS)]

@@ -21,6 +21,7 @@ import math
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy
 import tensorflow as tf
@@ -60,8 +61,17 @@ class Choice:
         self.distribute: Callable[[tf.data.Dataset], object] | None = None
 
     def register(self, dataset: tf.data.Dataset) -> None:
-        first = next(iter(dataset.take(1)))
-        spec = dataset.element_spec
+        self.register_batch(next(iter(dataset.take(1))), dataset.element_spec)
+
+    def register_batch(self, first: Any, spec: Any = None) -> None:
+        """The twin from one batch: a tf.data pipeline's first, or a Keras Sequence's or a
+        generator's, whose element spec is the batch's own with the batch size left open (as
+        Keras's adapter for them types it)."""
+        if spec is None:
+            first = tf.nest.map_structure(tf.convert_to_tensor, first)
+            spec = tf.nest.map_structure(
+                lambda t: tf.TensorSpec([None, *t.shape[1:]], t.dtype), first
+            )
         # one batch, cached: each twin step reads it from memory; relaxed to the dataset's own
         # (maybe partial) shapes, so the train function traced for the dataset serves the twin
         self._twin = tf.data.Dataset.from_tensors(first).map(_as_spec(spec)).cache().repeat()
@@ -102,6 +112,24 @@ def instrumented(dataset: tf.data.Dataset) -> tf.data.Dataset:
     """The user's dataset, untouched, with its synthetic twin made for ``CHOICE``."""
     CHOICE.register(dataset)
     return dataset
+
+
+def instrumented_batches(batches: Any) -> Any:
+    """A Keras ``Sequence`` (``ImageDataGenerator.flow_from_directory`` gives one) or a Python
+    generator of batches, with its twin made from its first batch. The Sequence is returned
+    untouched (``fit`` reads it with its own workers, as without pipeprof); a generator's first
+    batch, read here, is put back in front of the rest."""
+    if isinstance(batches, tf.keras.utils.Sequence):
+        CHOICE.register_batch(batches[0])
+        return batches
+    first = next(batches)
+    CHOICE.register_batch(first)
+
+    def again():
+        yield first
+        yield from batches
+
+    return again()
 
 
 def train_config(job: ScriptJob) -> TrainConfig:

@@ -238,6 +238,9 @@ class MetricsExporter(Reporter):
             series = self._series[labels] = tuple(
                 m.labels(*labels) for m in (self.steps, self.samples, self.wait, self.step_time)
             )
+            # a known counter is served from its first sample at 0 (Prometheus's convention),
+            # so rate() and alerts see a series before the first bad file, not only after it
+            self.bad.labels(*labels)
         steps, samples, wait, step_time = series
         steps.inc()
         samples.inc(batch)

@@ -239,8 +239,8 @@ class LiveState:
 
     def _slow_rank(self) -> int | None:
         """The rank whose mean input wait over its recent steps stands above the median of the
-        other ranks' by the straggler margin (analysis.straggler: ``MARGIN_MS`` or
-        ``MARGIN_SHARE`` of the median step); from the sums kept per rank, so a snapshot of a
+        other ranks' by the straggler margin and ratio (analysis.straggler: ``MARGIN_MS`` or
+        ``MARGIN_SHARE`` of the median step, ``RATIO``); from the sums kept per rank, so a snapshot of a
         thousand ranks stays cheap. The summary's rule also asks it to be the slowest at most
         steps; here the window of recent steps is what "stays" means."""
         means = {
@@ -254,7 +254,8 @@ class LiveState:
         others = [w for r, (_, w) in means.items() if r != rank]
         step = float(np.median([t for t, _ in means.values()]))
         margin = max(straggler.MARGIN_MS, straggler.MARGIN_SHARE * step)
-        return rank if means[rank][1] - float(np.median(others)) > margin else None
+        mine, rest = means[rank][1], float(np.median(others))
+        return rank if mine - rest > margin and mine >= straggler.RATIO * rest else None
 
     def _shown_ranks(self, every: set[int]) -> list[int]:
         """All ranks, in order, up to SHOWN_RANKS; past that, those waiting longest on input."""

@@ -147,8 +147,9 @@ def verdicts_per_np(
                 else f"one rank is slow: {slow}, its step longer than the others'; for the "
                 "pipeline as this host runs it:",
             )
+            measured_first = sum(a.startswith("measured:") for a in v.advice)
             v.advice.insert(
-                0,
+                measured_first,  # after the remedies this run measured, before the untried
                 f"find why {slow} is slower than the others: its shard of the data, its host's "
                 "load, CPU or storage (the stage costs above are measured on this host, for "
                 "rank 0's pipeline)",

@@ -122,10 +122,8 @@ def test_the_exporter_serves_each_ranks_figures_in_base_units_with_their_labels(
     assert m["pipeprof_gpu_memory_used_bytes"][0].value == 2**30
     assert m["pipeprof_host_cpu_utilization_ratio"][0].value == pytest.approx(0.55)
     assert m["pipeprof_process_resident_memory_bytes"][0].value == 512 * 2**20
-    assert (
-        m["pipeprof_bad_files_total"][0].value == 1
-        and m["pipeprof_bad_files_total"][0].labels["rank"] == "1"
-    )
+    bad = {s.labels["rank"]: s.value for s in m["pipeprof_bad_files_total"]}
+    assert bad == {"0": 0.0, "1": 1.0}  # rank 0's served at 0 since its first step
     assert m["pipeprof_gap_ratio"][0].value == pytest.approx(0.215)
     assert m["pipeprof_run_progress_ratio"][0].value == pytest.approx(
         0.25
@@ -171,3 +169,32 @@ def test_every_pipeprof_metric_on_the_dashboards_is_one_the_exporter_serves(expo
     served = set(scrape(exporter.url))
     used = dashboard_metrics()
     assert used and used <= served, f"not served: {sorted(used - served)}"
+
+
+def test_the_bad_files_counter_is_served_at_zero_before_any_bad_file(exporter):
+    """Prometheus's convention for a known counter: a series from the start, so rate() and an
+    alert on it work before the first bad file (it used to appear only with that file)."""
+    exporter.progress(Launch(np=2, of_variants=1))
+    for r in range(2):
+        exporter.record({"kind": "hello", "rank": r, "local_rank": r, "host": "node1", "np": 2})
+        exporter.record(
+            {
+                "kind": "step",
+                "np": 2,
+                "variant": "real",
+                "rank": r,
+                "step": 0,
+                "warmup": True,
+                "input_wait_ms": 1.0,
+                "step_time_ms": 50.0,
+                "batch_size": 16,
+                "end_unix_s": 1.0,
+                "paired": "",
+                "round": -1,
+            }
+        )
+    bad = scrape(exporter.url)["pipeprof_bad_files_total"]
+    assert {(s.labels["rank"], s.labels["variant"], s.value) for s in bad} == {
+        ("0", "real", 0.0),
+        ("1", "real", 0.0),
+    }

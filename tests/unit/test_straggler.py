@@ -54,6 +54,9 @@ def test_no_rank_is_named_when_none_is_slow_or_one_was_slow_for_a_burst():
     assert find(steps([jitter, lambda i: jitter(i + 1), lambda i: jitter(i + 2)])) == {}
     # the margin: 3 ms of a 30 ms step (10%), so 2.5 ms more is not enough
     assert find(steps([jitter, jitter, lambda i: 2.5 + jitter(i)])) == {}
+    # every rank waiting long, one longer (the story's two ranks on one core: 32.0 against
+    # 17.4 ms): the whole pipeline is slow, not one rank
+    assert find(steps([lambda i: 17.4, lambda i: 32.0 + jitter(i)], step_ms=67.0)) == {}
     # 40 ms a step for the first 10 steps: a mean 10 ms above the others, but one burst
     assert find(steps([jitter, jitter, lambda i: 40.0 if i < 10 else jitter(i)])) == {}
     # every fourth step 40 ms (its buffer hiding the rest): slow all along, so named
@@ -106,5 +109,6 @@ def test_the_dashboard_marks_the_slow_rank():
     out = io.StringIO()
     Console(file=out, width=140, color_system=None).print(render(snap))
     assert "1 slow" in out.getvalue() and "0 slow" not in out.getvalue()
-    # 1 ms apart, under the margin (3 ms of a 30 ms step): no rank marked
+    # 1 ms apart, under the margin (3 ms of a 30 ms step), or all waiting long: none marked
     assert not any(r.slow for r in fed({0: 0.4, 1: 1.4}).snapshot().ranks)
+    assert not any(r.slow for r in fed({0: 12.0, 1: 20.0}).snapshot().ranks)
