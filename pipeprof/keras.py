@@ -142,7 +142,12 @@ def instrument(dataset: tf.data.Dataset) -> tf.data.Dataset:
         ablate_and_exit(dataset, job)
     from pipeprof.rank.fit import instrumented, instrumented_batches
 
-    return instrumented_batches(dataset) if batches else instrumented(dataset)
+    if not batches:
+        return instrumented(dataset)
+    try:
+        return instrumented_batches(dataset)
+    except StopIteration:
+        _fail("the generator given to pipeprof.keras.instrument yielded no batch")
 
 
 class PipeprofCallback(tf.keras.callbacks.Callback):

@@ -164,3 +164,15 @@ def failures(diffed: pd.DataFrame, rules: list[FailOn]) -> list[str]:
                     f"(--fail-on {rule.figure}:{rule.threshold:g})"
                 )
     return out
+
+
+def unjudged(diffed: pd.DataFrame, rules: list[FailOn], only_before: list[str]) -> list[str]:
+    """What ``rules`` could not judge: a row whose figure has no interval in one of the runs,
+    and a row the first run has and the second lost (a CI gate must not pass on those)."""
+    out = [f"{row}: measured before, not after" for row in only_before] if rules else []
+    for _, r in diffed.iterrows():
+        for rule in rules:
+            call_ = r["samples_per_s_call" if rule.figure == "samples_per_s" else "gap_call"]
+            if call_ == UNKNOWN:  # ("" is a ceiling's gap: nothing to judge)
+                out.append(f"np={r['np']} {r['variant']}: {rule.figure} has no interval in one run")
+    return out

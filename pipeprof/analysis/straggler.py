@@ -14,8 +14,8 @@ the allreduce: their input wait stays low. A rank is named when, over the measur
   consecutive steps the measurement splits into (a rank that was slow once, for a burst, is
   not the slow rank; one whose prefetch buffer hides its slowness at some steps still is);
 
-the same test on step time names a rank whose own step is longer (ranks that do not
-synchronise each step, e.g. a pipeline stage feeding a service). Pure: frames in, records out.
+the same test on step time, without the ratio, names a rank whose own step is longer (ranks
+that do not synchronise each step, e.g. a pipeline stage feeding a service). Pure: frames in, records out.
 """
 
 from __future__ import annotations
@@ -60,7 +60,9 @@ class Straggler:
         )
 
 
-def _slowest(per_step: pd.DataFrame, margin: float) -> tuple[int, float, float, float] | None:
+def _slowest(
+    per_step: pd.DataFrame, margin: float, ratio: float
+) -> tuple[int, float, float, float] | None:
     """(rank, its mean, the others' median mean, share of stretches it was slowest in), or
     None. ``per_step``: one row a step, one column a rank."""
     if per_step.shape[1] < 2 or len(per_step) < CHUNKS:
@@ -68,7 +70,7 @@ def _slowest(per_step: pd.DataFrame, margin: float) -> tuple[int, float, float, 
     means = per_step.mean()
     rank = int(means.idxmax())
     others = means.drop(rank)
-    if means[rank] - others.median() <= margin or means[rank] < RATIO * others.median():
+    if means[rank] - others.median() <= margin or means[rank] < ratio * others.median():
         return None
     size = len(per_step) / CHUNKS
     stretches = [per_step.iloc[round(k * size) : round((k + 1) * size)] for k in range(CHUNKS)]
@@ -96,9 +98,12 @@ def find(steps: pd.DataFrame) -> dict[tuple[int, str], Straggler]:
             if "host" in rows.columns
             else pd.Series(dtype=str)
         )
-        for figure, column in (("input wait", "input_wait_ms"), ("step time", "step_time_ms")):
+        for figure, column, ratio in (
+            ("input wait", "input_wait_ms", RATIO),
+            ("step time", "step_time_ms", 1.0),  # every rank steps: the margin alone says
+        ):
             per_step = rows.pivot_table(index="step", columns="rank", values=column).dropna()
-            found = _slowest(per_step, margin)
+            found = _slowest(per_step, margin, ratio)
             if found is not None:
                 rank, mine, others, share = found
                 out[(int(n), str(variant))] = Straggler(

@@ -12,7 +12,16 @@ from typing import Any
 import pandas as pd
 from rich.table import Table
 
-from pipeprof.analysis.diff import BETTER, FIGURES, WORSE, FailOn, diff, failures, unmatched
+from pipeprof.analysis.diff import (
+    BETTER,
+    FIGURES,
+    WORSE,
+    FailOn,
+    diff,
+    failures,
+    unjudged,
+    unmatched,
+)
 from pipeprof.atomic import write_text
 from pipeprof.cli.common import console_for_output
 from pipeprof.errors import PipeprofError
@@ -38,7 +47,8 @@ def add_parser(sub: Any) -> None:
         default=[],
         metavar="FIGURE:THRESHOLD",
         help="exit 1 where FIGURE got worse by its interval and by more than THRESHOLD: "
-        "gap:2 (points), samples_per_s:5 (percent); may be given again",
+        "gap:2 (points), samples_per_s:5 (percent); may be given again. A row it cannot "
+        "judge (no interval, or measured before and not after) exits 1 too",
     )
     p.add_argument("--csv", metavar="FILE", help="also write the rows to FILE (a new file)")
     p.set_defaults(run=run)
@@ -113,10 +123,13 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
     failed = failures(rows, rules)
     for line in failed:
         console.print(f"[bold red]worse[/]: {line}")
-    if rules and not failed:
+    blind = unjudged(rows, rules, only)
+    for line in blind:
+        console.print(f"[bold red]cannot judge[/]: {line}")
+    if rules and not failed and not blind:
         units = ", ".join(
             f"{r.figure} by {r.threshold:g}{'%' if FIGURES[r.figure][0] == '%' else ' points'}"
             for r in rules
         )
         console.print(f"nothing got worse beyond --fail-on ({units})")
-    return 1 if failed else 0
+    return 1 if failed or blind else 0

@@ -64,14 +64,10 @@ class Choice:
         self.register_batch(next(iter(dataset.take(1))), dataset.element_spec)
 
     def register_batch(self, first: Any, spec: Any = None) -> None:
-        """The twin from one batch: a tf.data pipeline's first, or a Keras Sequence's or a
-        generator's, whose element spec is the batch's own with the batch size left open (as
-        Keras's adapter for them types it)."""
+        """The twin from one batch: a tf.data pipeline's first (with its ``spec``), or a Keras
+        Sequence's or a generator's, made what Keras's adapter for them makes of a batch."""
         if spec is None:
-            first = tf.nest.map_structure(tf.convert_to_tensor, first)
-            spec = tf.nest.map_structure(
-                lambda t: tf.TensorSpec([None, *t.shape[1:]], t.dtype), first
-            )
+            first, spec = keras_batch(first)
         # one batch, cached: each twin step reads it from memory; relaxed to the dataset's own
         # (maybe partial) shapes, so the train function traced for the dataset serves the twin
         self._twin = tf.data.Dataset.from_tensors(first).map(_as_spec(spec)).cache().repeat()
@@ -86,6 +82,25 @@ class Choice:
             twin = self._twin if self.distribute is None else self.distribute(self._twin)
             self._iterator = iter(twin)  # type: ignore[arg-type]
         return self._iterator
+
+
+def keras_batch(batch: Any) -> tuple[Any, Any]:
+    """A Sequence's or a generator's batch as Keras 2's adapter hands it to the train function
+    (``data_adapter.GeneratorDataAdapter``): lists made tuples, ``None`` entries dropped,
+    float arrays in Keras's float type; and its type as the adapter's, every dimension open,
+    so the function traced for the real batches serves the twin's."""
+    x, y, w = tf.keras.utils.unpack_x_y_sample_weight(batch)
+    batch = tf.__internal__.nest.list_to_tuple(tf.keras.utils.pack_x_y_sample_weight(x, y, w))
+
+    def tensor(t: Any) -> Any:
+        if isinstance(t, numpy.ndarray) and issubclass(t.dtype.type, numpy.floating):
+            t = t.astype(tf.keras.backend.floatx())
+        return tf.convert_to_tensor(t)
+
+    batch = tf.nest.map_structure(tensor, batch)
+    return batch, tf.nest.map_structure(
+        lambda t: tf.TensorSpec([None] * t.shape.rank, t.dtype), batch
+    )
 
 
 def _as_spec(spec):

@@ -179,17 +179,17 @@ def _train(job: Job, scenario: Scenario, engine: Engine, telemetry) -> int:
             metrics=["accuracy"],
         )
     step_fn = engine.train_step(model)
+    how = train.distribute_input  # said where it was chosen: the default goes unsaid
+    label = f" ({engine.name}" + (f", {how})" if how != "auto" else ")")
     if replicas > 1 or engine.name != "horovod":
-        how = train.distribute_input  # said where it was chosen: the default goes unsaid
-        device = f"{getattr(engine, 'device_kind', device)} ({engine.name}"
-        device += f", {how})" if how != "auto" else ")"
+        device = f"{getattr(engine, 'device_kind', device)}{label}"
     gradient_floats = int(sum(int(tf.size(v)) for v in model.trainable_variables))
     device_ms = emulated_ms(train.device)
     if device_ms is not None:
         step_fn = emulated_step(tf, engine, device_ms, gradient_floats, seed=rank)
         device = (
             f"emulated ({device_ms:g} ms/step + allreduce of {gradient_floats * 4 / 2**20:.1f} MB)"
-        )
+        ) + (label if engine.name != "horovod" else "")
 
     device_steps: dict[str, object] = {}
 

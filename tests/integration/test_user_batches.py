@@ -49,3 +49,21 @@ def test_a_sequence_or_a_generator_is_measured(kind, nps, small_dataset, tmp_pat
         assert "--ablation splits a tf.data pipeline into its stages; a DirectoryIterator" in (
             refused.stderr
         )
+
+
+def test_a_batch_is_made_what_keras_makes_of_it():
+    """The twin's batch and type as Keras 2's generator adapter makes them (a list becomes a
+    tuple, a None entry goes, float64 becomes float32, every dimension open), so the train
+    function traced for the real batches serves the twin's."""
+    import numpy as np
+    import tensorflow as tf
+
+    from pipeprof.rank.fit import keras_batch
+
+    batch, spec = keras_batch([np.zeros((4, 5, 5, 3)), np.arange(4), None])
+    assert isinstance(batch, tuple) and len(batch) == 2
+    assert [t.dtype for t in batch] == [tf.float32, tf.int64]
+    assert spec == (
+        tf.TensorSpec([None, None, None, None], tf.float32),
+        tf.TensorSpec([None], tf.int64),
+    )

@@ -6,7 +6,7 @@ import math
 import pandas as pd
 import pytest
 
-from pipeprof.analysis.diff import FailOn, diff, failures, unmatched
+from pipeprof.analysis.diff import FailOn, diff, failures, unjudged, unmatched
 
 
 def summary(*rows):
@@ -82,3 +82,19 @@ def test_a_bad_fail_on_is_one_line(text, says):
     with pytest.raises(ValueError) as exc:
         FailOn.parse(text)
     assert says in str(exc.value) and str(exc.value).startswith(f"--fail-on {text}:")
+
+
+def test_what_fail_on_cannot_judge_is_named():
+    """A CI gate must not pass on a row it could not judge: one without an interval, or one
+    the before run measured and the after run lost."""
+    rows = diff(BEFORE, summary((1, "real", 800.0, math.nan, 20.0, 1.5)))
+    rules = [FailOn.parse("samples_per_s:5"), FailOn.parse("gap:2")]
+    only, _ = unmatched(BEFORE, AFTER)
+    assert unjudged(rows, rules, only) == [
+        "np=4 real: measured before, not after",
+        "np=1 real: samples_per_s has no interval in one run",
+    ]
+    assert unjudged(rows, [], only) == []  # no rule, nothing to judge
+    # a ceiling's row has no gap to judge: not counted against the gate
+    ceiling = diff(BEFORE, summary((1, "synthetic", 1000.0, 40.0, math.nan, math.nan)))
+    assert unjudged(ceiling, [FailOn.parse("gap:2")], []) == []

@@ -65,6 +65,9 @@ def test_no_rank_is_named_when_none_is_slow_or_one_was_slow_for_a_burst():
     burst = steps([jitter, lambda i: 12.0])
     burst["warmup"] = True
     assert find(burst) == {}
+    paired = steps([jitter, lambda i: 12.0])
+    paired["paired"] = "real"
+    assert find(paired) == {}
 
 
 def test_summary_rows_name_it_and_warn():
@@ -112,3 +115,19 @@ def test_the_dashboard_marks_the_slow_rank():
     # 1 ms apart, under the margin (3 ms of a 30 ms step), or all waiting long: none marked
     assert not any(r.slow for r in fed({0: 0.4, 1: 1.4}).snapshot().ranks)
     assert not any(r.slow for r in fed({0: 12.0, 1: 20.0}).snapshot().ranks)
+
+
+def test_a_rank_whose_own_step_is_longer_is_named_by_its_step_time():
+    """Ranks that do not meet at every step (no allreduce to wait in): one whose step is longer
+    is named by its step time, and summary.csv's input-wait figures stay empty for it."""
+    frame = steps([jitter, jitter])
+    frame.loc[frame["rank"] == 1, "step_time_ms"] = 45.0
+    s = find(frame)[(2, "real")]
+    assert (s.rank, s.figure, s.rank_ms, s.others_ms) == (1, "step time", 45.0, 30.0)
+    assert s.line().endswith(
+        "ms for the others (the longest in 4 of 4 quarters of the measurement)"
+    )
+    row = add_stragglers(pd.DataFrame([{"np": 2, "variant": "real", "warning": ""}]), frame)
+    assert row.loc[0, "straggler"] == "rank 1 on a" and math.isnan(
+        row.loc[0, "straggler_input_wait_ms"]
+    )
