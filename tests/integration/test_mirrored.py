@@ -230,7 +230,9 @@ def test_ablation_remedies_predict_and_tunes_confirming_run_under_mirrored(tmp_p
         assert rows.loc[[*ladder, "real"], "gap_pct"].notna().all(), rows
     # each remedy measured at each count; the share of the gap it closed is given wherever the
     # real gap was something to close (analysis.remedies.nothing_to_close), else left empty
-    assert remedies == sorted(2 * ["remedy:augment-on-device", "remedy:batch-augment"]), remedies
+    # (which remedies run follows the stage the measurement names: augment's, or read's)
+    per_np = summary[summary["variant"].isin(remedies)].groupby("np")["variant"].apply(set)
+    assert remedies and list(per_np.index) == [1, 2] and per_np[1] == per_np[2], remedies
     reals = summary[summary["variant"] == "real"].set_index("np")
     for _, r in summary[summary["variant"].isin(remedies)].iterrows():
         assert r["gap_pct"] == r["gap_pct"] and r["samples_per_s"] > 0, r.to_dict()
