@@ -60,6 +60,10 @@ def _change(change: float, half: float, unit: str) -> str:
     return f"{change:+.1f}{unit}" + ("" if math.isnan(half) else f" ±{half:.1f}")
 
 
+def _styled(call: str) -> str:
+    return f"[{CALL_STYLE[call]}]{call}[/]" if call in CALL_STYLE else call
+
+
 def diff_table(rows: pd.DataFrame, title: str) -> Table:
     t = Table(title=title, title_justify="left", header_style="bold")
     for name, justify in (
@@ -76,18 +80,17 @@ def diff_table(rows: pd.DataFrame, title: str) -> Table:
     ):
         t.add_column(name, justify=justify)  # type: ignore[arg-type]
     for _, r in rows.iterrows():
-        s_call, g_call = r["samples_per_s_call"], r["gap_call"]
         t.add_row(
             str(r["np"]),
             r["variant"],
             fmt(r["samples_per_s_before"]),
             fmt(r["samples_per_s_after"]),
             _change(r["samples_per_s_change_pct"], r["samples_per_s_change_ci95"], "%"),
-            f"[{CALL_STYLE.get(s_call, '')}]{s_call}[/]" if s_call in CALL_STYLE else s_call,
+            _styled(r["samples_per_s_call"]),
             fmt(r["gap_before_pct"], 1, "%"),
             fmt(r["gap_after_pct"], 1, "%"),
             _change(r["gap_change_points"], r["gap_change_ci95"], " pts"),
-            f"[{CALL_STYLE.get(g_call, '')}]{g_call}[/]" if g_call in CALL_STYLE else g_call,
+            _styled(r["gap_call"]),
         )
     return t
 
