@@ -1,11 +1,17 @@
-"""pipeprof in your own Horovod Keras training script: two lines.
+"""pipeprof in your own Horovod or tf.distribute Keras training script: two lines.
 
     import pipeprof.keras as pk
     dataset = pk.instrument(dataset)                       # before model.fit
     model.fit(dataset, ..., callbacks=[..., pk.PipeprofCallback()])
 
-Outside pipeprof both change nothing: ``instrument`` returns the dataset itself and the
-callback does nothing. Under ``pipeprof watch -- CMD`` the callback streams every step to the
+or, in a custom training loop (``rank.loop``):
+
+    for x, y in pk.instrument(dataset):                    # or a tf.distribute dataset
+        with pk.step():
+            train_step(x, y)
+
+Outside pipeprof they change nothing: ``instrument`` returns the dataset itself, the
+callback and ``step`` do nothing. Under ``pipeprof watch -- CMD`` the callback streams every step to the
 live dashboard. Under ``pipeprof compare --np 1,2 -- python train.py ARGS`` (one launch per
 worker count) ``instrument`` makes the dataset's synthetic twin (your dataset itself is
 returned untouched) and the callback measures the twin alone, then your pipeline in rounds
@@ -27,19 +33,19 @@ from __future__ import annotations
 
 import inspect
 import logging
-import os
-import sys
+import math
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
 import tensorflow as tf
 
 from pipeprof.errors import PipeprofError
-from pipeprof.launch.job import ENV_SCRIPT_JOB, ERROR_TAG, ScriptJob
+from pipeprof.launch.job import ScriptJob
+from pipeprof.rank import in_script
 from pipeprof.rank.identity import identity
 from pipeprof.records import StepRecord
 from pipeprof.telemetry.agent import RankTelemetry
-from pipeprof.telemetry.stream import ENV_ADDRESS, ENV_RUN_DIR, ENV_TOKEN, StreamClient
 
 if TYPE_CHECKING:
     from pipeprof.rank.fit import FitMeasurement
@@ -50,47 +56,11 @@ ENTERED, BATCH = "_pipeprof_batch_entered_unix_s", "_pipeprof_batch_size"
 ADD_INSTRUMENT = "add `dataset = pipeprof.keras.instrument(dataset)` before model.fit"
 
 
-def _job() -> ScriptJob | None:
-    text = os.environ.get(ENV_SCRIPT_JOB)
-    return ScriptJob.decode(text) if text else None
-
-
-def _attached_engine():
-    """The training engine the script started (Horovod after ``hvd.init()``), else None."""
-    from pipeprof.rank import engine as engines
-
-    try:
-        engine = engines.get()
-    except (ImportError, PipeprofError):
-        return None  # plain Keras without Horovod: one process
-    return engine if engine.attached() else None
-
-
-def _mirrored_engine(model: Any, job: ScriptJob):
-    """Under ``--engine mirrored``: the engine of the MirroredStrategy the script built its
-    model under, checked to drive the replicas compare asked for."""
-    from pipeprof.rank.mirrored_engine import MirroredEngine
-
-    strategy = model.distribute_strategy
-    if not isinstance(strategy, tf.distribute.MirroredStrategy):
-        _fail(
-            "--engine mirrored: the script must build and compile its model under "
-            "tf.distribute.MirroredStrategy().scope(), and it did not"
-        )
-    if strategy.num_replicas_in_sync != job.np:
-        _fail(
-            f"--engine mirrored: np={job.np} but the script's MirroredStrategy has "
-            f"{strategy.num_replicas_in_sync} replica(s): make it with the devices pipeprof "
-            "gives the script (all it sees: MirroredStrategy() with no devices named)"
-        )
-    return MirroredEngine.attach(strategy)
-
-
 def _make_replicas() -> None:
     """Under ``compare --engine mirrored -- CMD`` on a host without GPUs: the CPU split into
     the job's np logical devices, now, before the script's strategy looks for devices
     (importing pipeprof.keras is the script's first use of it)."""
-    job = _job()
+    job = in_script.job()
     if job is None or job.engine != "mirrored":
         return
     from pipeprof.rank.mirrored_engine import make_replicas
@@ -98,56 +68,68 @@ def _make_replicas() -> None:
     try:
         make_replicas(tf, job.np)
     except PipeprofError as exc:
-        _fail(exc.message)
+        in_script.fail(exc.message)
 
 
-def _ranks() -> tuple[int, int, int, int]:
-    """(rank, size, local_rank, local_size) from the engine if the script started it, else
-    from what the launcher put in the environment (``rank.identity``)."""
-    engine = _attached_engine()
-    if engine is not None:
-        return engine.rank, engine.size, engine.local_rank, engine.local_size
-    me = identity()
-    return me.rank, me.size, me.local_rank, me.local_size
-
-
-def _fail(message: str) -> None:
-    """End the script with pipeprof's one line (the launcher shows it, no traceback)."""
-    print(identity().error_line(ERROR_TAG, message), file=sys.stderr, flush=True)
-    raise SystemExit(2)
-
-
-def instrument(dataset: tf.data.Dataset) -> tf.data.Dataset:
+def instrument(dataset: Any) -> Any:
     """Your training dataset, as pipeprof needs it: itself outside pipeprof. A tf.data
     pipeline, a Keras ``Sequence`` (returned as it is) or a Python generator of batches (its
-    first batch read, then put back): whatever you pass to ``fit``."""
-    job = _job()
-    if job is None:
+    first batch read, then put back): whatever you pass to ``fit``; or, for a custom loop,
+    the tf.data pipeline or tf.distribute dataset the loop reads (mark its steps with
+    ``step()``)."""
+    job = in_script.job()
+    if job is None and not any(in_script.listening()):
         return dataset
+    spread = isinstance(dataset, tf.distribute.DistributedDataset)
     batches = isinstance(dataset, tf.keras.utils.Sequence) or inspect.isgenerator(dataset)
-    if not isinstance(dataset, tf.data.Dataset) and not batches:
-        _fail(
-            "pipeprof.keras.instrument takes what model.fit reads: a tf.data.Dataset, a Keras "
-            f"Sequence or a generator of batches; got {type(dataset).__name__}"
+    if not isinstance(dataset, tf.data.Dataset) and not batches and not spread:
+        in_script.fail(
+            "pipeprof.keras.instrument takes what model.fit or a training loop reads: a "
+            "tf.data.Dataset, a tf.distribute dataset, a Keras Sequence or a generator of "
+            f"batches; got {type(dataset).__name__}"
         )
-    if job.mode == "ablate":
-        if batches:
-            _fail(
+    if job is not None and job.mode == "ablate":
+        if batches or spread:
+            in_script.fail(
                 f"--ablation splits a tf.data pipeline into its stages; a {type(dataset).__name__} "
                 "has none to split: build the input with tf.data (tf.data.Dataset.from_generator "
-                "wraps a generator), or compare without --ablation"
+                "wraps a generator) and instrument it before it is distributed, or compare "
+                "without --ablation"
             )
         from pipeprof.data.ablate_script import ablate_and_exit
 
         ablate_and_exit(dataset, job)
+    from pipeprof.rank import loop
+
+    if spread:
+        return loop.distributed(dataset)
+    if job is None:  # watch or run: fit's steps come from the callback, a loop's from here
+        return loop.loop_dataset(dataset) if not batches else dataset
     from pipeprof.rank.fit import instrumented, instrumented_batches
 
     if not batches:
-        return instrumented(dataset)
+        return loop.loop_dataset(instrumented(dataset))
     try:
         return instrumented_batches(dataset)
     except StopIteration:
-        _fail("the generator given to pipeprof.keras.instrument yielded no batch")
+        in_script.fail("the generator given to pipeprof.keras.instrument yielded no batch")
+
+
+def step() -> Any:
+    """A custom loop's training step, marked: ``with pipeprof.keras.step():`` around it, in
+    the body of ``for batch in pipeprof.keras.instrument(dataset)``. Outside pipeprof it
+    does nothing. ``as s`` then ``s.loss = loss`` gives the summary the step's loss."""
+    from pipeprof.rank.loop import StepMark
+
+    return StepMark()
+
+
+def step_fn(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn``, a custom loop's training step, with each call marked as ``step()`` marks it,
+    its result read as the step's loss; ``fn`` itself outside pipeprof."""
+    from pipeprof.rank.loop import step_fn as marked
+
+    return marked(fn)
 
 
 class PipeprofCallback(tf.keras.callbacks.Callback):
@@ -166,8 +148,7 @@ class PipeprofCallback(tf.keras.callbacks.Callback):
         self.variant = variant
         self.warmup_steps = warmup_steps
         self.measure_input_wait = measure_input_wait
-        self.run_dir = run_dir or os.environ.get(ENV_RUN_DIR)
-        self.address = address or os.environ.get(ENV_ADDRESS)
+        self.address, self.run_dir = in_script.listening(address, run_dir)
         self.gpu_interval_s, self.host_interval_s = gpu_interval_s, host_interval_s
         self.telemetry: RankTelemetry | None = None
         self.measurement: FitMeasurement | None = None  # under pipeprof compare
@@ -177,6 +158,11 @@ class PipeprofCallback(tf.keras.callbacks.Callback):
         self._batch_size: tf.Tensor | None = None  # and its batch's size
         self._t0_unix = 0.0
         self._batch = 0
+        self._first = 0  # the index of the execution's first step (steps_per_execution)
+        # steps_per_execution > 1: the execution's summed input wait, and where its previous
+        # step left off, kept by the steps themselves (one process, one replica: a variable)
+        self._waited: tf.Variable | None = None
+        self._left: tf.Variable | None = None
         self.rank = self.size = 0
 
     @property
@@ -190,12 +176,23 @@ class PipeprofCallback(tf.keras.callbacks.Callback):
         if getattr(model, "_pipeprof_wrapped", False) or getattr(model, "_jit_compile", False):
             return  # XLA compiles no host timestamp: input wait is then not measured
         original = model.train_step
+        # fit runs its callbacks inside the model's strategy scope: none, or a tf.distribute
+        # one, whose replicas would each need their own copy (not measured there)
+        if _steps_per_execution(model) > 1 and not tf.distribute.has_strategy():
+            self._waited = tf.Variable(0.0, dtype=tf.float64, trainable=False)
+            self._left = tf.Variable(0.0, dtype=tf.float64, trainable=False)
+        waited, left = self._waited, self._left
 
         def timed_train_step(data: Any) -> Any:
             flat = tf.nest.flatten(data)
             with tf.control_dependencies(flat):  # the batch has left the iterator
                 entered = tf.timestamp()
+            if waited is not None and left is not None:  # since the previous step's end
+                waiting = waited.assign_add(entered - left.read_value())
             logs = original(data)
+            if waited is not None and left is not None:
+                with tf.control_dependencies([*tf.nest.flatten(logs), waiting]):
+                    left.assign(tf.timestamp())
             if not isinstance(logs, dict):
                 return logs
             # under a tf.distribute strategy Keras reduces each replica's logs into one
@@ -222,6 +219,9 @@ class PipeprofCallback(tf.keras.callbacks.Callback):
         from pipeprof.rank.fit import CHOICE
 
         def train_function(iterator: Any) -> Any:
+            if self._waited is not None and self._left is not None:  # an execution starts
+                self._waited.assign(0.0)
+                self._left.assign(time.time())
             logs = original(CHOICE.iterator(iterator))
             if isinstance(logs, dict):
                 self._entered, self._batch_size = logs.pop(ENTERED, None), logs.pop(BATCH, None)
@@ -234,24 +234,18 @@ class PipeprofCallback(tf.keras.callbacks.Callback):
     def on_train_begin(self, logs: dict | None = None) -> None:
         if not self.active:
             return  # outside pipeprof: nothing to measure, nothing started
-        rank, size, local_rank, local_size = _ranks()
+        rank, size, _, _ = in_script.ranks()
         self.rank, self.size = rank, size
         self.host = identity().host
-        job = _job()
+        job = in_script.job()
         if job is not None and job.mode == "compare":
             self._start_compare(job)
-        client = StreamClient(
-            self.address, token=os.environ.get(ENV_TOKEN, ""), rank=rank, fallback_dir=self.run_dir
-        )
-        self.telemetry = RankTelemetry(
-            client,
-            rank=rank,
-            local_rank=local_rank,
-            local_size=local_size,
-            size=size,
+        self.telemetry = in_script.start_telemetry(
+            self.address,
+            self.run_dir,
             gpu_interval_s=self.gpu_interval_s,
             host_interval_s=self.host_interval_s,
-        ).start()
+        )
         if rank == 0 and self.measurement is None:
             self.telemetry.put(
                 "variant_start", {"np": size, "variant": self.variant, "index": 0, "of_variants": 1}
@@ -266,57 +260,57 @@ class PipeprofCallback(tf.keras.callbacks.Callback):
         from pipeprof.rank.fit import CHOICE, FitMeasurement
 
         if not CHOICE.instrumented:
-            _fail(f"the script calls model.fit without pipeprof.keras.instrument: {ADD_INSTRUMENT}")
-        if (
-            getattr(self.model, "_steps_per_execution", None) is not None
-            and int(self.model._steps_per_execution.numpy()) != 1  # a (mirrored) variable
-        ):
-            _fail(
-                "model.compile(steps_per_execution > 1) runs several steps per call: pipeprof times each step, so "
-                "compile with steps_per_execution=1 when measuring"
+            in_script.fail(
+                f"the script calls model.fit without pipeprof.keras.instrument: {ADD_INSTRUMENT}"
             )
-
         if job.engine == "mirrored":
-            engine = _mirrored_engine(self.model, job)
+            engine = in_script.mirrored_engine(
+                self.model.distribute_strategy,
+                job,
+                "the script must build and compile its model under",
+            )
             CHOICE.distribute = engine.strategy.experimental_distribute_dataset
         else:
-            engine = _attached_engine()
+            engine = in_script.attached_engine()
         if engine is None:
-            _fail(
+            in_script.fail(
                 "the script did not start Horovod (hvd.init()) before model.fit: pipeprof compares its ranks "
                 "through it"
             )
 
-        def stream(record: StepRecord) -> None:
-            if self.telemetry is not None:
-                self.telemetry.put("step", record)
-
-        self.measurement = FitMeasurement(job, engine=engine, on_record=stream)
+        CHOICE.ready()
+        self.measurement = FitMeasurement(
+            job, engine=engine, on_record=in_script.streamer(lambda: self.telemetry)
+        )
 
     def on_train_batch_begin(self, batch: int, logs: dict | None = None) -> None:
         if not self.active:
             return
         if self.measurement is not None:
             self.measurement.before_step()
-        self._entered = None
+        self._entered, self._first = None, batch
         self._t0, self._t0_unix = time.perf_counter(), time.time()
 
     def on_train_batch_end(self, batch: int, logs: dict | None = None) -> None:
         if not self.active:
             return
         t2 = time.perf_counter()
-        wait_ms = (
-            (float(self._entered) - self._t0_unix) * 1e3
-            if self._entered is not None
-            else float("nan")
-        )
+        # Keras calls this once an execution, with its last step's index: every figure of an
+        # execution of n steps is its own ÷ n, one step's share
+        n = max(1, batch - self._first + 1)
+        if n > 1:
+            wait_ms = float(self._waited) * 1e3 / n if self._waited is not None else math.nan
+        elif self._entered is not None:
+            wait_ms = (float(self._entered) - self._t0_unix) * 1e3
+        else:
+            wait_ms = math.nan
         if self._batch_size is not None:
             self._batch = int(self._batch_size)
         if self.measurement is not None:
             # a step runs from the end of the previous one, as in pipeprof's own loop
-            step_ms, self._prev_end = (t2 - self._prev_end) * 1e3, t2
+            step_ms, self._prev_end = (t2 - self._prev_end) * 1e3 / n, t2
             cpu = time.process_time()
-            cpu_ms, self._prev_cpu = (cpu - self._prev_cpu) * 1e3, cpu
+            cpu_ms, self._prev_cpu = (cpu - self._prev_cpu) * 1e3 / n, cpu
             logs = logs or {}
             if self.measurement.after_step(
                 step_ms,
@@ -325,6 +319,7 @@ class PipeprofCallback(tf.keras.callbacks.Callback):
                 float(logs.get("loss", float("nan"))),
                 float(logs.get("accuracy", float("nan"))),
                 cpu_ms,
+                steps=n,
             ):
                 self.model.stop_training = True
             return
@@ -335,12 +330,12 @@ class PipeprofCallback(tf.keras.callbacks.Callback):
             step=self.step,
             warmup=self.step < self.warmup_steps,
             input_wait_ms=wait_ms,
-            step_time_ms=(t2 - self._t0) * 1e3,
+            step_time_ms=(t2 - self._t0) * 1e3 / n,
             batch_size=self._batch,
             end_unix_s=time.time(),
             host=self.host,
         )
-        self.step += 1
+        self.step += n
         if self.telemetry is not None:
             self.telemetry.put("step", record)
 
@@ -350,6 +345,12 @@ class PipeprofCallback(tf.keras.callbacks.Callback):
         if self.telemetry is not None:
             self.telemetry.stop()
             self.telemetry = None
+
+
+def _steps_per_execution(model: Any) -> int:
+    """The steps ``model.compile(steps_per_execution=N)`` runs per call of its train function."""
+    variable = getattr(model, "_steps_per_execution", None)
+    return int(variable.numpy()) if variable is not None else 1
 
 
 _make_replicas()

@@ -62,6 +62,9 @@ class VariantRun:
     measured_s: float = math.nan  # the measured steps' time (averaged over ranks)
     stop_reason: str = ""  # analysis.stopping: fixed steps, target, clear of thresholds, max time
     half_pct: float = math.nan  # the precision reached when adaptive (gap points, or throughput %)
+    # the steps one record stands for: a user's fit compiled with steps_per_execution=N is
+    # timed per execution, each record one step's share of it
+    steps_per_record: int = 1
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

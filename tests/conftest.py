@@ -49,10 +49,11 @@ def the_cores(request, tmp_path_factory):
 # Seconds each launch file's tests took (calls and their own set-up, not the wait for the
 # cores) in a run of the whole suite on the 2-core development machine (2026-11-26, eighth
 # session, on e94f054), less the tests that left since (the truth slice's control, now a
-# file that runs alone; two of the three stop signals across hosts), test_mirrored.py's two
-# new tests measured alone: the order in which the two workers take them, longest first, so
-# that neither is left with a long file while the other has finished. A file not listed
-# counts as short: the truth slice was once missing, and its 147 s came last.
+# file that runs alone; two of the three stop signals across hosts), with test_mirrored.py's
+# two new tests and the ninth session's (custom loops, the decode-less remedy, watch of a
+# loop) measured in runs of their own: the order in which the two workers take them,
+# longest first, so that neither is left with a long file while the other has finished. A
+# file not listed counts as short: the truth slice was once missing, and its 147 s came last.
 LAUNCH_FILE_SECONDS = {
     "test_two_hosts.py": 377,
     "test_user_script.py": 165,
@@ -60,13 +61,14 @@ LAUNCH_FILE_SECONDS = {
     "test_truth_slice.py": 135,
     "test_predict_emulated.py": 119,
     "test_compare_np2.py": 103,
-    "test_diagnose_and_tune.py": 103,
+    "test_diagnose_and_tune.py": 158,
+    "test_custom_loop.py": 150,
     "test_user_batches.py": 60,
     "test_service_np2.py": 54,
     "test_signals_np2.py": 47,
     "test_straggler_np2.py": 47,
     "test_bad_files.py": 35,
-    "test_live_np2.py": 28,
+    "test_live_np2.py": 70,
     "test_diff.py": 21,
     "test_horovod_np2.py": 15,
     "test_rank_external.py": 10,

@@ -1,8 +1,8 @@
 """pipeprof's measurement inside a user's own ``model.fit``, under ``pipeprof compare -- CMD``.
 
-``instrumented(dataset)`` makes the dataset's synthetic twin: one real batch, taken once and
-repeated, with exactly the dataset's element spec and no input work per step. The user's
-dataset itself is returned untouched. ``PipeprofCallback`` hands Keras's train function the
+``instrumented(dataset)`` registers the dataset, and its synthetic twin is made when ``fit``
+starts (``Choice.ready``): one real batch, taken once and repeated, with exactly the dataset's
+element spec and no input work per step. The user's dataset itself is left untouched. ``PipeprofCallback`` hands Keras's train function the
 twin's iterator instead of the dataset's for the steps the plan gives the twin
 (``CHOICE.iterator``), so the choice costs nothing inside the pipeline or the step.
 ``FitMeasurement``, driven by the callback, sets the choice before every step from the same
@@ -55,13 +55,24 @@ class Choice:
         self.source = REAL
         self.instrumented = 0  # datasets instrument() was given in this process
         self._twin: tf.data.Dataset | None = None
+        self._dataset: tf.data.Dataset | None = None  # registered, its twin not yet made
         self._iterator = None
         # how Keras hands the train function its batches under a tf.distribute strategy
         # (split among the replicas); the twin's are handed the same way
         self.distribute: Callable[[tf.data.Dataset], object] | None = None
 
     def register(self, dataset: tf.data.Dataset) -> None:
-        self.register_batch(next(iter(dataset.take(1))), dataset.element_spec)
+        """The twin of a tf.data pipeline, made from its first batch once ``fit`` needs it
+        (``ready``): a custom loop over the same dataset makes its own from the loop's."""
+        self._dataset = dataset
+        self.instrumented += 1
+
+    def ready(self) -> None:
+        """Make the registered pipeline's twin now (``fit`` is starting)."""
+        if self._twin is None and self._dataset is not None:
+            dataset, self._dataset = self._dataset, None
+            self.register_batch(next(iter(dataset.take(1))), dataset.element_spec)
+            self.instrumented -= 1  # the same dataset, counted once
 
     def register_batch(self, first: Any, spec: Any = None) -> None:
         """The twin from one batch: a tf.data pipeline's first (with its ``spec``), or a Keras
@@ -177,6 +188,7 @@ class FitMeasurement:
         self.accs: list[float] = []
         self.batch = 0
         self.started = 0.0
+        self.steps_per_record = 1  # steps_per_execution: the steps each record stands for
         self.done = False
         self.step_announced: Step | None = None
 
@@ -237,12 +249,17 @@ class FitMeasurement:
         loss: float,
         acc: float,
         cpu_ms: float = math.nan,
+        *,
+        steps: int = 1,
     ) -> bool:
-        """Record the step that ran; True once every phase is measured (then fit should stop)."""
+        """Record the step that ran; True once every phase is measured (then fit should stop).
+        ``steps``: the steps it stands for (an execution of ``steps_per_execution``, its
+        figures given as one step's share)."""
         if self.done or self.step_announced is None:
             return self.done
         step, self.step_announced = self.step_announced, None
         assert self.plan is not None  # the plan that announced the step
+        self.steps_per_record = max(self.steps_per_record, steps)
         if not self.batch:  # ``batch``: the process's samples, its replicas' together
             self.batch = max(1, batch // self.replicas)
             self.plan.batch = float(self.batch * self.size)
@@ -316,6 +333,7 @@ class FitMeasurement:
                     measured_s=seconds,
                     stop_reason=stop_reason or plan.stop_reason,
                     half_pct=plan.half_pct,
+                    steps_per_record=self.steps_per_record,
                 ),
                 index=self.phase,
                 of=len(self.phases),

@@ -53,6 +53,12 @@ def batch_and_lr(train: TrainConfig, np: int) -> tuple[int, float]:
     return per_worker, train.learning_rate * lr_factor(train.lr_scaling, np)
 
 
+def ramp_lr(base: float, scaled: float, step: int, steps: int) -> float:
+    """The learning rate after ``step`` of ``steps`` warm-up steps (Goyal et al.): from one
+    worker's ``base`` up to the ``scaled`` rate in equal steps, then the scaled rate."""
+    return scaled if step >= steps else base + (scaled - base) * step / steps
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     return run_job(Job.decode(argv[0]))
@@ -302,7 +308,9 @@ def _train(job: Job, scenario: Scenario, engine: Engine, telemetry) -> int:
                 engine.broadcast(opt.variables, root=0)
                 broadcast_opt_pending = False
             if warm_lr_steps and global_step <= warm_lr_steps:
-                opt.learning_rate.assign(lr / size + (lr - lr / size) * global_step / warm_lr_steps)
+                opt.learning_rate.assign(
+                    ramp_lr(train.learning_rate, lr, global_step, warm_lr_steps)
+                )
             if rank == 0 and (done % job.progress_every == 0 or done == of):
                 emit(
                     StepProgress(
@@ -316,7 +324,7 @@ def _train(job: Job, scenario: Scenario, engine: Engine, telemetry) -> int:
                 )
 
         if warm_lr_steps and global_step == 0:
-            opt.learning_rate.assign(lr / size)
+            opt.learning_rate.assign(train.learning_rate)
 
         # A real variant measures in alternation with the twin once the twin ran at this np.
         alternates = twin_ran and spec.paired and not spec.synthetic

@@ -40,7 +40,9 @@ from pipeprof.workflows.summary import write_summary
 VARIANTS = ("synthetic", "real")
 ADD_BOTH = (
     "add `dataset = pipeprof.keras.instrument(dataset)` before model.fit and "
-    "`pipeprof.keras.PipeprofCallback()` to its callbacks"
+    "`pipeprof.keras.PipeprofCallback()` to its callbacks (a custom loop: "
+    "`for batch in pipeprof.keras.instrument(dataset):` and `with pipeprof.keras.step():` "
+    "around its step)"
 )
 MEASUREMENT_KEYS = (
     "warmup_steps",
@@ -119,8 +121,8 @@ def compare_script(request: CompareRequest, *, reporter: Reporter | None = None)
     run.write_status(RUNNING)
     reporter.progress(Plan(worker_counts=list(nps), variants=list(VARIANTS)))
     reporter.message(
-        "one launch per worker count: the script's model.fit measures the synthetic twin, then its "
-        "own pipeline in rounds against it"
+        "one launch per worker count: the script's training (model.fit or its own loop) measures "
+        "the synthetic twin, then its own pipeline in rounds against it"
     )
     local = max(topology.assign(n, scenario.launch).ranks_per_host for n in nps)
     base_env = launcher.env(dict(os.environ), str(Path.cwd()), local_ranks=local)
@@ -171,9 +173,17 @@ def compare_script(request: CompareRequest, *, reporter: Reporter | None = None)
                 f"np={n}: {' '.join(cmd)} ran, but pipeprof measured no step of it: {ADD_BOTH} "
                 f"(log: {run.log_path(f'np{n}')})"
             )
+        per = max((int(r.get("steps_per_record", 1)) for r in run.variant_runs()
+                   if int(r["np"]) == n), default=1)  # fmt: skip
+        if per > 1:
+            reporter.message(
+                f"np={n}: timed per execution of {per} steps (the script compiles with "
+                f"steps_per_execution={per}): each step's time and input wait are its "
+                f"execution's ÷ {per}"
+            )
         if result.ok and missing:
             reporter.message(
-                f"np={n}: model.fit ended before {' and '.join(missing)} was measured: one more "
+                f"np={n}: the script's training ended before {' and '.join(missing)} was measured: one more "
                 f"launch for it (one launch per variant)"
             )
             result = run_script(n, missing, f"np{n}-{'-'.join(missing)}")

@@ -1,11 +1,14 @@
 """Telemetry around real Horovod ranks: `watch` on a user's script, Ctrl-C."""
 
+import json
 import os
 import re
 import signal
 import subprocess
 import textwrap
+import threading
 import time
+import urllib.request
 
 import pandas as pd
 import pytest
@@ -102,6 +105,19 @@ def test_ctrl_c_stops_cleanly_and_keeps_what_was_measured(tmp_path, data_cache_d
         if "ranks up" in line or time.monotonic() > deadline:
             break
     time.sleep(8)  # a few hundred steps
+    # `pipeprof report` on the run as it runs: a partial report that says so, from the steps
+    # streamed so far (no variant has ended: nothing is in steps/ yet)
+    early = subprocess.run(
+        pipeprof_cmd() + ["report", str(out), "--format", "html,trace"],
+        capture_output=True, text=True, timeout=120, env=env_with(data_cache_dir),
+    )  # fmt: skip
+    assert early.returncode == 0, early.stdout[-2000:] + early.stderr[-2000:]
+    assert "partial report: the run is running" in " ".join(early.stdout.split())
+    html = (out / "report.html").read_text()
+    assert 'id="partial"' in html and "the run is still in progress" in html
+    trace = json.loads((out / "trace.json").read_text())["traceEvents"]
+    assert sum(e.get("name") == "compute" for e in trace) > 20  # the steps so far, each one
+    assert proc.poll() is None and not list((out / "steps").glob("*.csv"))
     t0 = time.monotonic()
     proc.send_signal(signal.SIGINT)
     out_text, err = proc.communicate(timeout=60)
@@ -111,3 +127,89 @@ def test_ctrl_c_stops_cleanly_and_keeps_what_was_measured(tmp_path, data_cache_d
     summary = pd.read_csv(out / "summary.csv")
     assert list(summary["variant"]) == ["synthetic"] and summary["measured_steps"].iloc[0] > 10
     assert summary["samples_per_s"].iloc[0] > 0
+
+
+LOOP = """
+import os, time
+import horovod.tensorflow as hvd
+import tensorflow as tf
+import pipeprof.keras as pk
+
+hvd.init()
+x = tf.random.uniform([256, 16, 16, 3])
+y = tf.random.uniform([256], maxval=4, dtype=tf.int32)
+ds = tf.data.Dataset.from_tensor_slices((x, y)).shard(hvd.size(), hvd.rank()).batch(16)
+model = tf.keras.Sequential(
+    [tf.keras.Input((16, 16, 3)), tf.keras.layers.Flatten(), tf.keras.layers.Dense(4)]
+)
+optimizer = tf.keras.optimizers.SGD(0.01)
+loss_fn = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+@tf.function
+def train_step(x, y):
+    with tf.GradientTape() as tape:
+        loss = loss_fn(y, model(x, training=True))
+    tape = hvd.DistributedGradientTape(tape)
+    grads = tape.gradient(loss, model.trainable_variables)
+    optimizer.apply_gradients(zip(grads, model.trainable_variables))
+    return loss
+
+for epoch in range(3):
+    for x, y in pk.instrument(ds):
+        with pk.step() as step:
+            step.loss = train_step(x, y)
+deadline = time.time() + 120  # linger while the test reads the live metrics
+while not os.path.exists("scraped") and time.time() < deadline:
+    time.sleep(0.2)
+if hvd.rank() == 0:
+    print("user loop done")
+"""
+
+
+def test_watch_streams_a_custom_loop_and_serves_its_metrics_on_the_address_given(tmp_path):
+    """A Horovod custom loop (DistributedGradientTape) under `watch` over horovodrun -np 2,
+    with --metrics-addr: its steps reach the live figures as they run, served on that address
+    alone, and the run directory holds every rank's steps of the loop."""
+    (tmp_path / "loop.py").write_text(LOOP)
+    out = tmp_path / "run"
+    proc = subprocess.Popen(
+        pipeprof_cmd() + [
+            "watch", "--no-dashboard", "--out", str(out),
+            "--metrics-port", "0", "--metrics-addr", "127.0.0.2", "--",
+            str(VENV_BIN / "horovodrun"), "-np", "2", "-H", "localhost:2", "--gloo",
+            str(VENV_BIN / "python"), "loop.py",
+        ],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        env=dict(os.environ, PYTHONPATH=str(REPO)),
+    )  # fmt: skip
+    said: list[str] = []
+    reader = threading.Thread(target=lambda: said.extend(proc.stdout), daemon=True)
+    reader.start()
+    deadline = time.monotonic() + 240
+    url = ""
+    while not url and time.monotonic() < deadline and proc.poll() is None:
+        url = next((line.split()[-1] for line in said if line.startswith("metrics: ")), "")
+        time.sleep(0.1)
+    assert url.startswith("http://127.0.0.2:"), "".join(said)[-3000:]
+    steps_total = re.compile(r'^pipeprof_steps_total\{[^}]*rank="(\d)"[^}]*\} (\S+)$', re.M)
+    counted: dict[str, float] = {}
+    while time.monotonic() < deadline and proc.poll() is None:
+        text = urllib.request.urlopen(url, timeout=5).read().decode()
+        counted = {rank: float(n) for rank, n in steps_total.findall(text)}
+        if counted == {"0": 24.0, "1": 24.0}:  # 3 epochs of 8 batches on each rank
+            break
+        time.sleep(0.5)
+    assert counted == {"0": 24.0, "1": 24.0}, counted
+    with pytest.raises(OSError):  # served on the address given, not on every one
+        urllib.request.urlopen(url.replace("127.0.0.2", "127.0.0.1"), timeout=5)
+    (tmp_path / "scraped").touch()
+    proc.wait(timeout=120)
+    reader.join(timeout=10)
+    assert proc.returncode == 0 and "user loop done" in "".join(said), "".join(said)[-3000:]
+    steps = pd.read_csv(out / "live" / "steps.csv")
+    assert steps.groupby("rank").size().to_dict() == {0: 24, 1: 24}
+    assert set(steps["variant"]) == {"loop"} and set(steps["batch_size"]) == {16}
+    assert (steps["input_wait_ms"] >= 0).all()
+    assert (steps["input_wait_ms"] <= steps["step_time_ms"]).all()
+    summary = pd.read_csv(out / "summary.csv")
+    assert list(zip(summary["np"], summary["variant"])) == [(2, "loop")]

@@ -214,6 +214,7 @@ def test_the_choice_switches_the_very_next_batch_and_leaves_the_dataset_as_it_wa
     before = fit.CHOICE.source
     try:
         assert fit.instrumented(real) is real
+        fit.CHOICE.ready()  # what fit's start does: the twin made from the first batch
         keras_iterator = iter(real)
         pattern = [
             fit.REAL,
