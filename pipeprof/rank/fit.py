@@ -262,7 +262,6 @@ class FitMeasurement:
         self.steps_per_record = max(self.steps_per_record, steps)
         if not self.batch:  # ``batch``: the process's samples, its replicas' together
             self.batch = max(1, batch // self.replicas)
-            self.plan.batch = float(self.batch * self.size)
         record = StepRecord(
             np=self.size,
             variant=step.variant,
@@ -284,7 +283,10 @@ class FitMeasurement:
             self.accs.append(acc)
         if self.on_record is not None:
             self.on_record(record)
-        check = self.plan.finish_step(step_ms)
+        # the plan decides on what ran between two of its steps: an execution of ``steps``
+        # steps, all its samples in all its time (its stopping rule counts real seconds)
+        self.plan.batch = float(self.batch * self.size * steps)
+        check = self.plan.finish_step(step_ms * steps)
         if check is not None and self.rank == 0:
             emit(
                 Precision(
@@ -295,7 +297,7 @@ class FitMeasurement:
                     half_pct=check.half_pct,
                     target_pct=check.target_pct,
                     gap=self.phases[self.phase] == "real" and "synthetic" in self.phases,
-                    steps=check.steps,
+                    steps=check.steps * steps,
                     seconds=check.seconds,
                 )
             )
@@ -310,8 +312,11 @@ class FitMeasurement:
         plan, variant = self.plan, self.phases[self.phase]
         assert plan is not None  # the callers finish a phase that has a plan
         own = [r for r in self.records if not r.warmup and not r.paired]
+        per = self.steps_per_record  # a record's steps (its figures are one step's share)
         seconds = (
-            plan.seconds if plan.seconds is not None else sum(r.step_time_ms for r in own) / 1e3
+            plan.seconds
+            if plan.seconds is not None
+            else per * sum(r.step_time_ms for r in own) / 1e3
         )
         metrics = self._average([_mean(self.losses), _mean(self.accs)])
         every = gather_records(self.engine, self.records, name=f"pipeprof_fit_records_{self.phase}")
@@ -329,7 +334,7 @@ class FitMeasurement:
                     loss_mean=float(metrics[0]),
                     accuracy_mean=float(metrics[1]),
                     wall_s=time.perf_counter() - self.started,
-                    measured_steps=len(own),
+                    measured_steps=per * len(own),
                     measured_s=seconds,
                     stop_reason=stop_reason or plan.stop_reason,
                     half_pct=plan.half_pct,
