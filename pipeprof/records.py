@@ -33,6 +33,9 @@ class StepRecord:
     # input pipeline's, Horovod's); NaN where it was not read
     cpu_ms: float = math.nan
     host: str = ""  # the rank's host (its launcher's name for it, else its hostname)
+    # the optimizer's learning rate this step trained with, read where it changes during the
+    # run (train.lr_warmup_steps); NaN where it was not read
+    learning_rate: float = math.nan
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

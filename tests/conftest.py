@@ -68,9 +68,10 @@ LAUNCH_FILE_SECONDS = {
     "test_signals_np2.py": 47,
     "test_straggler_np2.py": 47,
     "test_bad_files.py": 35,
+    "test_bad_records.py": 30,
     "test_live_np2.py": 70,
     "test_diff.py": 21,
-    "test_horovod_np2.py": 15,
+    "test_horovod_np2.py": 40,
     "test_rank_external.py": 10,
 }
 

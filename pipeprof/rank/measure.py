@@ -37,7 +37,9 @@ class Measured:
 class Stepper:
     """Timed training steps of one variant, recorded the same way whichever mode measures."""
 
-    def __init__(self, step_fn, *, np: int, rank: int, per_worker_batch: int, on_step) -> None:
+    def __init__(
+        self, step_fn, *, np: int, rank: int, per_worker_batch: int, on_step, learning_rate=None
+    ) -> None:
         self.step_fn, self.np, self.rank, self.batch, self.on_step = (
             step_fn,
             np,
@@ -45,6 +47,7 @@ class Stepper:
             per_worker_batch,
             on_step,
         )
+        self.learning_rate = learning_rate  # the rate the coming step trains with, if read
         self.host = identity().host
         self.records: list[StepRecord] = []
         self.losses: list[float] = []
@@ -66,6 +69,7 @@ class Stepper:
         t0 = clock()
         x, y = next(batches)
         t1 = clock()
+        lr = float(self.learning_rate()) if self.learning_rate is not None else math.nan
         logs = (step_fn or self.step_fn)(x, y)
         loss = float(logs["loss"])  # blocks until the step is done on the device
         t2, cpu = clock(), time.process_time()
@@ -90,6 +94,7 @@ class Stepper:
             round=round_,
             cpu_ms=cpu_ms,
             host=self.host,
+            learning_rate=lr,
         )
         self.records.append(record)
         if self.on_step is not None:
@@ -170,6 +175,7 @@ def run_variant(
     on_check=None,
     twin_step_fn=None,
     replicas: int = 1,
+    learning_rate=None,
 ) -> Measured:
     """Train ``warmup_steps`` steps, then measured steps: exactly ``measure_steps`` when set,
     else until ``analysis.stopping`` says the interval is narrow enough (``rank.plan``).
@@ -185,9 +191,16 @@ def run_variant(
     At each switch from the twin's steps to the variant's, the batches its pipeline stocked
     meanwhile are dropped (``flush``): they would hide its cost. ``replicas``: how many
     workers this process's steps train (tf.distribute's; each record counts their samples).
+    ``learning_rate()``: the optimizer's rate, read before each step where it changes (the
+    warm-up ramp) and recorded with it.
     """
     stepper = Stepper(
-        step_fn, np=np, rank=rank, per_worker_batch=per_worker_batch * replicas, on_step=on_step
+        step_fn,
+        np=np,
+        rank=rank,
+        per_worker_batch=per_worker_batch * replicas,
+        on_step=on_step,
+        learning_rate=learning_rate,
     )
     rule = stopping.Rule(
         train.target_ci_pct, train.min_measure_s, max_measure_s or train.max_measure_s

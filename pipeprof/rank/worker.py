@@ -363,6 +363,8 @@ def _train(job: Job, scenario: Scenario, engine: Engine, telemetry) -> int:
             on_check=on_check,
             twin_step_fn=step_fn,
             replicas=replicas,
+            # the rate each step trains with, read before it where a ramp is set (~20 µs)
+            learning_rate=(lambda: opt.learning_rate) if warm_lr_steps else None,
         )
         wall = time.perf_counter() - started
         # Drop the variant's iterator on a side thread: deleting it cancels its pipeline's

@@ -130,6 +130,31 @@ def test_doctor_lists_the_bad_files_before_the_run(dataset, data_cache_dir):
     for path in bad:
         assert path in proc.stdout.replace("\n", "")
     # with data.on_bad_file = "fail" the same files fail doctor: tests/unit/test_bad_files.py
+    # the rest of the success path: every check passed, the default worker counts fit here
+    assert "ready: nothing the checks need is missing" in said and "problem(s)" not in said
+    assert "│ slots │ worker counts 1, 2 fit" in said, said
+
+
+def test_doctor_names_a_worker_count_beyond_this_hosts_slots(dataset, data_cache_dir):
+    base, _ = dataset
+    cores = len(os.sched_getaffinity(0))
+    many = f"launch.np=[1, {cores + 1}]"
+    proc = run(["doctor", "s.toml", "--set", many], base, data_cache_dir)
+    said = " ".join(proc.stdout.split())
+    assert proc.returncode == 1, said
+    refusal = (
+        f"np={cores + 1} needs {cores + 1} slots but localhost ({cores} CPU cores, no GPU) "
+        f"offers {cores}; add hosts with -H/--hostfile, or pass --oversubscribe to run anyway"
+    )
+    assert f"1 problem(s): slots: {refusal}" in said, said
+    allowed = run(
+        ["doctor", "s.toml", "--set", many, "--set", "launch.oversubscribe=true"],
+        base,
+        data_cache_dir,
+    )
+    assert allowed.returncode == 0 and f"worker counts 1, {cores + 1} fit" in " ".join(
+        allowed.stdout.split()
+    ), allowed.stdout[-3000:]
 
 
 def test_doctor_names_a_missing_data_path_fails_and_still_checks_the_rest(tmp_path, data_cache_dir):

@@ -149,3 +149,51 @@ def test_folder_pipeline_drops_bad_files_before_batching(tmp_path):
             shard=pipeline.Shard(0, 1),
             batch_size=3,
         )
+
+
+@pytest.mark.horovod
+def test_compare_trains_from_tfrecords_and_counts_their_bad_records(records, tmp_path):
+    """A TFRecord source through `compare --np 1,2` (ImageNet layout, labels from 0): every
+    (np, variant) measured from the records, each rank's batches full, and the three bad
+    records the pipeline skipped counted in the real rows and listed."""
+    from tests.integration.conftest import run_pipeprof
+
+    scenario = tmp_path / "records.toml"
+    scenario.write_text(
+        f"""
+name = "records"
+[data]
+source = "tfrecord"
+path = "{records}"
+image_size = 24
+num_classes = 2
+[pipeline.augment]
+enabled = false
+[pipeline.shuffle]
+buffer_size = 16
+[train]
+batch_size = 4
+warmup_steps = 3
+measure_steps = 30
+device = "emulated:5"
+"""
+    )
+    out = tmp_path / "run"
+    run_pipeprof(
+        "compare", str(scenario), "--np", "1,2", "--out", str(out), "--no-report",
+        "--no-dashboard",
+    )  # fmt: skip
+    import pandas as pd
+
+    summary = pd.read_csv(out / "summary.csv")
+    assert sorted(zip(summary["np"], summary["variant"])) == [
+        (1, "real"), (1, "synthetic"), (2, "real"), (2, "synthetic"),
+    ]  # fmt: skip
+    real = summary[summary["variant"] == "real"].set_index("np")
+    assert real["samples_per_s"].gt(0).all() and list(real["bad_files"]) == [3, 3], real
+    steps = pd.read_csv(out / "steps" / "np2-real.csv")
+    assert set(steps["rank"]) == {0, 1} and set(steps["batch_size"]) == {4}
+    listed = pd.read_csv(out / "bad_files.csv")
+    assert {p.rsplit("/", 1)[-1] for p in listed["path"]} == {
+        "train-0.tfrecord[3]", "train-1.tfrecord", "train-2.tfrecord[6]",
+    }  # fmt: skip

@@ -10,6 +10,7 @@ import select
 import shutil
 import socket
 import subprocess
+import sys
 import time
 import urllib.parse
 import urllib.request
@@ -18,7 +19,7 @@ import pandas as pd
 import pytest
 
 from pipeprof.analysis.stats import SUMMARY_COLUMNS
-from tests.integration.conftest import REPO, pipeprof_cmd
+from tests.integration.conftest import REPO, pipeprof_cmd, small_scenario
 from tests.unit.test_metrics_exporter import dashboard_metrics
 
 pytestmark = pytest.mark.horovod
@@ -437,3 +438,29 @@ def test_the_renderers_read_back_from_the_real_run(story):
     assert len(per_step) > 0 and (per_step["value"] > 0).all()
     page = (out / "report.html").read_text()
     assert page.count("<svg") >= 3  # the charts are drawn inline, not linked
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["compare", "s.toml"],
+        ["run", "s.toml"],
+        ["tune", "s.toml", "--budget", "5s"],
+        ["compare", "--np", "1", "--", sys.executable, "-c", "print(1)"],
+        ["watch", "--", sys.executable, "-c", "print(1)"],
+    ],
+    ids=["compare", "run", "tune", "compare-script", "watch"],
+)
+def test_no_command_writes_into_a_non_empty_out(command, tmp_path):
+    """A user's folder given as --out is refused in one line before anything runs, and is
+    left exactly as it was."""
+    (tmp_path / "s.toml").write_text(small_scenario("mine", 4))
+    out = tmp_path / "mine"
+    out.mkdir()
+    (out / "notes.txt").write_text("the user's own notes\n")
+    args = [command[0], "--out", str(out), *command[1:]]
+    proc = run(args, cwd=tmp_path, timeout=120)
+    assert proc.returncode == 2 and proc.stderr.strip().count("\n") == 0, proc.stderr[-2000:]
+    assert f"--out {out}: " in proc.stderr and "is not empty" in proc.stderr, proc.stderr
+    assert [p.name for p in out.iterdir()] == ["notes.txt"]
+    assert (out / "notes.txt").read_text() == "the user's own notes\n"
