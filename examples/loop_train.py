@@ -88,9 +88,10 @@ def train_horovod(args):
         return loss
 
     train_step = pk.step_fn(train_step)  # pipeprof
+    dataset = pk.instrument(dataset)  # pipeprof
     steps = 0
     for epoch in range(args.epochs):
-        for x, y in pk.instrument(dataset):  # pipeprof
+        for x, y in dataset:
             loss = train_step(x, y, steps == 0)
             steps += 1
         if hvd.rank() == 0 and epoch < 3:
@@ -124,10 +125,10 @@ def train_mirrored(args):
         losses = strategy.run(replica_step, args=batch)
         return strategy.reduce(tf.distribute.ReduceOp.SUM, losses, axis=None)
 
-    distributed = strategy.experimental_distribute_dataset(dataset)
+    distributed = pk.instrument(strategy.experimental_distribute_dataset(dataset))  # pipeprof
     steps = 0
     for epoch in range(args.epochs):
-        for batch in pk.instrument(distributed):  # pipeprof
+        for batch in distributed:
             with pk.step() as step:  # pipeprof
                 step.loss = train_step(batch)
             steps += 1

@@ -13,9 +13,11 @@ or, in a custom training loop (``rank.loop``):
 Outside pipeprof they change nothing: ``instrument`` returns the dataset itself, the
 callback and ``step`` do nothing. Under ``pipeprof watch -- CMD`` the callback streams every step to the
 live dashboard. Under ``pipeprof compare --np 1,2 -- python train.py ARGS`` (one launch per
-worker count) ``instrument`` makes the dataset's synthetic twin (your dataset itself is
-returned untouched) and the callback measures the twin alone, then your pipeline in rounds
-against it, and ends ``fit`` once the gap is known (``pipeprof.rank.fit``). Under ``compare --ablation``, ``instrument`` measures
+worker count) ``instrument`` registers the dataset (your dataset itself is left untouched:
+what it returns is a new dataset over the same pipeline, whose iteration by your own loop is
+measured), the callback makes its synthetic twin when ``fit`` starts, measures the twin
+alone, then your pipeline in rounds against it, and ends ``fit`` once the gap is known
+(``pipeprof.rank.fit``). Under ``compare --ablation``, ``instrument`` measures
 each transformation of your dataset alone (``pipeprof.data.chain``), writes the figures to the
 run directory, and ends the script there: no model is trained in that launch.
 
@@ -104,11 +106,15 @@ def instrument(dataset: Any) -> Any:
     if spread:
         return loop.distributed(dataset)
     if job is None:  # watch or run: fit's steps come from the callback, a loop's from here
-        return loop.loop_dataset(dataset) if not batches else dataset
+        if batches:
+            loop.LOOP.batches = type(dataset).__name__
+            return dataset
+        return loop.loop_dataset(dataset)
     from pipeprof.rank.fit import instrumented, instrumented_batches
 
     if not batches:
         return loop.loop_dataset(instrumented(dataset))
+    loop.LOOP.batches = type(dataset).__name__  # fit measures it; a custom loop cannot
     try:
         return instrumented_batches(dataset)
     except StopIteration:
@@ -191,7 +197,10 @@ class PipeprofCallback(tf.keras.callbacks.Callback):
                 waiting = waited.assign_add(entered - left.read_value())
             logs = original(data)
             if waited is not None and left is not None:
-                with tf.control_dependencies([*tf.nest.flatten(logs), waiting]):
+                # the step ends once its logs are computed and its weights updated (a read of
+                # each follows its last write), not when its forward pass is done
+                updated = [v.read_value() for v in model.trainable_variables]
+                with tf.control_dependencies([*tf.nest.flatten(logs), *updated, waiting]):
                     left.assign(tf.timestamp())
             if not isinstance(logs, dict):
                 return logs
@@ -246,10 +255,8 @@ class PipeprofCallback(tf.keras.callbacks.Callback):
             gpu_interval_s=self.gpu_interval_s,
             host_interval_s=self.host_interval_s,
         )
-        if rank == 0 and self.measurement is None:
-            self.telemetry.put(
-                "variant_start", {"np": size, "variant": self.variant, "index": 0, "of_variants": 1}
-            )
+        if self.measurement is None:
+            in_script.announce(self.telemetry, rank, size, self.variant)
         if self.measure_input_wait:
             self._wrap_train_step()
         if self.measure_input_wait or self.measurement is not None:
@@ -263,22 +270,17 @@ class PipeprofCallback(tf.keras.callbacks.Callback):
             in_script.fail(
                 f"the script calls model.fit without pipeprof.keras.instrument: {ADD_INSTRUMENT}"
             )
+        engine = in_script.compare_engine(
+            job,
+            self.model.distribute_strategy,
+            "the script must build and compile its model under",
+        )
         if job.engine == "mirrored":
-            engine = in_script.mirrored_engine(
-                self.model.distribute_strategy,
-                job,
-                "the script must build and compile its model under",
-            )
             CHOICE.distribute = engine.strategy.experimental_distribute_dataset
-        else:
-            engine = in_script.attached_engine()
-        if engine is None:
-            in_script.fail(
-                "the script did not start Horovod (hvd.init()) before model.fit: pipeprof compares its ranks "
-                "through it"
-            )
-
-        CHOICE.ready()
+        try:
+            CHOICE.ready()
+        except StopIteration:
+            in_script.fail("the dataset given to pipeprof.keras.instrument yielded no batch")
         self.measurement = FitMeasurement(
             job, engine=engine, on_record=in_script.streamer(lambda: self.telemetry)
         )

@@ -114,6 +114,8 @@ def _with_defaults(frame: pd.DataFrame) -> pd.DataFrame:
         frame["cpu_ms"] = float("nan")
     if "host" not in frame.columns:
         frame["host"] = ""
+    if "learning_rate" not in frame.columns:
+        frame["learning_rate"] = float("nan")
     frame["paired"] = frame["paired"].fillna("").astype(str)
     frame["host"] = frame["host"].fillna("").astype(str)
     return frame

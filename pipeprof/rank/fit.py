@@ -135,7 +135,8 @@ CHOICE = Choice()  # one process, one fit at a time
 
 
 def instrumented(dataset: tf.data.Dataset) -> tf.data.Dataset:
-    """The user's dataset, untouched, with its synthetic twin made for ``CHOICE``."""
+    """The user's dataset, untouched, registered for ``CHOICE`` (its twin is made when
+    ``fit`` starts)."""
     CHOICE.register(dataset)
     return dataset
 
@@ -283,10 +284,13 @@ class FitMeasurement:
             self.accs.append(acc)
         if self.on_record is not None:
             self.on_record(record)
-        # the plan decides on what ran between two of its steps: an execution of ``steps``
-        # steps, all its samples in all its time (its stopping rule counts real seconds)
-        self.plan.batch = float(self.batch * self.size * steps)
-        check = self.plan.finish_step(step_ms * steps)
+        # the plan decides on what ran between two of its steps: an execution of the
+        # compiled steps_per_execution, all its samples in all its time (its stopping rule
+        # counts real seconds); a shorter last execution of an epoch counts as one of them
+        # at its own per-step rate, so every record the rule sees holds the same samples
+        per = self.steps_per_record
+        self.plan.batch = float(self.batch * self.size * per)
+        check = self.plan.finish_step(step_ms * per)
         if check is not None and self.rank == 0:
             emit(
                 Precision(
@@ -297,7 +301,7 @@ class FitMeasurement:
                     half_pct=check.half_pct,
                     target_pct=check.target_pct,
                     gap=self.phases[self.phase] == "real" and "synthetic" in self.phases,
-                    steps=check.steps * steps,
+                    steps=check.steps * per,
                     seconds=check.seconds,
                 )
             )

@@ -34,10 +34,20 @@ def listening(address: str | None = None, run_dir: str | None = None) -> tuple[s
     )
 
 
+FAILED: list[str] = []  # this process's one-line failure, once ``fail`` has said it
+
+
 def fail(message: str) -> None:
     """End the script with pipeprof's one line (the launcher shows it, no traceback)."""
+    FAILED.append(message)
     print(identity().error_line(ERROR_TAG, message), file=sys.stderr, flush=True)
     raise SystemExit(2)
+
+
+def ending_in_failure() -> bool:
+    """At exit: whether the script is ending on pipeprof's failure or an uncaught exception
+    (whose traceback Python has printed), when the other ranks may never reach a collective."""
+    return bool(FAILED) or getattr(sys, "last_value", None) is not None
 
 
 def attached_engine() -> Any:
@@ -68,6 +78,30 @@ def mirrored_engine(strategy: Any, job: ScriptJob, where: str) -> Any:
             "gives the script (all it sees: MirroredStrategy() with no devices named)"
         )
     return MirroredEngine.attach(strategy)
+
+
+def compare_engine(job: ScriptJob, strategy: Any, where: str, at: str = "") -> Any:
+    """The engine a compare measures the script's training through: the MirroredStrategy
+    the script made (``where``: what must be made under it) under ``--engine mirrored``, else
+    the Horovod the script started; ``at``: the script's place, said first in a failure."""
+    place = f"{at}: " if at else ""
+    if job.engine == "mirrored":
+        return mirrored_engine(strategy, job, where)
+    engine = attached_engine()
+    if engine is None:
+        fail(
+            f"{place}the script did not start Horovod (hvd.init()) before its training: "
+            "pipeprof compares its ranks through it"
+        )
+    return engine
+
+
+def announce(telemetry: RankTelemetry, rank: int, size: int, variant: str) -> None:
+    """Tell the launcher (rank 0) that the script's one variant has started (watch, run)."""
+    if rank == 0:
+        telemetry.put(
+            "variant_start", {"np": size, "variant": variant, "index": 0, "of_variants": 1}
+        )
 
 
 def ranks() -> tuple[int, int, int, int]:

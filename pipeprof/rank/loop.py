@@ -105,6 +105,8 @@ class Loop:
         self.pending: tuple[float, int] | None = None  # the batch handed: (wait ms, samples)
         self.taken_at = ""  # where the loop took it
         self.prev_end = self.prev_cpu = 0.0
+        self.epoch_ended = False
+        self.batches = ""  # a Sequence or generator instrument() was given: not a loop's input
         self.step = 0
         self.rank = self.size = 0
         self.host = ""
@@ -129,23 +131,15 @@ class Loop:
             return  # iterated outside pipeprof: nothing to measure
         job = self.job
         if job is not None and job.mode == "compare":
-            if job.engine == "mirrored":
-                if strategy is None:
-                    in_script.fail(
-                        f"{at}: --engine mirrored: instrument the dataset the loop reads, "
-                        "distributed: pipeprof.keras.instrument("
-                        "strategy.experimental_distribute_dataset(dataset))"
-                    )
-                engine = in_script.mirrored_engine(
-                    strategy, job, "the loop must read a dataset distributed by"
-                )
-            else:
-                engine = in_script.attached_engine()
-            if engine is None:
+            if job.engine == "mirrored" and strategy is None:
                 in_script.fail(
-                    f"{at}: the script did not start Horovod (hvd.init()) before its loop: "
-                    "pipeprof compares its ranks through it"
+                    f"{at}: --engine mirrored: instrument the dataset the loop reads, "
+                    "distributed: pipeprof.keras.instrument("
+                    "strategy.experimental_distribute_dataset(dataset))"
                 )
+            engine = in_script.compare_engine(
+                job, strategy, "the loop must read a dataset distributed by", at
+            )
             self.measurement = FitMeasurement(
                 job, engine=engine, on_record=in_script.streamer(lambda: self.telemetry)
             )
@@ -154,11 +148,9 @@ class Loop:
             self.size = self.measurement.size
         self.host = identity().host
         self.telemetry = in_script.start_telemetry(self.address, self.run_dir)
-        if self.measurement is None and self.rank == 0:
-            self.telemetry.put(
-                "variant_start", {"np": self.size, "variant": VARIANT, "index": 0, "of_variants": 1}
-            )
-        atexit.register(self.close)  # a loop left with ``break``: keep what it measured
+        if self.measurement is None:
+            in_script.announce(self.telemetry, self.rank, self.size, VARIANT)
+        atexit.register(self.at_exit)  # a loop left with ``break``: keep what it measured
 
     def take(self, native: Iterator[Any], at: str) -> Any:
         """The loop's next batch: the pipeline's or the twin's, its wait timed."""
@@ -172,8 +164,12 @@ class Loop:
         if self.done:
             raise StopIteration
         t0 = time.perf_counter()
-        if self.step == 0 and not self.prev_end:
+        if self.epoch_ended or not self.prev_end:
+            # the first batch, or the first of an epoch: the time since the last step (the
+            # script's own work between epochs) is no step's; the restarted pipeline's
+            # first batch is, as its wait
             self.prev_end, self.prev_cpu = t0, time.process_time()
+            self.epoch_ended = False
         twin = False
         if self.measurement is not None:
             if not self.have_twin:
@@ -181,8 +177,11 @@ class Loop:
             self.measurement.before_step()
             twin = CHOICE.source == SYNTHETIC
         t0 = time.perf_counter()
-        # the pipeline's end is an epoch's (StopIteration): the next ``for`` goes on measuring
-        batch = self.twin if twin else next(native)
+        try:
+            batch = self.twin if twin else next(native)
+        except StopIteration:  # the end of an epoch: the next ``for`` goes on measuring
+            self.epoch_ended = True
+            raise
         self.pending = ((time.perf_counter() - t0) * 1e3, samples(batch))
         self.taken_at = at
         return batch
@@ -190,6 +189,13 @@ class Loop:
     def mark(self, at: str, loss: float = math.nan, accuracy: float = math.nan) -> None:
         """The end of a step whose batch the loop took."""
         if self.pending is None:
+            if self.batches:
+                in_script.fail(
+                    f"{at}: pipeprof.keras.step() marks a step of a loop over a "
+                    f"{self.batches}, which pipeprof measures only inside model.fit: in a "
+                    "custom loop read a tf.data pipeline (tf.data.Dataset.from_generator wraps "
+                    f"a generator) with {LOOP_LINE}"
+                )
             in_script.fail(
                 f"{at}: pipeprof.keras.step() marks a step whose batch did not come from "
                 f"pipeprof.keras.instrument: read the batches with {LOOP_LINE}"
@@ -219,6 +225,17 @@ class Loop:
         self.step += 1
         if self.telemetry is not None:
             self.telemetry.put("step", record)
+
+    def at_exit(self) -> None:
+        """The script ends: keep what the loop measured, unless it ends on a failure (then
+        the other ranks may never join the collectives that gather it: stop streaming only,
+        and the launcher keeps what streamed)."""
+        if in_script.ending_in_failure():
+            if self.telemetry is not None:
+                self.telemetry.stop()
+                self.telemetry = None
+            return
+        self.close()
 
     def close(self) -> None:
         """The loop is over (measured, or the script ends before it was: its epochs ran out
@@ -263,7 +280,11 @@ class LoopDataset:
     def __init__(self, dataset: Any, strategy: Any) -> None:
         self._pipeprof_dataset, self._pipeprof_strategy = dataset, strategy
 
-    def __iter__(self) -> LoopIterator:
+    def __iter__(self) -> Any:
+        import tensorflow as tf
+
+        if tf.inside_function() or from_library(sys._getframe(1)):
+            return iter(self._pipeprof_dataset)
         return LoopIterator(lambda: iter(self._pipeprof_dataset), self._pipeprof_strategy)
 
     def __getattr__(self, name: str) -> Any:
@@ -293,6 +314,20 @@ def distributed(dataset: Any) -> Any:
     return LoopDataset(dataset, getattr(dataset, "_strategy", None))
 
 
+def finish_on_devices(at: str) -> None:
+    """Wait for what the step queued on its devices (a GPU runs a compiled step's kernels
+    after the call returns): the step ends when its work has, not when it was queued."""
+    import tensorflow as tf
+
+    if tf.inside_function():
+        in_script.fail(
+            f"{at}: pipeprof.keras.step() marks a step from Python, around the call of the "
+            "compiled step: it was reached inside a tf.function (where it would run once, "
+            "when traced)"
+        )
+    tf.test.experimental.sync_devices()
+
+
 class StepMark:
     """``with pipeprof.keras.step() as s:``; set ``s.loss`` (a tensor or number) for the
     summary's loss."""
@@ -307,22 +342,26 @@ class StepMark:
     def __exit__(self, kind: Any, value: Any, tb: Any) -> None:
         if kind is not None or not LOOP.active:
             return
+        at = where(sys._getframe(1))
+        finish_on_devices(at)
         LOOP.mark(
-            where(sys._getframe(1)),
+            at,
             scalar(self.loss) if self.loss is not None else math.nan,
             scalar(self.accuracy) if self.accuracy is not None else math.nan,
         )
 
 
 def step_fn(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """``fn`` (the loop's training step), each call marked as a step; its result read as the
-    step's loss, which waits for the step to finish on its device."""
+    """``fn`` (the loop's training step), each call marked as a step: it ends once its
+    devices have finished its work, and its result is read as the step's loss."""
     if not LOOP.active:
         return fn
 
     def step(*args: Any, **kwargs: Any) -> Any:
         result = fn(*args, **kwargs)
-        LOOP.mark(where(sys._getframe(1)), scalar(result))
+        at = where(sys._getframe(1))
+        finish_on_devices(at)
+        LOOP.mark(at, scalar(result))
         return result
 
     step.__wrapped__ = fn  # type: ignore[attr-defined]

@@ -57,12 +57,9 @@ def test_a_custom_loop_is_compared_at_np_1_and_2(engine, said, small_dataset, tm
         processes = n if engine == "horovod" else 1
         assert set(steps["rank"]) == set(range(processes))
         assert set(steps["batch_size"]) == {4 * n // processes}
-        # input wait timed where the loop waits for its batch: within its step, and the
-        # twin's (a batch already in hand) below the pipeline's
+        # input wait timed where the loop waits for its batch, within its step (what it
+        # measures is checked against a known wait below, on a paced pipeline)
         assert (steps["input_wait_ms"] <= steps["step_time_ms"] + 0.5).all()
-        own = steps[(steps["variant"] == "real") & ~steps["warmup"]]
-        twin = steps[(steps["variant"] == "synthetic") & ~steps["warmup"]]
-        assert twin["input_wait_ms"].median() < own["input_wait_ms"].median(), steps
 
 
 UNMARKED = """
@@ -113,20 +110,20 @@ def test_a_loop_whose_steps_are_not_marked_is_told_which_line_to_add(
     assert said in got.stderr and fix in got.stderr, got.stderr
 
 
-@pytest.mark.parametrize("per_execution", [1, 4])
-def test_steps_per_execution_is_measured_per_step(per_execution, tmp_path):
-    """A fit compiled with steps_per_execution=4 is timed per execution and each figure given
-    as one step's share: a pipeline that takes 30 ms a batch reads about 30 ms of input wait
-    a step (not 120), as it does at steps_per_execution=1, and the output says the
-    resolution."""
+@pytest.mark.parametrize("how", ["fit", "fit-4", "loop"])
+def test_a_known_input_wait_is_measured_in_fit_per_execution_and_in_a_loop(how, tmp_path):
+    """A pipeline that takes 30 ms a batch: about 30 ms of input wait a step in fit, in fit
+    compiled with steps_per_execution=4 (timed per execution, each figure one step's share:
+    not 120 ms, and the output says the resolution), and in a custom loop."""
     out = tmp_path / "run"
+    extra = {"fit": [], "fit-4": ["--steps-per-execution", "4"], "loop": ["--loop"]}[how]
     got = run_pipeprof(
         "compare", "--np", "1", "--out", str(out), "--no-report", "--no-dashboard", *FAST,
         "--", sys.executable, str(REPO / "tests" / "integration" / "scripts" / "paced.py"),
-        "--wait-ms", "30", "--steps-per-execution", str(per_execution),
+        "--wait-ms", "30", *extra,
     )  # fmt: skip
     said = "timed per execution of 4 steps (the script compiles with steps_per_execution=4)"
-    assert (said in got.stdout) == (per_execution == 4), got.stdout[-3000:]
+    assert (said in got.stdout) == (how == "fit-4"), got.stdout[-3000:]
     steps = pd.read_csv(out / "steps" / "np1-real.csv")
     own = steps[(steps["variant"] == "real") & ~steps["warmup"]]
     twin = steps[(steps["variant"] == "synthetic") & ~steps["warmup"]]
