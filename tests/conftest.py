@@ -61,7 +61,7 @@ LAUNCH_FILE_SECONDS = {
     "test_truth_slice.py": 135,
     "test_predict_emulated.py": 119,
     "test_compare_np2.py": 103,
-    "test_diagnose_and_tune.py": 158,
+    "test_diagnose_and_tune.py": 103,
     "test_custom_loop.py": 150,
     "test_user_batches.py": 60,
     "test_service_np2.py": 54,

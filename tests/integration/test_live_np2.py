@@ -213,3 +213,45 @@ def test_watch_streams_a_custom_loop_and_serves_its_metrics_on_the_address_given
     assert (steps["input_wait_ms"] <= steps["step_time_ms"]).all()
     summary = pd.read_csv(out / "summary.csv")
     assert list(zip(summary["np"], summary["variant"])) == [(2, "loop")]
+
+
+def test_run_serves_its_live_metrics_while_it_trains(tmp_path, data_cache_dir):
+    """`pipeprof run --np 2 --metrics-port 0`: while its ranks train, the exporter says the
+    command and serves each rank's steps as they finish; Ctrl-C then keeps what was measured."""
+    (tmp_path / "long.toml").write_text(small_scenario("small", 5000))
+    out = tmp_path / "run"
+    proc = subprocess.Popen(
+        pipeprof_cmd() + [
+            "run", "long.toml", "--np", "2", "--no-dashboard", "--metrics-port", "0",
+            "--out", str(out),
+        ],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        env=env_with(data_cache_dir),
+    )  # fmt: skip
+    said: list[str] = []
+    reader = threading.Thread(target=lambda: said.extend(proc.stdout), daemon=True)
+    reader.start()
+    deadline = time.monotonic() + 240
+    url = ""
+    while not url and time.monotonic() < deadline and proc.poll() is None:
+        url = next((line.split()[-1] for line in said if line.startswith("metrics: ")), "")
+        time.sleep(0.1)
+    assert url.startswith("http://127.0.0.1:"), "".join(said)[-3000:]
+    steps_total = re.compile(r'^pipeprof_steps_total\{[^}]*rank="(\d)"[^}]*\} (\S+)$', re.M)
+    counted: dict[str, float] = {}
+    text = ""
+    while time.monotonic() < deadline and proc.poll() is None:
+        text = urllib.request.urlopen(url, timeout=5).read().decode()
+        counted = {rank: float(n) for rank, n in steps_total.findall(text)}
+        if len(counted) == 2 and min(counted.values()) >= 30:
+            break
+        time.sleep(0.5)
+    assert set(counted) == {"0", "1"} and min(counted.values()) >= 30, counted
+    assert 'pipeprof_run_info{command="run"' in text and 'scenario="small"' in text
+    proc.send_signal(signal.SIGINT)
+    proc.wait(timeout=60)
+    reader.join(timeout=10)
+    assert proc.returncode == 130, "".join(said)[-3000:]
+    summary = pd.read_csv(out / "summary.csv")
+    assert list(zip(summary["np"], summary["variant"])) == [(2, "real")], summary
+    assert summary["measured_steps"].iloc[0] >= 20
