@@ -105,16 +105,14 @@ def instrument(dataset: Any) -> Any:
 
     if spread:
         return loop.distributed(dataset)
+    if batches:  # fit measures it; a custom loop cannot
+        loop.LOOP.batches = type(dataset).__name__
     if job is None:  # watch or run: fit's steps come from the callback, a loop's from here
-        if batches:
-            loop.LOOP.batches = type(dataset).__name__
-            return dataset
-        return loop.loop_dataset(dataset)
+        return dataset if batches else loop.loop_dataset(dataset)
     from pipeprof.rank.fit import instrumented, instrumented_batches
 
     if not batches:
         return loop.loop_dataset(instrumented(dataset))
-    loop.LOOP.batches = type(dataset).__name__  # fit measures it; a custom loop cannot
     try:
         return instrumented_batches(dataset)
     except StopIteration:

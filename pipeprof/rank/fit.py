@@ -71,19 +71,19 @@ class Choice:
         """Make the registered pipeline's twin now (``fit`` is starting)."""
         if self._twin is None and self._dataset is not None:
             dataset, self._dataset = self._dataset, None
-            self.register_batch(next(iter(dataset.take(1))), dataset.element_spec)
-            self.instrumented -= 1  # the same dataset, counted once
+            self._make_twin(next(iter(dataset.take(1))), dataset.element_spec)
 
-    def register_batch(self, first: Any, spec: Any = None) -> None:
-        """The twin from one batch: a tf.data pipeline's first (with its ``spec``), or a Keras
-        Sequence's or a generator's, made what Keras's adapter for them makes of a batch."""
-        if spec is None:
-            first, spec = keras_batch(first)
+    def register_batch(self, first: Any) -> None:
+        """The twin of a Keras Sequence or a generator, from its first batch, made what
+        Keras's adapter for them makes of a batch."""
+        self._make_twin(*keras_batch(first))
+        self.instrumented += 1
+
+    def _make_twin(self, first: Any, spec: Any) -> None:
         # one batch, cached: each twin step reads it from memory; relaxed to the dataset's own
         # (maybe partial) shapes, so the train function traced for the dataset serves the twin
         self._twin = tf.data.Dataset.from_tensors(first).map(_as_spec(spec)).cache().repeat()
         self._iterator = None
-        self.instrumented += 1
 
     def iterator(self, keras_iterator):
         """The iterator the coming step reads: the twin's while the source is the twin."""

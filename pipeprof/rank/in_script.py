@@ -15,8 +15,8 @@ from pipeprof.errors import PipeprofError
 from pipeprof.launch.job import ENV_SCRIPT_JOB, ERROR_TAG, ScriptJob
 from pipeprof.rank.identity import identity
 from pipeprof.records import StepRecord
-from pipeprof.telemetry.agent import RankTelemetry
-from pipeprof.telemetry.stream import ENV_ADDRESS, ENV_RUN_DIR, ENV_TOKEN, StreamClient
+from pipeprof.telemetry.agent import RankTelemetry, start_streaming
+from pipeprof.telemetry.stream import ENV_ADDRESS, ENV_RUN_DIR, ENV_TOKEN
 
 
 def job() -> ScriptJob | None:
@@ -124,18 +124,17 @@ def start_telemetry(
     """This rank's samplers and its stream to the launcher (to the run directory where no
     collector listens), started."""
     rank, size, local_rank, local_size = ranks()
-    client = StreamClient(
-        address, token=os.environ.get(ENV_TOKEN, ""), rank=rank, fallback_dir=run_dir or None
-    )
-    return RankTelemetry(
-        client,
+    return start_streaming(
+        address,
+        token=os.environ.get(ENV_TOKEN, ""),
+        fallback_dir=run_dir,
         rank=rank,
         local_rank=local_rank,
         local_size=local_size,
         size=size,
         gpu_interval_s=gpu_interval_s,
         host_interval_s=host_interval_s,
-    ).start()
+    )
 
 
 def streamer(telemetry: Callable[[], RankTelemetry | None]) -> Callable[[StepRecord], None]:

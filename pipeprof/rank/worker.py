@@ -114,21 +114,21 @@ def _input_failure(exc: BaseException) -> str | None:
 def _start_telemetry(
     job: Job, scenario: Scenario, rank: int, size: int, local_rank: int, local_size: int
 ):
-    from pipeprof.telemetry.agent import RankTelemetry
-    from pipeprof.telemetry.stream import StreamClient
+    from pipeprof.telemetry.agent import start_streaming
 
     if not scenario.telemetry.enabled or not job.stream:
         return None
-    client = StreamClient(job.stream, token=job.stream_token, rank=rank, fallback_dir=job.run_dir)
-    return RankTelemetry(
-        client,
+    return start_streaming(
+        job.stream,
+        token=job.stream_token,
+        fallback_dir=job.run_dir,
         rank=rank,
         local_rank=local_rank,
         local_size=local_size,
         size=size,
         gpu_interval_s=scenario.telemetry.gpu_interval_ms / 1e3,
         host_interval_s=scenario.telemetry.host_interval_ms / 1e3,
-    ).start()
+    )
 
 
 def _run(job: Job) -> int:

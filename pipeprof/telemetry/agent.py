@@ -136,3 +136,30 @@ class RankTelemetry:
         self.stream.close()
         if self.nvml is not None:
             self.nvml.shutdown()
+
+
+def start_streaming(
+    address: str,
+    *,
+    token: str,
+    fallback_dir: str,
+    rank: int,
+    local_rank: int,
+    local_size: int,
+    size: int,
+    gpu_interval_s: float,
+    host_interval_s: float,
+) -> RankTelemetry:
+    """A rank's samplers and its stream to the launcher at ``address`` (to ``fallback_dir``
+    where no collector listens; "" for neither), started: for pipeprof's own ranks and for a
+    user's script alike."""
+    client = StreamClient(address, token=token, rank=rank, fallback_dir=fallback_dir or None)
+    return RankTelemetry(
+        client,
+        rank=rank,
+        local_rank=local_rank,
+        local_size=local_size,
+        size=size,
+        gpu_interval_s=gpu_interval_s,
+        host_interval_s=host_interval_s,
+    ).start()

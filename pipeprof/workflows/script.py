@@ -63,12 +63,9 @@ def script_name(cmd: list[str]) -> str:
     return Path(args[0] if args else cmd[0]).stem or "script"
 
 
-def _measured(run: RunDir, n: int) -> set[str]:
-    return {
-        r["variant"]
-        for r in run.variant_runs()
-        if int(r["np"]) == n and r.get("measured_steps", 0) > 0
-    }
+def _variant_runs(run: RunDir, n: int) -> list[dict]:
+    """What the launch at ``n`` wrote of each variant it measured (variants.jsonl)."""
+    return [r for r in run.variant_runs() if int(r["np"]) == n]
 
 
 def compare_script(request: CompareRequest, *, reporter: Reporter | None = None) -> CompareResult:
@@ -167,14 +164,15 @@ def compare_script(request: CompareRequest, *, reporter: Reporter | None = None)
 
     def launch(n: int) -> tuple[runner.LaunchResult | None, str | None]:
         result = run_script(n, list(VARIANTS), f"np{n}")
-        missing = [v for v in VARIANTS if v not in _measured(run, n)]
+        runs = _variant_runs(run, n)
+        measured = {r["variant"] for r in runs if r.get("measured_steps", 0) > 0}
+        missing = [v for v in VARIANTS if v not in measured]
         if result.ok and len(missing) == len(VARIANTS):
             return result, (
                 f"np={n}: {' '.join(cmd)} ran, but pipeprof measured no step of it: {ADD_BOTH} "
                 f"(log: {run.log_path(f'np{n}')})"
             )
-        per = max((int(r.get("steps_per_record", 1)) for r in run.variant_runs()
-                   if int(r["np"]) == n), default=1)  # fmt: skip
+        per = max((int(r.get("steps_per_record", 1)) for r in runs), default=1)
         if per > 1:
             reporter.message(
                 f"np={n}: timed per execution of {per} steps (the script compiles with "

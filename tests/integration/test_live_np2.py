@@ -166,46 +166,77 @@ if hvd.rank() == 0:
 """
 
 
+STEPS_TOTAL = re.compile(r'^pipeprof_steps_total\{[^}]*rank="(\d)"[^}]*\} (\S+)$', re.M)
+
+
+class Served:
+    """A pipeprof command run with --metrics-port 0: its output read as it comes (``said``),
+    the address its exporter says it serves on, and each rank's step counter read there."""
+
+    def __init__(self, argv: list[str], **popen) -> None:
+        self.proc = subprocess.Popen(
+            argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **popen
+        )
+        self.said: list[str] = []
+        self.reader = threading.Thread(
+            target=lambda: self.said.extend(self.proc.stdout), daemon=True
+        )
+        self.reader.start()
+        self.deadline = time.monotonic() + 240
+        self.url, self.text = "", ""
+        while not self.url and self.running():
+            said = (line.split()[-1] for line in self.said if line.startswith("metrics: "))
+            self.url = next(said, "")
+            time.sleep(0.1)
+
+    def running(self) -> bool:
+        return time.monotonic() < self.deadline and self.proc.poll() is None
+
+    def steps(self, enough) -> dict[str, float]:
+        """Each rank's steps as served, read until ``enough(counts)`` or the run ends."""
+        counted: dict[str, float] = {}
+        while self.running():
+            self.text = urllib.request.urlopen(self.url, timeout=5).read().decode()
+            counted = {rank: float(n) for rank, n in STEPS_TOTAL.findall(self.text)}
+            if enough(counted):
+                break
+            time.sleep(0.5)
+        return counted
+
+    def output(self) -> str:
+        return "".join(self.said)
+
+    def end(self, timeout: float) -> int:
+        self.proc.wait(timeout=timeout)
+        self.reader.join(timeout=10)
+        return self.proc.returncode
+
+
 def test_watch_streams_a_custom_loop_and_serves_its_metrics_on_the_address_given(tmp_path):
     """A Horovod custom loop (DistributedGradientTape) under `watch` over horovodrun -np 2,
     with --metrics-addr: its steps reach the live figures as they run, served on that address
     alone, and the run directory holds every rank's steps of the loop."""
     (tmp_path / "loop.py").write_text(LOOP)
     out = tmp_path / "run"
-    proc = subprocess.Popen(
+    served = Served(
         pipeprof_cmd() + [
             "watch", "--no-dashboard", "--out", str(out),
             "--metrics-port", "0", "--metrics-addr", "127.0.0.2", "--",
             str(VENV_BIN / "horovodrun"), "-np", "2", "-H", "localhost:2", "--gloo",
             str(VENV_BIN / "python"), "loop.py",
         ],
-        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        env=dict(os.environ, PYTHONPATH=str(REPO)),
+        cwd=tmp_path, env=dict(os.environ, PYTHONPATH=str(REPO)),
     )  # fmt: skip
-    said: list[str] = []
-    reader = threading.Thread(target=lambda: said.extend(proc.stdout), daemon=True)
-    reader.start()
-    deadline = time.monotonic() + 240
-    url = ""
-    while not url and time.monotonic() < deadline and proc.poll() is None:
-        url = next((line.split()[-1] for line in said if line.startswith("metrics: ")), "")
-        time.sleep(0.1)
-    assert url.startswith("http://127.0.0.2:"), "".join(said)[-3000:]
-    steps_total = re.compile(r'^pipeprof_steps_total\{[^}]*rank="(\d)"[^}]*\} (\S+)$', re.M)
-    counted: dict[str, float] = {}
-    while time.monotonic() < deadline and proc.poll() is None:
-        text = urllib.request.urlopen(url, timeout=5).read().decode()
-        counted = {rank: float(n) for rank, n in steps_total.findall(text)}
-        if counted == {"0": 24.0, "1": 24.0}:  # 3 epochs of 8 batches on each rank
-            break
-        time.sleep(0.5)
-    assert counted == {"0": 24.0, "1": 24.0}, counted
+    url = served.url
+    assert url.startswith("http://127.0.0.2:"), served.output()[-3000:]
+    every = {"0": 24.0, "1": 24.0}  # 3 epochs of 8 batches on each rank
+    counted = served.steps(lambda counts: counts == every)
+    assert counted == every, counted
     with pytest.raises(OSError):  # served on the address given, not on every one
         urllib.request.urlopen(url.replace("127.0.0.2", "127.0.0.1"), timeout=5)
     (tmp_path / "scraped").touch()
-    proc.wait(timeout=120)
-    reader.join(timeout=10)
-    assert proc.returncode == 0 and "user loop done" in "".join(said), "".join(said)[-3000:]
+    code = served.end(timeout=120)
+    assert code == 0 and "user loop done" in served.output(), served.output()[-3000:]
     steps = pd.read_csv(out / "live" / "steps.csv")
     assert steps.groupby("rank").size().to_dict() == {0: 24, 1: 24}
     assert set(steps["variant"]) == {"loop"} and set(steps["batch_size"]) == {16}
@@ -220,38 +251,20 @@ def test_run_serves_its_live_metrics_while_it_trains(tmp_path, data_cache_dir):
     command and serves each rank's steps as they finish; Ctrl-C then keeps what was measured."""
     (tmp_path / "long.toml").write_text(small_scenario("small", 5000))
     out = tmp_path / "run"
-    proc = subprocess.Popen(
+    served = Served(
         pipeprof_cmd() + [
             "run", "long.toml", "--np", "2", "--no-dashboard", "--metrics-port", "0",
             "--out", str(out),
         ],
-        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        env=env_with(data_cache_dir),
+        cwd=tmp_path, env=env_with(data_cache_dir),
     )  # fmt: skip
-    said: list[str] = []
-    reader = threading.Thread(target=lambda: said.extend(proc.stdout), daemon=True)
-    reader.start()
-    deadline = time.monotonic() + 240
-    url = ""
-    while not url and time.monotonic() < deadline and proc.poll() is None:
-        url = next((line.split()[-1] for line in said if line.startswith("metrics: ")), "")
-        time.sleep(0.1)
-    assert url.startswith("http://127.0.0.1:"), "".join(said)[-3000:]
-    steps_total = re.compile(r'^pipeprof_steps_total\{[^}]*rank="(\d)"[^}]*\} (\S+)$', re.M)
-    counted: dict[str, float] = {}
-    text = ""
-    while time.monotonic() < deadline and proc.poll() is None:
-        text = urllib.request.urlopen(url, timeout=5).read().decode()
-        counted = {rank: float(n) for rank, n in steps_total.findall(text)}
-        if len(counted) == 2 and min(counted.values()) >= 30:
-            break
-        time.sleep(0.5)
+    assert served.url.startswith("http://127.0.0.1:"), served.output()[-3000:]
+    counted = served.steps(lambda counts: len(counts) == 2 and min(counts.values()) >= 30)
     assert set(counted) == {"0", "1"} and min(counted.values()) >= 30, counted
+    text = served.text
     assert 'pipeprof_run_info{command="run"' in text and 'scenario="small"' in text
-    proc.send_signal(signal.SIGINT)
-    proc.wait(timeout=60)
-    reader.join(timeout=10)
-    assert proc.returncode == 130, "".join(said)[-3000:]
+    served.proc.send_signal(signal.SIGINT)
+    assert served.end(timeout=60) == 130, served.output()[-3000:]
     summary = pd.read_csv(out / "summary.csv")
     assert list(zip(summary["np"], summary["variant"])) == [(2, "real")], summary
     assert summary["measured_steps"].iloc[0] >= 20
