@@ -11,16 +11,23 @@ whose parent died before we looked again.
 If pipeprof itself is SIGKILLed no handler runs; ``dies_with_parent_argv`` makes the child
 receive SIGTERM then (Linux ``PR_SET_PDEATHSIG``), and ``die_with_parent`` does the same from
 inside a Python child.
+
+A rank on another host was started over ssh, whose session sends it no signal when the
+launcher stops it: only its output pipes close. ``end_when_output_closes`` makes that the
+rank's SIGTERM, whatever the rank is blocked in (a tf.distribute worker waits in a gRPC
+collective for a peer that is gone).
 """
 
 from __future__ import annotations
 
 import ctypes
 import os
+import select
 import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import psutil
@@ -59,6 +66,41 @@ def die_with_parent(parent_pid: int, sig: int = signal.SIGKILL) -> None:
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
     if os.getppid() != parent_pid:
         os._exit(1)
+
+
+_CLOSED = select.POLLERR | select.POLLHUP
+
+
+def output_closed(fds: tuple[int, ...] = (1, 2), timeout_ms: int | None = None) -> bool:
+    """Whether the reader of any of ``fds`` has gone (a pipe's or socket's far end closed);
+    waits up to ``timeout_ms`` for it (None: until it happens). A file, a terminal or a
+    closed fd never counts."""
+    poller = select.poll()
+    for fd in fds:
+        try:
+            os.fstat(fd)
+        except OSError:
+            continue  # closed: nothing reads it, nothing to wait for
+        poller.register(fd, _CLOSED)
+    while True:
+        try:
+            events = poller.poll(timeout_ms)
+        except InterruptedError:
+            continue
+        return any(mask & _CLOSED and not mask & select.POLLNVAL for _, mask in events)
+
+
+def end_when_output_closes(fds: tuple[int, ...] = (1, 2)) -> threading.Thread:
+    """Send this process SIGTERM once the reader of its stdout or stderr has gone: the launcher
+    that started it over ssh has stopped (a daemon thread, blocked in ``poll`` meanwhile)."""
+
+    def watch() -> None:
+        if output_closed(fds):
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    thread = threading.Thread(target=watch, name="pipeprof-output-watch", daemon=True)
+    thread.start()
+    return thread
 
 
 def _alive(p: psutil.Process) -> bool:

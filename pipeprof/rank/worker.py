@@ -25,6 +25,7 @@ from pipeprof.analysis import stopping
 from pipeprof.config import build
 from pipeprof.errors import PipeprofError
 from pipeprof.events import Precision, RanksUp, StepProgress, VariantStart, emit
+from pipeprof.launch import supervise
 from pipeprof.launch.job import ERROR_TAG, Job, VariantSpec
 from pipeprof.rank import engine as engines
 from pipeprof.rank.devices import emulated_step, setup_devices
@@ -61,6 +62,7 @@ def ramp_lr(base: float, scaled: float, step: int, steps: int) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    supervise.end_when_output_closes()  # a rank over ssh hears of the launcher's stop so
     return run_job(Job.decode(argv[0]))
 
 

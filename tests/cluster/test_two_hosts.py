@@ -401,6 +401,34 @@ def test_kill_9_of_the_rank_on_the_second_host_names_that_rank_and_host(
     assert measured_before_it(out) == 200  # the synthetic variant, measured before the kill: kept
 
 
+def test_a_rank_over_ssh_ends_when_its_ssh_client_is_stopped(cluster):
+    """What a launcher's stop does to a rank on another host: horovodrun and mpirun stop the
+    ssh client, and sshd then closes the rank's output without a signal. A rank blocked where
+    Python code cannot run (a tf.distribute worker in a gRPC collective whose peer is gone)
+    still ends (supervise.end_when_output_closes, started by every pipeprof rank)."""
+    h0, h1 = cluster.hosts
+    blocked = (
+        "from pipeprof.launch import supervise; import threading; "
+        "supervise.end_when_output_closes(); print('ready', flush=True); threading.Event().wait()"
+    )
+    client = subprocess.Popen(
+        cluster.ssh(h0, h1.name, f'cd {REPO} && {sys.executable} -c "{blocked}"'),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        assert client.stdout.readline() == "ready\n", client.stderr.read()
+        assert cluster.processes(h1), "the blocked process is not running on the second host"
+        client.terminate()  # horovodrun's safe_shell_exec: SIGTERM to the ssh client
+        client.wait(timeout=10)
+    finally:
+        if client.poll() is None:
+            client.kill()
+    assert not (left := nothing_left(cluster)), f"still running 10 s after ssh stopped: {left}"
+
+
 @pytest.mark.horovod
 @pytest.mark.parametrize("engine", ["horovod", "multi_worker_mirrored"])
 def test_a_stop_signal_to_the_launcher_leaves_nothing_on_any_host(

@@ -176,6 +176,57 @@ def test_a_child_dies_when_pipeprof_is_sigkilled(how):
     assert gone(child), f"the child ({how}) outlived a SIGKILLed parent"
 
 
+# A rank over ssh: blocked in C (as a tf.distribute worker in a gRPC collective is), its
+# stdout a pipe or socket whose reader is sshd; the launcher's stop only closes that reader.
+BLOCKED_RANK = """
+import os, sys, threading
+from pipeprof.launch import supervise
+supervise.end_when_output_closes()
+print("ready", flush=True)
+threading.Event().wait()  # uninterruptible by Python code: only a signal ends it
+"""
+
+
+@pytest.mark.parametrize("channel", ["pipe", "socket"])
+def test_a_rank_whose_output_reader_goes_is_terminated(channel):
+    if channel == "pipe":
+        proc = subprocess.Popen(
+            [sys.executable, "-c", BLOCKED_RANK], stdout=subprocess.PIPE, env=REPO_ENV
+        )
+        reader = proc.stdout
+    else:  # sshd hands a session socketpairs where it is built without pipes
+        ours, theirs = socket.socketpair()
+        proc = subprocess.Popen([sys.executable, "-c", BLOCKED_RANK], stdout=theirs, env=REPO_ENV)
+        theirs.close()
+        reader = ours.makefile("rb")
+    assert reader.readline() == b"ready\n"
+    time.sleep(0.3)
+    assert proc.poll() is None
+    reader.close()
+    if channel == "socket":
+        ours.close()
+    assert proc.wait(timeout=10) == -signal.SIGTERM
+
+
+@pytest.mark.parametrize("where", ["file", "devnull", "closed"])
+def test_output_to_a_file_or_nowhere_never_counts_as_closed(tmp_path, where):
+    from pipeprof.launch import supervise
+
+    if where == "closed":
+        r, w = os.pipe()
+        os.close(r)
+        os.close(w)
+        assert not supervise.output_closed((w,), timeout_ms=200)
+        return
+    path = tmp_path / "out" if where == "file" else os.devnull
+    with open(path, "w") as f:
+        assert not supervise.output_closed((f.fileno(),), timeout_ms=200)
+        r, w = os.pipe()
+        os.close(r)
+        assert supervise.output_closed((f.fileno(), w), timeout_ms=200)
+        os.close(w)
+
+
 def test_a_missing_command_is_file_not_found(tmp_path):
     with pytest.raises(FileNotFoundError):
         runner.run(
