@@ -77,12 +77,18 @@ def _last_cpu(log: Path) -> float:
 def worker_cost(run_dir: Path) -> tuple[float, int] | None:
     """A service worker's CPU per sample it served, in core-ms, and the np it was measured at
     (the largest np whose workers' logs cover it): the workers' CPU while the variants that
-    used the service took their steps, over the samples the ranks took in them. Each worker
-    prints its CPU over time, on whichever host it ran. Only each round of steps counts: during
-    the twin's rounds the workers stock batches that the next round's flush drops
-    (``rank.measure.flush``), and that CPU served nothing (with it, a worker measured 0.126
-    core-ms a sample in rounds and 0.083 in steady state, 2026-11-25); nor do the workers'
-    start-up and what they made after the last step. None when the run has no such measurement."""
+    used the service took their measured steps, over the samples the ranks took in them, the
+    steps the summary's samples/s counts. Each worker prints its CPU over time, on whichever
+    host it ran. Only each round's measured steps count:
+    - during the twin's rounds the workers stock batches that the next round's flush drops
+      (``rank.measure.flush``), and that CPU served nothing (with it, a worker measured 0.126
+      core-ms a sample in rounds and 0.083 in steady state, 2026-11-25);
+    - the warm-up before the first round is the workers' start (0.34-0.48 core-ms a sample in
+      three story runs of 2026-11-26, against 0.093-0.131 in their measured steps), and each
+      round's settle steps refill what the flush dropped; with both, predict put one worker
+      20-22% below what it delivered in those runs;
+    - nor do the workers' start-up and what they made after the last step.
+    None when the run has no such measurement."""
     run = RunDir(run_dir)
     steps = run.steps()
     for path in sorted(
@@ -90,7 +96,11 @@ def worker_cost(run_dir: Path) -> tuple[float, int] | None:
     ):
         info = json.loads(path.read_text())
         np_ = int(path.parent.name[2:])
-        used = steps[(steps["np"] == np_) & steps["variant"].isin(info.get("variants", []))]
+        used = steps[
+            (steps["np"] == np_)
+            & steps["variant"].isin(info.get("variants", []))
+            & ~steps["warmup"].astype(bool)
+        ]
         series = [
             cpu_series(worker_log(path.parent, k)) for k in range(int(info.get("workers", 0)))
         ]
