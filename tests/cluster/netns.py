@@ -106,7 +106,7 @@ class Cluster:
             self._network()
             for host in self.hosts:
                 self._boot(host)
-            self._wait_for_ssh()
+            self.wait_for_ssh()
         except BaseException:
             self.stop()
             raise
@@ -219,7 +219,7 @@ class Cluster:
             start_new_session=True,
         )
 
-    def _wait_for_ssh(self, timeout_s: float = 20.0) -> None:
+    def wait_for_ssh(self, timeout_s: float = 20.0) -> None:
         deadline = time.monotonic() + timeout_s
         for host in self.hosts:
             while True:
