@@ -94,7 +94,7 @@ def pace(rows: pd.DataFrame) -> pd.DataFrame:
     if "end_unix_s" not in rows.columns or rows["end_unix_s"].isna().all():
         return rows.pivot_table(index="step", columns="rank", values="step_time_ms").dropna()
     ends = rows.pivot_table(index="step", columns="rank", values="end_unix_s").dropna()
-    after = pd.Series(ends.index, index=ends.index).diff() == 1
+    after = ends.index.to_series().diff() == 1
     return (ends.diff() * 1e3)[after]
 
 
@@ -116,15 +116,11 @@ def find(steps: pd.DataFrame) -> dict[tuple[int, str], Straggler]:
             if "host" in rows.columns
             else pd.Series(dtype=str)
         )
-        for figure, ratio in (
-            ("input wait", RATIO),
-            ("step time", 1.0),  # every rank steps: the margin alone says
+        waits = rows.pivot_table(index="step", columns="rank", values="input_wait_ms").dropna()
+        for figure, per_step, ratio in (
+            ("input wait", waits, RATIO),
+            ("step time", pace(rows), 1.0),  # every rank steps: the margin alone says
         ):
-            per_step = (
-                rows.pivot_table(index="step", columns="rank", values="input_wait_ms").dropna()
-                if figure == "input wait"
-                else pace(rows)
-            )
             found = _slowest(per_step, margin, ratio)
             if found is not None:
                 rank, mine, others, share = found

@@ -82,12 +82,7 @@ def output_closed(fds: tuple[int, ...] = (1, 2), timeout_ms: int | None = None) 
         except OSError:
             continue  # closed: nothing reads it, nothing to wait for
         poller.register(fd, _CLOSED)
-    while True:
-        try:
-            events = poller.poll(timeout_ms)
-        except InterruptedError:
-            continue
-        return any(mask & _CLOSED and not mask & select.POLLNVAL for _, mask in events)
+    return any(mask & _CLOSED for _, mask in poller.poll(timeout_ms))  # EINTR: retried
 
 
 def end_when_output_closes(fds: tuple[int, ...] = (1, 2)) -> threading.Thread:

@@ -62,7 +62,7 @@ def ramp_lr(base: float, scaled: float, step: int, steps: int) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    supervise.end_when_output_closes()  # a rank over ssh hears of the launcher's stop so
+    supervise.end_when_output_closes()  # a rank over ssh: how it hears of the launcher's stop
     return run_job(Job.decode(argv[0]))
 
 
