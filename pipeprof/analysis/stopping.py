@@ -5,7 +5,9 @@ steps, then a stretch of real steps), so that a change in the machine's speed mo
 sides of a round alike and cancels in the gap. It stops when the 95% interval of that
 paired gap is narrow enough to act on: a half-width of at most ``target_ci_pct`` points, or
 an interval that lies wholly on one side of every verdict threshold (5% and 20%) at two
-checks in a row. A variant measured alone (the twin itself, or a real variant with no twin
+checks in a row. An interval that reaches the target width while it still spans a threshold
+has not decided the verdict's class: it measures on, until it is clear, or down to half the
+target (then the gap truly sits on the line, and the verdict says so), or out of time. A variant measured alone (the twin itself, or a real variant with no twin
 at this np) stops when its throughput's relative half-width is at most ``target_ci_pct`` %.
 Never before ``min_s`` seconds and ``MIN_STEPS`` steps (batch means need blocks of several
 steps to absorb the correlation between neighbouring steps); never after ``max_s``.
@@ -36,6 +38,7 @@ from pipeprof.analysis.stats import (
 MIN_STEPS = 40  # 10 blocks of at least 4 steps
 CHECK_INTERVAL_S = 1.0  # how often ranks agree on whether to stop
 CLEAR_CHECKS = 2  # an interval clear of the thresholds must stay clear this many checks
+ON_A_LINE = 0.5  # an interval across a threshold stops at this fraction of the target width
 
 
 @dataclass(frozen=True)
@@ -143,7 +146,7 @@ def _decide(
         return result(True, STOP_MAX_TIME)
     if n < MIN_STEPS or seconds < rule.min_s or math.isnan(half):
         return result(False)
-    if half <= target:
+    if half <= target and (clear or gap_pct is None or half <= ON_A_LINE * target):
         return result(True, STOP_TARGET)
     if streak >= CLEAR_CHECKS:
         return result(True, STOP_CLEAR)

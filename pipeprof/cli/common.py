@@ -217,8 +217,8 @@ def add_common_arguments(p: argparse.ArgumentParser) -> None:
         "--steps",
         type=int,
         metavar="N",
-        help="measured steps per variant (default: measure until the gap's 95%% interval is within "
-        "train.target_ci_pct points or clear of the 5%%/20%% thresholds)",
+        help="measured steps per variant (default: measure until the gap's 95%% interval is clear of "
+        "the 5%%/20%% thresholds, or within half of train.target_ci_pct points on one)",
     )
     p.add_argument("--warmup", type=int, metavar="N", help="warm-up steps dropped per variant")
     p.add_argument(

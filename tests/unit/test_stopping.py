@@ -151,3 +151,33 @@ def test_paired_rounds_stop_on_the_paired_gap():
     assert check.seconds == pytest.approx(rounds * 1.125) and check.steps == 60
     few, _ = stopping.evaluate_paired(rule, MIN_STEPS - 1, per_round, s_sec, per_round, r_sec)
     assert not few.stop
+
+
+def rounds_alternating(low_pct: float, high_pct: float, rounds: int = 10):
+    """Paired rounds whose gaps alternate between ``low_pct`` and ``high_pct``: the twin makes
+    100 samples in 1 s each round, the real variant the same 100 in 1 / (1 - gap) s."""
+    gaps = np.array([low_pct, high_pct] * (rounds // 2)) / 100.0
+    per_round = np.full(rounds, 100.0)
+    return per_round, np.ones(rounds), per_round, 1.0 / (1.0 - gaps)
+
+
+@pytest.mark.parametrize(
+    "low, high, gap_pct, half_pct, stops",
+    [
+        # ten rounds, ten blocks: half = t(9) 2.262 x sd / sqrt(10); the point is the gap of
+        # the sums, 1 - 10 / sum(1 / (1 - g))
+        (0.5, 3.5, 2.02, 1.13, True),  # 2.0 ±1.1: within the target and clear of 5%: a class
+        (2.5, 6.5, 4.54, 1.51, False),  # 4.5 ±1.5: within the target, but across 5%: measure on
+        (3.5, 5.5, 4.51, 0.75, True),  # 4.5 ±0.75: across 5% at half the target: on the line
+    ],
+)
+def test_an_interval_across_a_line_at_the_target_width_measures_on(
+    low, high, gap_pct, half_pct, stops
+):
+    rule = Rule(target_ci_pct=2.0, min_s=0.0, max_s=600.0)
+    check, _ = stopping.evaluate_paired(rule, 100, *rounds_alternating(low, high))
+    assert check.half_pct == pytest.approx(half_pct, abs=0.01)
+    assert check.stop == stops
+    assert check.reason == (stats.STOP_TARGET if stops else "")
+    point, _ = stats.paired_gap_interval(*rounds_alternating(low, high))
+    assert point == pytest.approx(gap_pct, abs=0.01)
