@@ -3,11 +3,12 @@
 A real variant measures in rounds that alternate with its synthetic twin (a stretch of twin
 steps, then a stretch of real steps), so that a change in the machine's speed moves both
 sides of a round alike and cancels in the gap. It stops when the 95% interval of that
-paired gap is narrow enough to act on: a half-width of at most ``target_ci_pct`` points, or
-an interval that lies wholly on one side of every verdict threshold (5% and 20%) at two
-checks in a row. An interval that reaches the target width while it still spans a threshold
-has not decided the verdict's class: it measures on, until it is clear, or down to half the
-target (then the gap truly sits on the line, and the verdict says so), or out of time. A variant measured alone (the twin itself, or a real variant with no twin
+paired gap is narrow enough to act on: a half-width of at most ``target_ci_pct`` points with
+the interval clear of every verdict threshold (5% and 20%), or an interval clear of them at
+two checks in a row, whatever its width. An interval that reaches the target width while it
+still spans a threshold has not decided the verdict's class: it measures on, until it is
+clear, or down to half the target (then the gap truly sits on the line, and the verdict says
+so), or out of time. A variant measured alone (the twin itself, or a real variant with no twin
 at this np) stops when its throughput's relative half-width is at most ``target_ci_pct`` %.
 Never before ``min_s`` seconds and ``MIN_STEPS`` steps (batch means need blocks of several
 steps to absorb the correlation between neighbouring steps); never after ``max_s``.
