@@ -175,9 +175,10 @@ def test_an_interval_across_a_line_at_the_target_width_measures_on(
     low, high, gap_pct, half_pct, stops
 ):
     rule = Rule(target_ci_pct=2.0, min_s=0.0, max_s=600.0)
-    check, _ = stopping.evaluate_paired(rule, 100, *rounds_alternating(low, high))
+    rounds = rounds_alternating(low, high)
+    check, _ = stopping.evaluate_paired(rule, 100, *rounds)
     assert check.half_pct == pytest.approx(half_pct, abs=0.01)
     assert check.stop == stops
     assert check.reason == (stats.STOP_TARGET if stops else "")
-    point, _ = stats.paired_gap_interval(*rounds_alternating(low, high))
+    point, _ = stats.paired_gap_interval(*rounds)
     assert point == pytest.approx(gap_pct, abs=0.01)
