@@ -93,8 +93,11 @@ def write_json(path: Path, data: dict[str, Any]) -> None:
     atomic.write_text(path, json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
 
 
-def write_csv(path: Path, frame: pd.DataFrame, float_format: str | None = "%.4g") -> None:
-    atomic.write_text(path, frame.to_csv(index=False, float_format=float_format))
+def write_csv(path: Path, frame: pd.DataFrame) -> None:
+    """Every float as Python writes it, which reads back to the same float. A rounded file (it
+    once held 4 significant digits) disagrees with the terminal that printed the unrounded
+    value: 43.6512 printed 43.7%, and the file's 43.65 reads back as 43.6%."""
+    atomic.write_text(path, frame.to_csv(index=False))
 
 
 def _read_csv(path: Path) -> pd.DataFrame | None:
@@ -317,9 +320,7 @@ class RunDir:
         write_json(self.path / "model.json", data)
 
     def write_script_stages(self, frame: pd.DataFrame) -> None:
-        atomic.write_text(
-            self.path / "script_stages.csv", frame.to_csv(index=False, float_format="%.5g")
-        )
+        write_csv(self.path / "script_stages.csv", frame)
 
     def write_manifest(self, data: dict[str, Any]) -> None:
         write_json(self.path / "manifest.json", data)
@@ -340,7 +341,7 @@ class RunDir:
         write_csv(self.path / "summary.csv", frame)
 
     def write_bad_files(self, frame: pd.DataFrame) -> None:
-        write_csv(self.path / "bad_files.csv", frame, float_format=None)
+        write_csv(self.path / "bad_files.csv", frame)
 
     def write_stages(self, frame: pd.DataFrame) -> None:
         write_csv(self.path / "stages.csv", frame)

@@ -239,3 +239,47 @@ def test_a_table_printed_to_a_file_keeps_every_header_figure_and_verdict_whole()
     ):
         assert whole in text, whole
     assert "…" not in text and console.width == 80
+
+
+def test_the_summary_file_reads_back_to_the_figures_the_terminal_printed(tmp_path):
+    """CI, 2026-11-26: tune printed "gap before tuning 43.7%" while its summary.csv, written to 4
+    significant digits, held 43.65, which prints as 43.6%. The file now holds each float whole."""
+    import io
+
+    from rich.console import Console
+
+    from pipeprof.renderers.table import fmt, print_summary
+
+    frame = pd.DataFrame(
+        dict(
+            np=[1, 1],
+            variant=["synthetic", "real"],
+            synthetic=[True, False],
+            samples_per_s=[12345.678, 6964.3449],
+            samples_per_s_ci95=[31.25, 12.05],
+            twin_samples_per_s=[float("nan"), 12350.05],
+            gap_pct=[float("nan"), 43.6512],
+            gap_pct_ci95=[float("nan"), 0.25],
+            samples_per_s_per_worker=[12345.678, 6964.3449],
+            scaling_efficiency_pct=[100.0, 56.35],
+            step_time_ms_p50=[2.595, 4.605],
+            input_wait_pct=[0.0, 41.25],
+            cpu_util_pct=[93.45, 97.05],
+            cpu_cores_per_rank=[1.835, 1.945],
+            verdict=["ceiling", "strongly input-bound"],
+            warning=["", ""],
+        )
+    )
+    run = RunDir(tmp_path)
+    run.write_summary(frame)
+    back = run.summary()
+    floats = frame.select_dtypes("float").columns
+    pd.testing.assert_frame_equal(back[floats], frame[floats])
+
+    def printed(summary: pd.DataFrame) -> str:
+        out = io.StringIO()
+        print_summary(summary, Console(width=200, file=out))
+        return out.getvalue()
+
+    assert printed(back) == printed(frame) and "43.7%" in printed(back)
+    assert fmt(back["gap_pct"][1], 1, "%") == "43.7%"
