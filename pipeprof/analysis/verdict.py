@@ -163,6 +163,16 @@ def contention_pct(needed: float, cores: float, host_busy_pct: float) -> float:
     return 100.0 * excess / (busy + excess) if excess > 0 else 0.0
 
 
+def gap_parts(gap_pct: float, input_wait_pct: float) -> tuple[float, float]:
+    """A measured gap split in two, in points of the real run's step time: the rank waiting for
+    its next batch (``input_wait_pct``, the share of the real steps' time spent in the wait),
+    and the rest, the step itself running slower than the ceiling's while the pipeline works
+    beside it. Both come from one run: the gap is 1 − T_ceiling / T_real in step times (the
+    same samples a step), and T_real is its wait plus its own work, so the second part is
+    (T_work − T_ceiling) / T_real. Nothing is modelled."""
+    return input_wait_pct, gap_pct - input_wait_pct
+
+
 @dataclass(frozen=True)
 class Verdict:
     np: int
@@ -177,6 +187,9 @@ class Verdict:
     contention_gap_pct: float | None = (
         None  # expected from CPU the step itself uses (CPU-trained ranks)
     )
+    # the measured gap's parts, in points (gap_parts): the wait for input, the step's slowdown
+    input_wait_pts: float | None = None
+    step_slowdown_pts: float | None = None
     stage_share_pct: dict[str, float] = field(default_factory=dict)
     text: list[str] = field(default_factory=list)
     advice: list[str] = field(default_factory=list)
@@ -195,6 +208,7 @@ def decide(
     gap_ci95: float | None = None,
     threshold_pct: float = 5.0,
     host_busy_pct: float | None = None,
+    input_wait_pct: float | None = None,
     measured_remedies: list[str] | None = None,
 ) -> Verdict:
     """The verdict at one worker count.
@@ -207,6 +221,10 @@ def decide(
     cost model decides too, unless the point estimate is past the line and the cost model can
     account for a gap that size. The bounding stage is the one with the largest CPU cost per
     sample.
+
+    With the real run's ``input_wait_pct``, a gap past the line is split into its measured
+    parts (``gap_parts``): a pipeline that delivers late, or one whose CPU slows the step it
+    delivers to in time. The split words the verdict; it does not decide it.
     """
     costs = paid_costs(stage_rows)
     cached = [r["stage"] for r in stage_rows if r["stage"] not in costs]
@@ -284,6 +302,33 @@ def decide(
             "CPU contention."
         )
     waits = waiting_stages(stage_rows)
+    wait_pts = step_pts = None
+    if (
+        measured
+        and gap_pct is not None
+        and gap_pct >= threshold_pct
+        and input_wait_pct is not None
+        and not math.isnan(input_wait_pct)
+    ):
+        wait_pts, step_pts = gap_parts(gap_pct, input_wait_pct)
+        if step_pts > wait_pts:
+            lines.append(
+                f"of the {gap_pct:.1f}% gap, {wait_pts:.1f} points are the ranks waiting for their next "
+                f"batch and {step_pts:.1f} the step itself running slower than the ceiling's while "
+                "the pipeline works beside it: the pipeline delivers in time, but its threads take "
+                "CPU the step's own threads need (contention), so its CPU cost, not its speed, is "
+                "what to cut."
+            )
+        else:
+            lines.append(
+                f"of the {gap_pct:.1f}% gap, {wait_pts:.1f} points are the ranks waiting for their next "
+                "batch: the pipeline delivers too slowly"
+                + (
+                    f"; the other {step_pts:.1f} are the step running slower beside it."
+                    if step_pts >= 0.05
+                    else "."
+                )
+            )
     if worst in waits:
         lines.append(
             f"the {worst} stage waits rather than computes: {waits[worst]:.2f} ms of wall time per sample "
@@ -296,7 +341,18 @@ def decide(
             if worst in waits
             else f"{share[worst]:.0f}% of the pipeline's CPU"
         )
-        lines.insert(0, f"input-bound: the {worst} stage bounds throughput ({why}).")
+        slows_step = (
+            worst not in waits
+            and step_pts is not None
+            and wait_pts is not None
+            and step_pts > wait_pts
+        )
+        if slows_step:
+            lines.insert(
+                0, f"input-bound: the {worst} stage's CPU slows the training step ({why})."
+            )
+        else:
+            lines.insert(0, f"input-bound: the {worst} stage bounds throughput ({why}).")
         advice = ADVICE[stage_kind(worst)]
         if measured_remedies:  # the fixes that ran, with their figures, before the untried ones
             advice = list(measured_remedies) + [f"not measured here: {a}" for a in advice]
@@ -329,6 +385,8 @@ def decide(
         pipeline_max_per_rank=pipe_max,
         gap_pct=gap_pct,
         contention_gap_pct=contention,
+        input_wait_pts=wait_pts,
+        step_slowdown_pts=step_pts,
         stage_share_pct=share,
         text=lines,
         advice=advice,

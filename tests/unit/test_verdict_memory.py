@@ -207,6 +207,57 @@ def test_a_step_that_keeps_the_cpu_busy_turns_pipeline_cores_into_gap():
     assert heavy.contention_gap_pct < 100
 
 
+def test_a_gap_is_split_into_the_wait_for_input_and_the_steps_own_slowdown():
+    """The truth suite's val-spin-160 at np=4 (2026-11-26, d484503): a map of 0.18 core-ms a
+    sample, a rank needing 0.14 of its 0.5 cores; gap 15.5% ±2.0 against the twin, the real
+    steps' input wait 4.5% of their time (step p50 50.6 ms against the ceiling's 43.3). By hand:
+    4.5 points of wait, 15.5 - 4.5 = 11.0 of the step running slower."""
+    spin = [
+        {"stage": "shuffle", "marginal_core_ms_1": 0.004, "samples_per_s_configured": 3400.0},
+        {"stage": "map", "marginal_core_ms_1": 0.18, "samples_per_s_configured": 3343.0},
+    ]
+    v = decide(
+        spin, np=4, synthetic_per_rank=733.0, cores_per_rank=0.5, gap_pct=15.5, gap_ci95=2.0,
+        input_wait_pct=4.5,
+    )  # fmt: skip
+    assert v.input_bound and v.bottleneck == "map"
+    assert (v.input_wait_pts, v.step_slowdown_pts) == pytest.approx((4.5, 11.0))
+    assert (
+        v.text[0]
+        == "input-bound: the map stage's CPU slows the training step (98% of the pipeline's CPU)."
+    )
+    assert any(
+        "of the 15.5% gap, 4.5 points are the ranks waiting for their next batch and 11.0 the step"
+        in line
+        and "(contention)" in line
+        for line in v.text
+    ), v.text
+    # a pipeline that delivers late: a map of 2.5 core-ms a sample that alone runs 800 samples/s
+    # on the rank's 2 cores, for a model that takes 928; gap 42.8% with 41.0% of the real steps'
+    # time spent waiting: 41.0 points of wait, 42.8 - 41.0 = 1.8 of the step
+    heavy = [dict(spin[0], samples_per_s_configured=810.0),
+             dict(spin[1], marginal_core_ms_1=2.5, samples_per_s_configured=800.0)]  # fmt: skip
+    late = decide(
+        heavy, np=1, synthetic_per_rank=928.0, cores_per_rank=2, gap_pct=42.8, gap_ci95=2.9,
+        input_wait_pct=41.0,
+    )  # fmt: skip
+    assert (
+        late.text[0] == "input-bound: the map stage bounds throughput (100% of the pipeline's CPU)."
+    )
+    assert (
+        "of the 42.8% gap, 41.0 points are the ranks waiting for their next batch: the pipeline "
+        "delivers too slowly; the other 1.8 are the step running slower beside it." in late.text
+    ), late.text
+    # below the line there is nothing to split, and without the wait nothing is said
+    small = decide(spin, np=1, synthetic_per_rank=928.0, cores_per_rank=2, gap_pct=2.0,
+                   gap_ci95=1.0, input_wait_pct=1.5)  # fmt: skip
+    unknown = decide(spin, np=4, synthetic_per_rank=733.0, cores_per_rank=0.5, gap_pct=15.5,
+                     gap_ci95=2.0)  # fmt: skip
+    for v in (small, unknown):
+        assert v.step_slowdown_pts is None and not any("points are" in t for t in v.text)
+    assert unknown.text[0].startswith("input-bound: the map stage bounds throughput")
+
+
 def test_memory_arithmetic_is_shown_when_a_cache_does_not_fit():
     pipe = PipelineConfig(
         cache=CacheConfig(enabled=True), shuffle=ShuffleConfig(buffer_size=10_000)
