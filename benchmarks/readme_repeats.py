@@ -7,8 +7,15 @@ set-up already done) the script keeps summary.csv and the printed output, then c
 * agreement: each real row's gap equals 1 − samples/s ÷ its printed ceiling (the twin) within
   the gap's own interval;
 * no warning: the run printed no line with "warning" and summary.csv's warning column is empty;
-* coverage: at each np, for every ordered pair of runs (i, j), run i's gap lies inside run j's
-  95% interval; the share of such pairs must be at least ``--coverage`` (0.90).
+* coverage: at each np, for every pair of runs (i, j), the two gaps differ by no more than
+  the 95% interval of their difference, sqrt(h_i² + h_j²) for half-widths h_i and h_j: each
+  interval covers what a second run gives as far as a 95% interval can. The share of such
+  pairs must be at least ``--coverage`` (0.90; 95% is what exact intervals give).
+  Printed beside it, the test this script first used: run i's gap inside run j's interval,
+  for every ordered pair. Two runs of the same true gap, each with an exact 95% interval of
+  half-width 1.96 σ, differ by a normal of σ·√2, inside 1.96 σ with probability
+  2Φ(1.96/√2) − 1 = 83%: that test could not reach its 90% target even with exact intervals
+  (a simulation of 200,000 pairs: 83.5%; the difference test: 95.0%).
 
     .venv/bin/python benchmarks/readme_repeats.py [--runs 5] [--scenario quickstart] [--out DIR]
 
@@ -101,14 +108,26 @@ def main(argv: list[str] | None = None) -> int:
     results: dict = {"runs": args.runs, "rows": rows, "coverage": {}, "problems": problems}
     ok = not problems
     for n, group in frame.groupby("np"):
-        pairs = [(a, b) for a, b in itertools.permutations(group.to_dict("records"), 2)]
-        inside = [abs(a["gap_pct"] - b["gap_pct"]) <= b["half"] for a, b in pairs]
-        share = sum(inside) / len(inside) if inside else math.nan
+        records = group.to_dict("records")
+        ordered = list(itertools.permutations(records, 2))
+        inside = [abs(a["gap_pct"] - b["gap_pct"]) <= b["half"] for a, b in ordered]
+        unordered = list(itertools.combinations(records, 2))
+        agree_pairs = [
+            abs(a["gap_pct"] - b["gap_pct"]) <= math.hypot(a["half"], b["half"])
+            for a, b in unordered
+        ]
+        share = sum(agree_pairs) / len(agree_pairs) if agree_pairs else math.nan
         results["coverage"][int(n)] = share
+        results.setdefault("inside_other_interval", {})[int(n)] = (
+            sum(inside) / len(inside) if inside else math.nan
+        )
         ok = ok and share >= args.coverage
         print(
-            f"np={n}: gaps {', '.join(f'{g:.1f}' for g in group['gap_pct'])}; one run's gap inside another's "
-            f"95% interval in {sum(inside)} of {len(inside)} ordered pairs ({100 * share:.0f}%)"
+            f"np={n}: gaps {', '.join(f'{g:.1f}' for g in group['gap_pct'])}; two runs' gaps within "
+            f"the 95% interval of their difference in {sum(agree_pairs)} of {len(agree_pairs)} pairs "
+            f"({100 * share:.0f}%; target {100 * args.coverage:.0f}%); one run's gap inside "
+            f"another's interval in {sum(inside)} of {len(inside)} ordered pairs (exact intervals: "
+            "83%)"
         )
     agree = int(frame["agrees"].sum())
     print(
