@@ -110,7 +110,15 @@ def test_a_ceiling_that_moved_at_the_same_cpu_use_is_drift_and_one_that_used_mor
     )
     assert "(drift)" in drift and "contention" not in drift
     busy = stats.ceiling_note("real", 569.5, 10.0, 662.8, 20.0, 0.98, 0.91)
-    assert "+0.07 cores" in busy and "(contention" in busy and "understates" in busy
+    assert "+0.07 cores" in busy and "(contention" in busy
+    assert busy.endswith(
+        "not the model's ceiling, and the gap is against the synthetic run's own 662.8"
+    )
+    assert stats.twin_contended(569.5, 10.0, 662.8, 20.0, 0.98, 0.91)
+    assert not stats.twin_contended(569.5, 10.0, 662.8, 20.0, 0.91, 0.91)  # drift
+    # a twin faster than the synthetic run is never the pipeline's doing, whatever its CPU
+    faster = stats.ceiling_note("real", 760.0, 10.0, 662.8, 20.0, 0.98, 0.91)
+    assert "(drift)" in faster and not stats.twin_contended(760.0, 10.0, 662.8, 20.0, 0.98, 0.91)
     # within both intervals (hypot(10, 20) = 22.4 samples/s): the two agree, nothing to say
     assert stats.ceiling_note("real", 650.0, 10.0, 662.8, 20.0, 0.99, 0.91) == ""
 
@@ -156,6 +164,52 @@ def test_summary_rows_gap_and_scaling_efficiency():
         "synthetic",
         "real",
     ]
+
+
+def test_a_twin_the_real_pipeline_worked_through_is_not_the_ceiling():
+    """The README's first command, run 4 of 5 (2026-11-26), in round numbers: the synthetic
+    run's steps took 40 ms at 72 CPU-ms (1.8 cores), the real ones 70 ms; the twin's, in
+    alternation with them, 65 ms at 128 CPU-ms (1.97 cores). By hand: the twin ran at
+    32 / 0.065 = 492.3 samples/s, 38.5% below the synthetic run's 800; against it the gap would
+    be 1 - 457.14 / 492.31 = 7.1%; against the synthetic run, 1 - 457.14 / 800 = 42.9%."""
+
+    def rounds(variant, step_ms, cpu_ms, paired=""):
+        rows = [
+            dict(
+                np=1,
+                variant=variant,
+                rank=0,
+                step=10 * r + i,
+                warmup=False,
+                input_wait_ms=0.0,
+                step_time_ms=step_ms,
+                batch_size=32,
+                end_unix_s=0.0,
+                paired=paired,
+                round=r,
+                cpu_ms=cpu_ms,
+                host="h",
+                learning_rate=0.01,
+            )  # fmt: skip
+            for r in range(10)
+            for i in range(4)
+        ]
+        return pd.DataFrame(rows, columns=STEP_COLUMNS)
+
+    own = rounds("synthetic", 40.0, 72.0).assign(round=-1)
+    real = rounds("real", 70.0, 136.0)
+    for twin_cpu, gap, ceiling, contended in (
+        (128.0, 42.857, 800.0, True),
+        (117.0, 7.143, 492.31, False),
+    ):
+        twin = rounds("synthetic", 65.0, twin_cpu, paired="real")
+        s = stats.summarize(pd.concat([own, real, twin]), {"synthetic"}).set_index("variant")
+        assert s.loc["real", "gap_pct"] == pytest.approx(gap, abs=0.01)
+        assert s.loc["real", "twin_samples_per_s"] == pytest.approx(ceiling, abs=0.01)
+        assert s.loc["real", "ceiling_shift_pct"] == pytest.approx(-38.46, abs=0.01)
+        note = s.loc["real", "ceiling_note"]
+        assert ("is against the synthetic run's own 800.0" in note) == contended, note
+        assert ("(drift)" in note) != contended, note
 
 
 def test_no_np1_run_means_no_efficiency():
