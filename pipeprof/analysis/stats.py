@@ -71,6 +71,7 @@ SUMMARY_COLUMNS = [
     "step_time_ms_p50",
     "step_time_ms_p95",
     "input_wait_pct",
+    "input_wait_max_pct",
     "gpu_util_pct",
     "cpu_util_pct",
     "cpu_cores_per_rank",
@@ -96,6 +97,11 @@ STOP_LOST = "lost"  # the stage benchmark's rate fell far below the best found (
 # synthetic run's own: the pipeline's threads kept working through them (contention). Below
 # it, a ceiling that moved did so at the same CPU use: the machine's speed changed (drift).
 CONTENTION_CORES = 0.05
+# ... and only where those steps kept the rank's share of the host's cores this busy: a pipeline
+# working beside a step with cores to spare (an accelerator's, or an emulated one's) takes none
+# of the step's time. The README's first command, CPU-trained on 2 cores: 0.90-0.98 of its
+# share on every row of ten runs; an emulated device's twin at np=1: 0.1-0.3.
+SATURATED = 0.9
 TELEMETRY_COLUMNS = (
     "gpu_util_pct",
     "cpu_util_pct",
@@ -127,6 +133,8 @@ def per_step(steps: pd.DataFrame) -> pd.DataFrame:
     agg = dict(
         step_time_ms=("step_time_ms", "mean"),
         input_wait_ms=("input_wait_ms", "mean"),
+        # ranks move in lock-step: a step is as long as its longest wait makes it
+        input_wait_max_ms=("input_wait_ms", "max"),
         samples=("batch_size", "sum"),
     )
     if "round" in measured.columns:
@@ -193,6 +201,7 @@ def ceiling_note(
     own_half: float,
     twin_cores: float,
     own_cores: float,
+    share: float = math.nan,
 ) -> str:
     """Words for a real row whose ceiling (its twin, measured in alternation with it) differs
     from the synthetic run's own beyond both intervals; "" when the two agree. When the twin
@@ -214,7 +223,7 @@ def ceiling_note(
     if math.isnan(twin_cores) or math.isnan(own_cores):
         return text + "; the gap is against the ceiling measured beside it"
     extra = twin_cores - own_cores
-    if twin_contended(twin_rate, twin_half, own_rate, own_half, twin_cores, own_cores):
+    if twin_contended(twin_rate, twin_half, own_rate, own_half, twin_cores, own_cores, share):
         return (
             text
             + f"; those steps used {twin_cores:.2f} CPU cores per rank against {own_cores:.2f}: the real "
@@ -237,21 +246,26 @@ def twin_contended(
     own_half: float,
     twin_cores: float,
     own_cores: float,
+    share: float = math.nan,
 ) -> bool:
     """The twin (the synthetic steps in alternation with a real variant) ran slower than the
-    synthetic run's own beyond both intervals, and its steps used ``CONTENTION_CORES`` more
-    CPU cores per rank: the real pipeline's threads worked through them (refilling what the
-    real steps drained), so they measured the model beside the pipeline, not the model's
-    ceiling. Seen on the README's first command (2026-11-26: a twin of 488.3 samples/s at 128
+    synthetic run's own beyond both intervals, its steps used ``CONTENTION_CORES`` more CPU
+    cores per rank, and they kept at least ``SATURATED`` of the rank's ``share`` of the
+    host's cores busy: the real pipeline's threads worked through them (refilling what the
+    real steps drained) on cores the step needed, so they measured the model beside the
+    pipeline, not the model's ceiling. Without an interval for either rate or without the
+    share, the twin stays the ceiling. Seen on the README's first command (2026-11-26: a twin of 488.3 samples/s at 128
     CPU-ms a step against the synthetic run's 789.8 at 73; the other nine runs' twins within
     16% of theirs at 0.88-1.09 times their CPU) and on the truth suite's heavy pipelines at
     np 2 and 4 (docs/validation.md)."""
-    if any(math.isnan(v) for v in (twin_rate, own_rate, twin_cores, own_cores)):
+    figures = (twin_rate, twin_half, own_rate, own_half, twin_cores, own_cores, share)
+    if any(math.isnan(v) for v in figures) or not share > 0:
         return False
-    margin = math.hypot(
-        0.0 if math.isnan(twin_half) else twin_half, 0.0 if math.isnan(own_half) else own_half
+    return (
+        own_rate - twin_rate > math.hypot(twin_half, own_half)
+        and twin_cores - own_cores >= CONTENTION_CORES
+        and twin_cores >= SATURATED * share
     )
-    return own_rate - twin_rate > margin and twin_cores - own_cores >= CONTENTION_CORES
 
 
 def paired_gap(real: pd.DataFrame, twin: pd.DataFrame) -> tuple[float, float, float]:
@@ -287,6 +301,16 @@ def rate_interval(
     return point, float(t975(blocks - 1) * rates.std(ddof=1) / math.sqrt(blocks))
 
 
+def wait_share(ps: pd.DataFrame, column: str) -> float:
+    """The share of the steps' time, in %, spent in ``column``'s wait, over the steps whose
+    wait was measured (a script's jit-compiled model, or one that turned the measurement off,
+    records none): NaN where none was, never a 0 that nothing measured."""
+    known = ps[ps[column].notna()]
+    if known.empty or not known["step_time_ms"].sum() > 0:
+        return math.nan
+    return float(100.0 * known[column].sum() / known["step_time_ms"].sum())
+
+
 def throughput(steps: pd.DataFrame) -> dict[str, float]:
     """Throughput, its 95% half-interval and step-time figures for one (np, variant)."""
     ps = per_step(steps)
@@ -300,6 +324,7 @@ def throughput(steps: pd.DataFrame) -> dict[str, float]:
             step_time_ms_p50=nan,
             step_time_ms_p95=nan,
             input_wait_pct=nan,
+            input_wait_max_pct=nan,
             measured_steps=0,
             measured_s=0.0,
         )
@@ -312,7 +337,8 @@ def throughput(steps: pd.DataFrame) -> dict[str, float]:
         step_time_ms_mean=float(ps["step_time_ms"].mean()),
         step_time_ms_p50=float(np.percentile(ps["step_time_ms"], 50)),
         step_time_ms_p95=float(np.percentile(ps["step_time_ms"], 95)),
-        input_wait_pct=float(100.0 * ps["input_wait_ms"].sum() / ps["step_time_ms"].sum()),
+        input_wait_pct=wait_share(ps, "input_wait_ms"),
+        input_wait_max_pct=wait_share(ps, "input_wait_max_ms"),
         measured_steps=int(n),
         measured_s=float(seconds.sum()),
     )
@@ -379,13 +405,16 @@ def summarize(
     synthetic_variants: set[str],
     order: list[str] | None = None,
     stops: dict[tuple[int, str], str] | None = None,
+    shares: dict[int, float] | None = None,
 ) -> pd.DataFrame:
     """One row per (np, variant): throughput, gap to the synthetic run, scaling efficiency, verdict.
 
     Rows go by np, then synthetic first, then ``order`` (the launch order) or by name.
-    ``stops`` maps (np, variant) to how its measurement ended (``VariantRun.stop_reason``).
+    ``stops`` maps (np, variant) to how its measurement ended (``VariantRun.stop_reason``);
+    ``shares`` maps np to each rank's share of its host's cores (``twin_contended``).
     """
     stops = stops or {}
+    shares = shares or {}
     paired = (
         steps["paired"].fillna("").astype(str)
         if "paired" in steps.columns
@@ -460,6 +489,7 @@ def summarize(
                     s["samples_per_s_ci95"],
                     cores_used(twin),
                     cores_used(own),
+                    shares.get(int(r["np"]), math.nan),
                 )
                 note = ceiling_note(r["variant"], *figures)
                 if twin_contended(*figures):  # the twin is not the ceiling: the synthetic run is

@@ -164,13 +164,16 @@ def contention_pct(needed: float, cores: float, host_busy_pct: float) -> float:
 
 
 def gap_parts(gap_pct: float, input_wait_pct: float) -> tuple[float, float]:
-    """A measured gap split in two, in points of the real run's step time: the rank waiting for
-    its next batch (``input_wait_pct``, the share of the real steps' time spent in the wait),
-    and the rest, the step itself running slower than the ceiling's while the pipeline works
-    beside it. Both come from one run: the gap is 1 − T_ceiling / T_real in step times (the
-    same samples a step), and T_real is its wait plus its own work, so the second part is
-    (T_work − T_ceiling) / T_real. Nothing is modelled."""
-    return input_wait_pct, gap_pct - input_wait_pct
+    """A measured gap split in two, in points of the real run's step time: the ranks waiting
+    for their next batch (``input_wait_pct``: the share of the real steps' time the longest
+    wait of each step took; ranks move in lock-step, so a step is as long as its slowest
+    rank's wait makes it), and the rest, the step itself running slower than the ceiling's
+    while the pipeline works beside it. Both come from one run: the gap is 1 − T_ceiling /
+    T_real in step times (the same samples a step), and T_real is its wait plus its own work,
+    so the second part is (T_work − T_ceiling) / T_real. A wait longer than the gap (the
+    ceiling's own steps waited too, or noise) is all of it, and the step's part is 0."""
+    wait = min(max(input_wait_pct, 0.0), gap_pct)
+    return wait, gap_pct - wait
 
 
 @dataclass(frozen=True)
@@ -222,7 +225,8 @@ def decide(
     account for a gap that size. The bounding stage is the one with the largest CPU cost per
     sample.
 
-    With the real run's ``input_wait_pct``, a gap past the line is split into its measured
+    With the real run's ``input_wait_pct`` (summary.csv's ``input_wait_max_pct``: each step's
+    longest wait over the ranks), the gap of an input-bound verdict is split into its measured
     parts (``gap_parts``): a pipeline that delivers late, or one whose CPU slows the step it
     delivers to in time. The split words the verdict; it does not decide it.
     """
@@ -303,15 +307,24 @@ def decide(
         )
     waits = waiting_stages(stage_rows)
     wait_pts = step_pts = None
-    if (
-        measured
+    if (  # the split explains an input-bound verdict: said only under one
+        bound
+        and measured
         and gap_pct is not None
         and gap_pct >= threshold_pct
         and input_wait_pct is not None
         and not math.isnan(input_wait_pct)
     ):
         wait_pts, step_pts = gap_parts(gap_pct, input_wait_pct)
-        if step_pts > wait_pts:
+        if (
+            step_pts > wait_pts and worst in waits
+        ):  # a stage waiting on its source, yet steps slowed
+            lines.append(
+                f"of the {gap_pct:.1f}% gap, {wait_pts:.1f} points are the ranks waiting for their next "
+                f"batch and {step_pts:.1f} the step itself running slower than the ceiling's while "
+                "the pipeline works beside it."
+            )
+        elif step_pts > wait_pts:
             lines.append(
                 f"of the {gap_pct:.1f}% gap, {wait_pts:.1f} points are the ranks waiting for their next "
                 f"batch and {step_pts:.1f} the step itself running slower than the ceiling's while "
@@ -354,6 +367,13 @@ def decide(
         else:
             lines.insert(0, f"input-bound: the {worst} stage bounds throughput ({why}).")
         advice = ADVICE[stage_kind(worst)]
+        if slows_step:
+            advice = [
+                "cut the CPU the pipeline takes per sample (cache before the costly stage, cheaper "
+                "transformations, or move them off this host's CPU): more parallel calls spread the "
+                "same CPU over more threads and do not help here",
+                *advice,
+            ]
         if measured_remedies:  # the fixes that ran, with their figures, before the untried ones
             advice = list(measured_remedies) + [f"not measured here: {a}" for a in advice]
     elif unexplained:

@@ -129,8 +129,8 @@ def verdicts_per_np(
                 gap_pct=float(at.loc[reference, "gap_pct"]) if measured else None,
                 gap_ci95=float(at.loc[reference, "gap_pct_ci95"]) if measured else None,
                 host_busy_pct=busy,
-                input_wait_pct=float(at.loc[reference, "input_wait_pct"])
-                if measured and "input_wait_pct" in at.columns
+                input_wait_pct=float(at.loc[reference, "input_wait_max_pct"])
+                if measured and "input_wait_max_pct" in at.columns
                 else None,
                 measured_remedies=remedies.measured_lines(summary, reference, n)
                 if remedies_cited

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pandas as pd
@@ -15,6 +16,7 @@ from pipeprof.analysis.stats import summarize
 from pipeprof.analysis.straggler import add_stragglers
 from pipeprof.analysis.telemetry import add_telemetry
 from pipeprof.data import badfiles
+from pipeprof.errors import PipeprofError
 from pipeprof.rundir import RunDir
 from pipeprof.scenario import emulated_ms
 
@@ -42,7 +44,7 @@ def write_summary(
     tel = run.telemetry()
     stops = {(int(r["np"]), r["variant"]): r.get("stop_reason", "") for r in run.variant_runs()}
     summary = add_telemetry(
-        summarize(steps, synthetic_variants, order, stops),
+        summarize(steps, synthetic_variants, order, stops, core_shares(run, steps)),
         steps[steps["paired"] == ""],
         tel["gpu"],
         tel["host"],
@@ -60,6 +62,19 @@ def write_summary(
         summary.insert(3, "hosts", [placed.get(int(n), "") for n in summary["np"]])
     run.write_summary(summary)
     return summary
+
+
+def core_shares(run: RunDir, steps: pd.DataFrame) -> dict[int, float]:
+    """Each np's share of a host's cores per rank: the cores this run could use (the
+    manifest's ``cpu_cores``) over the most ranks one host ran; {} without a manifest."""
+    try:
+        cores = float(run.manifest().get("cpu_cores") or math.nan)
+    except PipeprofError:
+        return {}
+    if steps.empty or math.isnan(cores):
+        return {}
+    busiest = steps.groupby(["np", "host"])["rank"].nunique().groupby(level="np").max()
+    return {int(n): cores / int(k) for n, k in busiest.items() if k > 0}
 
 
 def hosts_per_np(steps: pd.DataFrame) -> dict[int, str]:

@@ -109,16 +109,25 @@ def test_a_ceiling_that_moved_at_the_same_cpu_use_is_drift_and_one_that_used_mor
         "samples/s: 14.1% below the synthetic run's own 662.8"
     )
     assert "(drift)" in drift and "contention" not in drift
-    busy = stats.ceiling_note("real", 569.5, 10.0, 662.8, 20.0, 0.98, 0.91)
+    # a rank with one core (share 1.0), its twin's steps keeping 0.98 of it busy
+    busy = stats.ceiling_note("real", 569.5, 10.0, 662.8, 20.0, 0.98, 0.91, 1.0)
     assert "+0.07 cores" in busy and "(contention" in busy
     assert busy.endswith(
         "not the model's ceiling, and the gap is against the synthetic run's own 662.8"
     )
-    assert stats.twin_contended(569.5, 10.0, 662.8, 20.0, 0.98, 0.91)
-    assert not stats.twin_contended(569.5, 10.0, 662.8, 20.0, 0.91, 0.91)  # drift
+    assert stats.twin_contended(569.5, 10.0, 662.8, 20.0, 0.98, 0.91, 1.0)
+    assert not stats.twin_contended(569.5, 10.0, 662.8, 20.0, 0.91, 0.91, 1.0)  # drift
+    # the same figures on a rank with two cores: 0.98 of 2 leaves a core to spare for the
+    # pipeline, which then takes none of the step's time; without the share, nothing is known
+    assert not stats.twin_contended(569.5, 10.0, 662.8, 20.0, 0.98, 0.91, 2.0)
+    assert not stats.twin_contended(569.5, 10.0, 662.8, 20.0, 0.98, 0.91)
+    assert "(drift)" in stats.ceiling_note("real", 569.5, 10.0, 662.8, 20.0, 0.98, 0.91, 2.0)
+    # nor without an interval for the twin (fewer than 4 rounds)
+    assert not stats.twin_contended(569.5, math.nan, 662.8, 20.0, 0.98, 0.91, 1.0)
     # a twin faster than the synthetic run is never the pipeline's doing, whatever its CPU
-    faster = stats.ceiling_note("real", 760.0, 10.0, 662.8, 20.0, 0.98, 0.91)
-    assert "(drift)" in faster and not stats.twin_contended(760.0, 10.0, 662.8, 20.0, 0.98, 0.91)
+    faster = stats.ceiling_note("real", 760.0, 10.0, 662.8, 20.0, 0.98, 0.91, 1.0)
+    assert "(drift)" in faster
+    assert not stats.twin_contended(760.0, 10.0, 662.8, 20.0, 0.98, 0.91, 1.0)
     # within both intervals (hypot(10, 20) = 22.4 samples/s): the two agree, nothing to say
     assert stats.ceiling_note("real", 650.0, 10.0, 662.8, 20.0, 0.99, 0.91) == ""
 
@@ -203,13 +212,27 @@ def test_a_twin_the_real_pipeline_worked_through_is_not_the_ceiling():
         (117.0, 7.143, 492.31, False),
     ):
         twin = rounds("synthetic", 65.0, twin_cpu, paired="real")
-        s = stats.summarize(pd.concat([own, real, twin]), {"synthetic"}).set_index("variant")
+        frames = pd.concat([own, real, twin])
+        s = stats.summarize(frames, {"synthetic"}, shares={1: 2.0}).set_index("variant")
         assert s.loc["real", "gap_pct"] == pytest.approx(gap, abs=0.01)
         assert s.loc["real", "twin_samples_per_s"] == pytest.approx(ceiling, abs=0.01)
         assert s.loc["real", "ceiling_shift_pct"] == pytest.approx(-38.46, abs=0.01)
         note = s.loc["real", "ceiling_note"]
         assert ("is against the synthetic run's own 800.0" in note) == contended, note
         assert ("(drift)" in note) != contended, note
+    # an emulated device's step (30 ms asleep, 2 CPU-ms) beside a pipeline refilling through the
+    # twin's steps (32 ms, 7 CPU-ms): slower, more CPU, but 0.22 of the rank's 2 cores: the
+    # pipeline had cores to spare, the twin stays the ceiling (32 / 0.032 = 1000 samples/s)
+    emulated = pd.concat(
+        [
+            rounds("synthetic", 30.0, 2.0).assign(round=-1),
+            rounds("real", 40.0, 20.0),
+            rounds("synthetic", 32.0, 7.0, paired="real"),
+        ]
+    )
+    s = stats.summarize(emulated, {"synthetic"}, shares={1: 2.0}).set_index("variant")
+    assert s.loc["real", "twin_samples_per_s"] == pytest.approx(1000.0)
+    assert s.loc["real", "gap_pct"] == pytest.approx(20.0)
 
 
 def test_no_np1_run_means_no_efficiency():

@@ -253,9 +253,36 @@ def test_a_gap_is_split_into_the_wait_for_input_and_the_steps_own_slowdown():
                    gap_ci95=1.0, input_wait_pct=1.5)  # fmt: skip
     unknown = decide(spin, np=4, synthetic_per_rank=733.0, cores_per_rank=0.5, gap_pct=15.5,
                      gap_ci95=2.0)  # fmt: skip
-    for v in (small, unknown):
-        assert v.step_slowdown_pts is None and not any("points are" in t for t in v.text)
+    for u in (small, unknown):
+        assert u.step_slowdown_pts is None and not any("points are" in t for t in u.text)
     assert unknown.text[0].startswith("input-bound: the map stage bounds throughput")
+    # the step's part comes with advice to cut the pipeline's CPU, before the stage's own
+    assert v.advice[0].startswith("cut the CPU the pipeline takes per sample")
+    assert "more parallel calls" in v.advice[0] and not late.advice[0].startswith("cut the CPU")
+
+
+def test_the_split_is_said_only_under_an_input_bound_verdict_and_never_below_zero():
+    """A gap the pipeline cannot explain (it runs 300x faster than needed on a sliver of the
+    cores) is not blamed on it: no split follows that headline. A wait longer than the gap
+    (the ceiling's steps waited too) is all of the gap: 8.0% with a 12.0% wait is 8.0 points of
+    wait and 0.0 of step."""
+    sliver = [{"stage": "map", "marginal_core_ms_1": 0.003, "samples_per_s_configured": 300_000.0}]
+    v = decide(
+        sliver, np=1, synthetic_per_rank=1000.0, cores_per_rank=2, gap_pct=30.0, gap_ci95=2.0,
+        input_wait_pct=1.0,
+    )  # fmt: skip
+    assert not v.input_bound and v.text[0].startswith("the input pipeline is not the bottleneck")
+    assert v.step_slowdown_pts is None and not any("points are" in t for t in v.text), v.text
+    heavy = [{"stage": "map", "marginal_core_ms_1": 2.5, "samples_per_s_configured": 800.0}]
+    over = decide(
+        heavy, np=1, synthetic_per_rank=928.0, cores_per_rank=2, gap_pct=8.0, gap_ci95=1.0,
+        input_wait_pct=12.0,
+    )  # fmt: skip
+    assert (over.input_wait_pts, over.step_slowdown_pts) == (8.0, 0.0)
+    assert (
+        "of the 8.0% gap, 8.0 points are the ranks waiting for their next batch: the pipeline delivers too slowly."
+        in over.text
+    )
 
 
 def test_memory_arithmetic_is_shown_when_a_cache_does_not_fit():
