@@ -113,6 +113,19 @@ def nothing_left(cluster, within_s: float = 10.0) -> dict[str, list[str]]:
         time.sleep(0.2)
 
 
+def when_it_ended(cluster, left: dict[str, list[str]], more_s: float = 30.0) -> str:
+    """For a failure's message, what ``nothing_left`` found: whether it ended within
+    ``more_s`` more seconds, and after how many (CI, 2026-11-26: a tf.distribute rank on the
+    second host outlived a SIGTERM by more than 10 s, once in three runs; how long, unknown).
+    The assertion's 10 s stands: this only says how far past them it ran."""
+    t0 = time.monotonic()
+    still = nothing_left(cluster, within_s=more_s)
+    waited = time.monotonic() - t0
+    return f"{left}; " + (
+        f"still running {more_s:.0f} s later: {still}" if still else f"ended {waited:.1f} s later"
+    )
+
+
 @pytest.fixture
 def scenario(tmp_path) -> Path:
     path = tmp_path / "two-hosts.toml"
@@ -427,7 +440,8 @@ def test_a_rank_over_ssh_ends_when_its_ssh_client_is_stopped(cluster):
     finally:
         if client.poll() is None:
             client.kill()
-    assert not (left := nothing_left(cluster)), f"still running 10 s after ssh stopped: {left}"
+    left = nothing_left(cluster)
+    assert not left, f"still running 10 s after ssh stopped: {when_it_ended(cluster, left)}"
 
 
 @pytest.mark.horovod
@@ -447,7 +461,8 @@ def test_a_stop_signal_to_the_launcher_leaves_nothing_on_any_host(
     code, _, err = finish(proc, timeout=30)
     assert code == 128 + sig, err[-2000:]
     assert f"interrupted by {sig.name}" in err and err.strip().count("\n") == 0, err
-    assert not (left := nothing_left(cluster)), f"still running 10 s after {sig.name}: {left}"
+    left = nothing_left(cluster)
+    assert not left, f"still running 10 s after {sig.name}: {when_it_ended(cluster, left)}"
     assert measured_before_it(out) == 200
 
 
