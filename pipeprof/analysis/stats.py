@@ -13,6 +13,7 @@ neighbouring steps that makes a per-step interval too narrow.
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -193,20 +194,25 @@ def cores_used(steps: pd.DataFrame) -> float:
     return float(measured["cpu_ms"].sum() / measured["step_time_ms"].sum())
 
 
-def ceiling_note(
-    variant: str,
-    twin_rate: float,
-    twin_half: float,
-    own_rate: float,
-    own_half: float,
-    twin_cores: float,
-    own_cores: float,
-    share: float = math.nan,
-) -> str:
+class TwinFigures(NamedTuple):
+    """A real row's twin beside the synthetic run's own: samples/s and 95% half-interval each,
+    CPU cores per rank each (``cores_used``), and the rank's share of its host's cores."""
+
+    twin_rate: float
+    twin_half: float
+    own_rate: float
+    own_half: float
+    twin_cores: float
+    own_cores: float
+    share: float = math.nan
+
+
+def ceiling_note(variant: str, figures: TwinFigures) -> str:
     """Words for a real row whose ceiling (its twin, measured in alternation with it) differs
     from the synthetic run's own beyond both intervals; "" when the two agree. When the twin
     is the slower and its steps used more CPU (``twin_contended``), the gap is taken against
     the synthetic run's own ceiling, and the words say so."""
+    twin_rate, twin_half, own_rate, own_half, twin_cores, own_cores, _ = figures
     if any(math.isnan(v) for v in (twin_rate, own_rate)) or not own_rate > 0:
         return ""
     margin = math.hypot(
@@ -223,7 +229,7 @@ def ceiling_note(
     if math.isnan(twin_cores) or math.isnan(own_cores):
         return text + "; the gap is against the ceiling measured beside it"
     extra = twin_cores - own_cores
-    if twin_contended(twin_rate, twin_half, own_rate, own_half, twin_cores, own_cores, share):
+    if twin_contended(figures):
         return (
             text
             + f"; those steps used {twin_cores:.2f} CPU cores per rank against {own_cores:.2f}: the real "
@@ -239,26 +245,18 @@ def ceiling_note(
     )
 
 
-def twin_contended(
-    twin_rate: float,
-    twin_half: float,
-    own_rate: float,
-    own_half: float,
-    twin_cores: float,
-    own_cores: float,
-    share: float = math.nan,
-) -> bool:
+def twin_contended(figures: TwinFigures) -> bool:
     """The twin (the synthetic steps in alternation with a real variant) ran slower than the
     synthetic run's own beyond both intervals, its steps used ``CONTENTION_CORES`` more CPU
     cores per rank, and they kept at least ``SATURATED`` of the rank's ``share`` of the
     host's cores busy: the real pipeline's threads worked through them (refilling what the
     real steps drained) on cores the step needed, so they measured the model beside the
     pipeline, not the model's ceiling. Without an interval for either rate or without the
-    share, the twin stays the ceiling. Seen on the README's first command (2026-11-26: a twin of 488.3 samples/s at 128
-    CPU-ms a step against the synthetic run's 789.8 at 73; the other nine runs' twins within
-    16% of theirs at 0.88-1.09 times their CPU) and on the truth suite's heavy pipelines at
-    np 2 and 4 (docs/validation.md)."""
-    figures = (twin_rate, twin_half, own_rate, own_half, twin_cores, own_cores, share)
+    share, the twin stays the ceiling. Seen on the README's first command (2026-11-26: a
+    twin of 488.3 samples/s at 128 CPU-ms a step against the synthetic run's 789.8 at 73; the
+    other nine runs' twins within 16% of theirs at 0.88-1.09 times their CPU) and on the
+    truth suite's heavy pipelines at np 2 and 4 (docs/validation.md)."""
+    twin_rate, twin_half, own_rate, own_half, twin_cores, own_cores, share = figures
     if any(math.isnan(v) for v in figures) or not share > 0:
         return False
     return (
@@ -482,7 +480,7 @@ def summarize(
                 shift = (
                     100.0 * (tr / s["samples_per_s"] - 1.0) if s["samples_per_s"] > 0 else math.nan
                 )
-                figures = (
+                figures = TwinFigures(
                     tr,
                     twin_half,
                     s["samples_per_s"],
@@ -491,8 +489,8 @@ def summarize(
                     cores_used(own),
                     shares.get(int(r["np"]), math.nan),
                 )
-                note = ceiling_note(r["variant"], *figures)
-                if twin_contended(*figures):  # the twin is not the ceiling: the synthetic run is
+                note = ceiling_note(r["variant"], figures)
+                if twin_contended(figures):  # the twin is not the ceiling: the synthetic run is
                     g, h = gap(
                         r["samples_per_s"],
                         r["samples_per_s_ci95"],

@@ -316,32 +316,26 @@ def decide(
         and not math.isnan(input_wait_pct)
     ):
         wait_pts, step_pts = gap_parts(gap_pct, input_wait_pct)
-        if (
-            step_pts > wait_pts and worst in waits
-        ):  # a stage waiting on its source, yet steps slowed
-            lines.append(
-                f"of the {gap_pct:.1f}% gap, {wait_pts:.1f} points are the ranks waiting for their next "
-                f"batch and {step_pts:.1f} the step itself running slower than the ceiling's while "
-                "the pipeline works beside it."
+        said = f"of the {gap_pct:.1f}% gap, {wait_pts:.1f} points are the ranks waiting for their next batch"
+        if step_pts <= wait_pts:
+            tail = (
+                f"; the other {step_pts:.1f} are the step running slower beside it."
+                if step_pts >= 0.05
+                else "."
             )
-        elif step_pts > wait_pts:
-            lines.append(
-                f"of the {gap_pct:.1f}% gap, {wait_pts:.1f} points are the ranks waiting for their next "
-                f"batch and {step_pts:.1f} the step itself running slower than the ceiling's while "
-                "the pipeline works beside it: the pipeline delivers in time, but its threads take "
-                "CPU the step's own threads need (contention), so its CPU cost, not its speed, is "
-                "what to cut."
-            )
+            lines.append(f"{said}: the pipeline delivers too slowly{tail}")
         else:
-            lines.append(
-                f"of the {gap_pct:.1f}% gap, {wait_pts:.1f} points are the ranks waiting for their next "
-                "batch: the pipeline delivers too slowly"
-                + (
-                    f"; the other {step_pts:.1f} are the step running slower beside it."
-                    if step_pts >= 0.05
-                    else "."
+            said += f" and {step_pts:.1f} the step itself running slower than the ceiling's while the pipeline works beside it"
+            if (
+                worst in waits
+            ):  # a stage waiting on its source: no claim on whose CPU slowed the step
+                lines.append(said + ".")
+            else:
+                lines.append(
+                    said
+                    + ": the pipeline delivers in time, but its threads take CPU the step's own "
+                    "threads need (contention), so its CPU cost, not its speed, is what to cut."
                 )
-            )
     if worst in waits:
         lines.append(
             f"the {worst} stage waits rather than computes: {waits[worst]:.2f} ms of wall time per sample "
@@ -354,12 +348,7 @@ def decide(
             if worst in waits
             else f"{share[worst]:.0f}% of the pipeline's CPU"
         )
-        slows_step = (
-            worst not in waits
-            and step_pts is not None
-            and wait_pts is not None
-            and step_pts > wait_pts
-        )
+        slows_step = worst not in waits and step_pts is not None and step_pts > (wait_pts or 0.0)
         if slows_step:
             lines.insert(
                 0, f"input-bound: the {worst} stage's CPU slows the training step ({why})."

@@ -103,33 +103,41 @@ def test_a_gap_on_a_line_is_said_to_be_on_it_whether_or_not_its_measurement_reac
 
 def test_a_ceiling_that_moved_at_the_same_cpu_use_is_drift_and_one_that_used_more_cpu_is_contention():
     # the np=2 figures: twin 569.5 beside the pipeline, synthetic row 662.8
-    drift = stats.ceiling_note("real", 569.5, 10.0, 662.8, 20.0, 0.91, 0.91)
+    drift = stats.ceiling_note("real", stats.TwinFigures(569.5, 10.0, 662.8, 20.0, 0.91, 0.91))
     assert drift.startswith(
         "its ceiling, the synthetic steps measured in alternation with real, ran at 569.5 "
         "samples/s: 14.1% below the synthetic run's own 662.8"
     )
     assert "(drift)" in drift and "contention" not in drift
     # a rank with one core (share 1.0), its twin's steps keeping 0.98 of it busy
-    busy = stats.ceiling_note("real", 569.5, 10.0, 662.8, 20.0, 0.98, 0.91, 1.0)
+    busy = stats.ceiling_note("real", stats.TwinFigures(569.5, 10.0, 662.8, 20.0, 0.98, 0.91, 1.0))
     assert "+0.07 cores" in busy and "(contention" in busy
     assert busy.endswith(
         "not the model's ceiling, and the gap is against the synthetic run's own 662.8"
     )
-    assert stats.twin_contended(569.5, 10.0, 662.8, 20.0, 0.98, 0.91, 1.0)
-    assert not stats.twin_contended(569.5, 10.0, 662.8, 20.0, 0.91, 0.91, 1.0)  # drift
+    assert stats.twin_contended(stats.TwinFigures(569.5, 10.0, 662.8, 20.0, 0.98, 0.91, 1.0))
+    assert not stats.twin_contended(
+        stats.TwinFigures(569.5, 10.0, 662.8, 20.0, 0.91, 0.91, 1.0)
+    )  # drift
     # the same figures on a rank with two cores: 0.98 of 2 leaves a core to spare for the
     # pipeline, which then takes none of the step's time; without the share, nothing is known
-    assert not stats.twin_contended(569.5, 10.0, 662.8, 20.0, 0.98, 0.91, 2.0)
-    assert not stats.twin_contended(569.5, 10.0, 662.8, 20.0, 0.98, 0.91)
-    assert "(drift)" in stats.ceiling_note("real", 569.5, 10.0, 662.8, 20.0, 0.98, 0.91, 2.0)
+    assert not stats.twin_contended(stats.TwinFigures(569.5, 10.0, 662.8, 20.0, 0.98, 0.91, 2.0))
+    assert not stats.twin_contended(stats.TwinFigures(569.5, 10.0, 662.8, 20.0, 0.98, 0.91))
+    assert "(drift)" in stats.ceiling_note(
+        "real", stats.TwinFigures(569.5, 10.0, 662.8, 20.0, 0.98, 0.91, 2.0)
+    )
     # nor without an interval for the twin (fewer than 4 rounds)
-    assert not stats.twin_contended(569.5, math.nan, 662.8, 20.0, 0.98, 0.91, 1.0)
+    assert not stats.twin_contended(
+        stats.TwinFigures(569.5, math.nan, 662.8, 20.0, 0.98, 0.91, 1.0)
+    )
     # a twin faster than the synthetic run is never the pipeline's doing, whatever its CPU
-    faster = stats.ceiling_note("real", 760.0, 10.0, 662.8, 20.0, 0.98, 0.91, 1.0)
+    faster = stats.ceiling_note(
+        "real", stats.TwinFigures(760.0, 10.0, 662.8, 20.0, 0.98, 0.91, 1.0)
+    )
     assert "(drift)" in faster
-    assert not stats.twin_contended(760.0, 10.0, 662.8, 20.0, 0.98, 0.91, 1.0)
+    assert not stats.twin_contended(stats.TwinFigures(760.0, 10.0, 662.8, 20.0, 0.98, 0.91, 1.0))
     # within both intervals (hypot(10, 20) = 22.4 samples/s): the two agree, nothing to say
-    assert stats.ceiling_note("real", 650.0, 10.0, 662.8, 20.0, 0.99, 0.91) == ""
+    assert stats.ceiling_note("real", stats.TwinFigures(650.0, 10.0, 662.8, 20.0, 0.99, 0.91)) == ""
 
 
 def test_cores_used_is_cpu_time_over_wall_time_of_measured_steps():
