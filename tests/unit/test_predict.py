@@ -132,13 +132,25 @@ def test_a_measured_ceiling_sets_sync_and_the_overflow_adds_to_it():
     assert p8.gap_pct == pytest.approx(100 * (1 - 122.8 / 161.2))
     assert p8.busy_real == pytest.approx(0.204 + 8 * 12.8 / (2 * 161.2))
     assert p8.dominant == "contention" and p8.gap_cause == "contention"
-    # the np=1 extra H reproduces the source run at np=1 and adds at N without a ceiling
+    # the np=1 extra H reproduces the source run at np=1; at N it is a floor (batches came every
+    # 102.6 ms), which the 38.4 ms of overflow hides
     handoff = source(
         pipeline_core_ms_per_sample=0.0, pipeline_cpu_ms=12.8, real_handoff_ms=2.6, source_busy=0.07
     )
     h1, h8 = predict(handoff, Target(gpus_per_node=32, cores_per_node=2.0), [1, 8])
     assert h1.real_step_ms == pytest.approx(100.0 + 2.6, abs=0.1)
-    assert h8.real_step_ms == pytest.approx(100.0 + 38.4 + 2.6)
+    assert h8.real_step_ms == pytest.approx(100.0 + 38.4) and h8.contention_ms == pytest.approx(
+        38.4
+    )
+    # storage read at a set rate per rank: 40 ms beyond the device's 100 at np=1, and at np=2
+    # on 2 cores with a light pipeline (1.6 CPU-ms: κ × ρ × P = 0.45 × 1.6 / 100 × 1.6 ≈ 0.01
+    # ms) the batches still come every 140 ms: the floor sets the step, no contention on top
+    slow_read = source(
+        pipeline_core_ms_per_sample=0.0, pipeline_cpu_ms=1.6, real_handoff_ms=40.0, source_busy=0.1
+    )
+    (r2,) = predict(slow_read, Target(gpus_per_node=2, cores_per_node=2.0), [2])
+    assert r2.real_step_ms == pytest.approx(140.0) and r2.contention_ms == 0.0
+    assert r2.gap_pct == pytest.approx(100 * (1 - 100 / 140))
     # a measured synthetic step at N already holds the lone rank's cycle wait that H is
     h8c = predict(dataclasses.replace(src, real_handoff_ms=2.6, source_busy=0.07), tgt, [8])[0]
     assert h8c.real_step_ms == pytest.approx(
@@ -221,6 +233,23 @@ def test_an_uncrowded_source_travels_whole():
     assert src.pipeline_ms_per_step == 40.0 and src.sync_cpu_ms == 4.0
     assert src.real_handoff_ms == pytest.approx(4.0)  # 104 beyond max(100, (4 + 40) / 2)
     assert src.real_jitter == pytest.approx((100 / 104, 108 / 104))
+
+
+def test_an_uncrowded_source_whose_steps_took_more_cpu_than_its_stages_takes_the_stages():
+    from pipeprof.analysis.predict import transfer
+
+    # the suite's val-spin-650 at np=1 (kept run, eleventh session): 44.8 CPU-ms a real step
+    # beyond the loop's, its stages alone 32 × 0.769 = 24.6, the host 66% busy
+    src, removed = transfer(
+        measured(busy=0.66, pipeline_cpu_ms=44.8, pipeline_core_ms_per_sample=0.769)
+    )
+    assert src.pipeline_ms_per_step == pytest.approx(24.6, abs=0.01)
+    assert removed.pipeline_from == "stages" and removed.pipeline_telemetry_ms == 44.8
+    assert not removed.crowded and removed.contention_ms == 0.0
+    # the smaller figure wins either way: 2 CPU-ms a step against stages of 32 × 0.1
+    src, removed = transfer(measured(pipeline_cpu_ms=2.0, pipeline_core_ms_per_sample=0.1))
+    assert src.pipeline_ms_per_step == 2.0 and removed.pipeline_from == "telemetry"
+    assert removed.pipeline_telemetry_ms is None
 
 
 def test_a_crowded_cpu_trained_source_leaves_its_contention_and_its_model_behind():
