@@ -1,0 +1,174 @@
+"""What training loses to a case's input pipeline, measured without pipeprof's instrument.
+
+The ground-truth suite's fluid truth (``run.expected_gap``) gives a rank's pipeline its share
+of the host's cores and calls the gap 0 while the pipeline's CPU fits in it. On this 2-core
+host a pipeline that fits still slows the steps beside it (``contention_probe.py``: 7-15% on
+two rows the fluid truth calls 0). This script measures that loss directly, as a user with a
+stopwatch would: the case's emulated-device training loop under ``horovodrun -np N``, once fed
+by the case's own pipeline and once by one repeated batch, each in a launch of its own (the
+same step, ``pipeprof.rank.devices.emulated_step``, and the same pipeline,
+``pipeprof.data.pipeline.build``: the workload, not pipeprof's timing, rounds, twin or
+statistics). A plain loop times its steps with ``time.perf_counter``; the gap is
+1 − real samples/s ÷ synthetic samples/s, the synthetic launches on both sides of the real
+one so that drift hits both alike.
+
+Run by ``run.py`` for each emulated-device row at np ≥ 2 whose fluid truth is under 20%
+(the rows whose class the loss can change); by hand::
+
+    .venv/bin/python benchmarks/truth/reference.py SCENARIO.toml --np N [--rounds R]
+
+Under horovodrun (``--rank``) it is one launch: rank 0 prints ``TRUTH-REFERENCE {json}``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parents[1]))
+from benchmarks import harness  # noqa: E402
+
+TAG = "TRUTH-REFERENCE"
+WARMUP_STEPS = 40  # past the first epoch's cache fill at np=1 (1,024 images, 32 a batch)
+MEASURE_S = 6.0  # of device time: the steps a launch measures are MEASURE_S / the device's step
+
+
+def rank_main(scenario_path: str, data_root: str, mode: str, measure_s: float) -> None:
+    """One rank of one launch: WARMUP_STEPS steps, then ``measure_s`` of device time in steps
+    (the same count on every rank: the steps allreduce, so the ranks go in lockstep)."""
+    import horovod.tensorflow as hvd
+    import tensorflow as tf
+
+    from pipeprof import scenario as scen
+    from pipeprof.data import pipeline
+    from pipeprof.launch import topology
+    from pipeprof.models import build_model
+    from pipeprof.rank.devices import emulated_step
+
+    hvd.init()
+    tf.config.threading.set_intra_op_parallelism_threads(topology.cores_per_rank(hvd.local_size()))
+    s = scen.load(scenario_path)
+    device_ms = scen.emulated_ms(s.train.device)
+    if device_ms is None:
+        raise SystemExit(f"{scenario_path}: train.device is not emulated: nothing to measure here")
+    shape = (s.data.image_size, s.data.image_size, 3)
+    floats = build_model(s.model.name, shape, s.data.num_classes).count_params()
+
+    class Allreduce:  # what emulated_step asks of an engine
+        @staticmethod
+        def allreduce(t, name):
+            return hvd.allreduce(t, name=name)
+
+    step = emulated_step(tf, Allreduce, device_ms, floats, seed=hvd.rank())
+    batch = s.train.batch_size
+    if mode == "real":
+        batches = iter(
+            pipeline.build(
+                s.data,
+                s.variant_pipeline(s.variants[0]),
+                data_root=data_root,
+                shard=pipeline.Shard(hvd.rank(), hvd.size()),
+                batch_size=batch,
+            )
+        )
+    else:
+        one = (tf.zeros([batch, *shape], tf.float32), tf.zeros([batch], tf.int32))
+        batches = iter(lambda: one, None)
+    for _ in range(WARMUP_STEPS):
+        step(*next(batches))
+    steps = max(60, round(measure_s * 1e3 / device_ms))
+    times = []
+    t0 = last = time.perf_counter()
+    for _ in range(steps):
+        step(*next(batches))
+        now = time.perf_counter()
+        times.append(now - last)
+        last = now
+    if hvd.rank() == 0:
+        harness.print_tagged(
+            TAG,
+            {
+                "samples_per_s": hvd.size() * batch * steps / (last - t0),
+                "steps": steps,
+                "step_ms_p50": 1e3 * statistics.median(times),
+            },
+        )
+
+
+def launch(scenario_path: Path, data_root: str, np_: int, mode: str, log: Path | None) -> dict:
+    """One ``horovodrun -np N`` launch of this script in ``mode``; rank 0's figures."""
+    argv = [
+        *harness.horovodrun(np_),
+        sys.executable,
+        str(Path(__file__).resolve()),
+        str(scenario_path),
+        "--rank",
+        "--data-root",
+        data_root,
+        "--mode",
+        mode,
+    ]
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONUNBUFFERED": "1"}
+    proc = harness.run(
+        argv, what=f"the reference's {mode} launch at np={np_}", env=env, timeout=300
+    )
+    if log is not None:
+        with log.open("a") as fh:
+            fh.write(f"$ {' '.join(argv)}\n{proc.stdout}{proc.stderr}")
+    got = harness.read_tagged(proc.stdout, TAG)
+    if got is None:
+        raise harness.Failed(f"the reference's {mode} launch at np={np_} printed no {TAG} line")
+    return got
+
+
+def measure(scenario_path: Path, np_: int, rounds: int = 1, log: Path | None = None) -> dict:
+    """The reference gap for one case and worker count: per round, synthetic, real, synthetic
+    (the real run against the mean of the two around it); the gap is the mean over rounds."""
+    _, root = harness.prepared(str(scenario_path))
+    gaps, real, synth = [], [], []
+    for _ in range(rounds):
+        before = launch(scenario_path, root, np_, "synthetic", log)["samples_per_s"]
+        got = launch(scenario_path, root, np_, "real", log)["samples_per_s"]
+        after = launch(scenario_path, root, np_, "synthetic", log)["samples_per_s"]
+        ceiling = (before + after) / 2
+        gaps.append(100.0 * (1.0 - got / ceiling))
+        real.append(got)
+        synth += [before, after]
+    return {
+        "gap_pct": statistics.fmean(gaps),
+        "round_gaps": gaps,
+        "real_samples_per_s": real,
+        "synthetic_samples_per_s": synth,
+    }
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("scenario")
+    p.add_argument("--np", type=int, default=2)
+    p.add_argument("--rounds", type=int, default=1)
+    p.add_argument("--rank", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--data-root", default="", help=argparse.SUPPRESS)
+    p.add_argument("--mode", choices=["real", "synthetic"], default="real", help=argparse.SUPPRESS)
+    p.add_argument("--measure-s", type=float, default=MEASURE_S, help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.rank:
+        rank_main(args.scenario, args.data_root, args.mode, args.measure_s)
+        return 0
+    got = measure(Path(args.scenario), args.np, args.rounds)
+    print(
+        f"{args.scenario} np={args.np}: gap {got['gap_pct']:.1f}% "
+        f"(rounds {', '.join(f'{g:.1f}' for g in got['round_gaps'])}; real "
+        f"{', '.join(f'{v:.0f}' for v in got['real_samples_per_s'])}, synthetic "
+        f"{', '.join(f'{v:.0f}' for v in got['synthetic_samples_per_s'])} samples/s)"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    harness.entry(main)
