@@ -6,9 +6,9 @@ host a pipeline that fits still slows the steps beside it (``contention_probe.py
 two rows the fluid truth calls 0). This script measures that loss directly, as a user with a
 stopwatch would: the case's emulated-device training loop under ``horovodrun -np N``, once fed
 by the case's own pipeline and once by one repeated batch, each in a launch of its own (the
-same step, ``pipeprof.rank.devices.emulated_step``, and the same pipeline,
-``pipeprof.data.pipeline.build``: the workload, not pipeprof's timing, rounds, twin or
-statistics). A plain loop times its steps with ``time.perf_counter``; the gap is
+same step, ``pipeprof.rank.devices.emulated_step``, the same pipeline,
+``pipeprof.data.pipeline.build``, and the environment pipeprof's launcher gives emulated
+ranks: the workload, not pipeprof's timing, rounds, twin or statistics). A plain loop times its steps with ``time.perf_counter``; the gap is
 1 − real samples/s ÷ synthetic samples/s, the synthetic launches on both sides of the real
 one so that drift hits both alike.
 
@@ -32,6 +32,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1]))
 from benchmarks import harness  # noqa: E402
+from pipeprof.launch.horovod import worker_env  # noqa: E402
 
 TAG = "TRUTH-REFERENCE"
 WARMUP_STEPS = 40  # past the first epoch's cache fill at np=1 (1,024 images, 32 a batch)
@@ -113,7 +114,9 @@ def launch(scenario_path: Path, data_root: str, np_: int, mode: str, log: Path |
         "--mode",
         mode,
     ]
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONUNBUFFERED": "1"}
+    # the environment pipeprof's launcher gives emulated ranks (Horovod's cycle time among it:
+    # 5 ms, where Horovod's own 1 ms would poll a core's worth more at np=4 on 2 cores)
+    env = worker_env(dict(os.environ), str(harness.REPO), emulated=True, local_ranks=np_)
     proc = harness.run(
         argv, what=f"the reference's {mode} launch at np={np_}", env=env, timeout=300
     )
