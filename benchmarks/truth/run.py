@@ -24,7 +24,8 @@ use). Kinds:
   move to another class), the machine's measurements before any case runs include that
   loss, measured without pipeprof (``reference.py``: the case's training loop fed by its
   pipeline against the same loop fed one repeated batch, in launches of their own, timed by
-  a plain loop), and the truth is the larger of the two. On a CPU-trained model (``device = "cpu"``, np=1) the pipeline's
+  a plain loop), and the truth is the larger of the two. That costs about 65 s a row here
+  (13 rows, 14 minutes, on top of the cases' 35). On a CPU-trained model (``device = "cpu"``, np=1) the pipeline's
   CPU adds to the model's own M CPU-ms per step on the same cores: gap = P_cpu / (P_cpu + M),
   M measured by a synthetic-only run of the model first; such a case gives its ``load`` =
   P_cpu / M, and the spin's size follows from M. That is a lower bound: the pipeline's
