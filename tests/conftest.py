@@ -53,12 +53,12 @@ def the_cores(request, tmp_path_factory):
 # two new tests and the ninth session's (custom loops, the decode-less remedy, watch of a
 # loop) measured in runs of their own: the order in which the two workers take them,
 # longest first, so that neither is left with a long file while the other has finished. A
-# file not listed counts as short: the truth slice was once missing, and its 147 s came last.
+# file not listed counts as short (the truth slice was once missing, and its 147 s came last;
+# it now runs alone, among the first).
 LAUNCH_FILE_SECONDS = {
     "test_two_hosts.py": 377,
     "test_user_script.py": 165,
     "test_mirrored.py": 150,
-    "test_truth_slice.py": 135,
     "test_predict_emulated.py": 119,
     "test_compare_np2.py": 103,
     "test_diagnose_and_tune.py": 103,
