@@ -8,9 +8,9 @@ stopwatch would: the case's emulated-device training loop under ``horovodrun -np
 by the case's own pipeline and once by one repeated batch, each in a launch of its own (the
 same step, ``pipeprof.rank.devices.emulated_step``, the same pipeline,
 ``pipeprof.data.pipeline.build``, and the environment pipeprof's launcher gives emulated
-ranks: the workload, not pipeprof's timing, rounds, twin or statistics). A plain loop times its steps with ``time.perf_counter``; the gap is
-1 − real samples/s ÷ synthetic samples/s, the synthetic launches on both sides of the real
-one so that drift hits both alike.
+ranks: the workload, not pipeprof's timing, rounds, twin or statistics). A plain loop times
+its steps with ``time.perf_counter``; the gap is 1 − real samples/s ÷ synthetic samples/s,
+the synthetic launches on both sides of the real one so that drift hits both alike.
 
 Run by ``run.py`` for each emulated-device row at np ≥ 2 whose fluid truth is under 20%
 (the rows whose class the loss can change); by hand::
@@ -39,8 +39,8 @@ WARMUP_STEPS = 40  # past the first epoch's cache fill at np=1 (1,024 images, 32
 MEASURE_S = 6.0  # of device time: the steps a launch measures are MEASURE_S / the device's step
 
 
-def rank_main(scenario_path: str, data_root: str, mode: str, measure_s: float) -> None:
-    """One rank of one launch: WARMUP_STEPS steps, then ``measure_s`` of device time in steps
+def rank_main(scenario_path: str, data_root: str, mode: str) -> None:
+    """One rank of one launch: WARMUP_STEPS steps, then MEASURE_S of device time in steps
     (the same count on every rank: the steps allreduce, so the ranks go in lockstep)."""
     import horovod.tensorflow as hvd
     import tensorflow as tf
@@ -82,7 +82,7 @@ def rank_main(scenario_path: str, data_root: str, mode: str, measure_s: float) -
         batches = iter(lambda: one, None)
     for _ in range(WARMUP_STEPS):
         step(*next(batches))
-    steps = max(60, round(measure_s * 1e3 / device_ms))
+    steps = max(60, round(MEASURE_S * 1e3 / device_ms))
     times = []
     t0 = last = time.perf_counter()
     for _ in range(steps):
@@ -158,10 +158,9 @@ def main() -> int:
     p.add_argument("--rank", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--data-root", default="", help=argparse.SUPPRESS)
     p.add_argument("--mode", choices=["real", "synthetic"], default="real", help=argparse.SUPPRESS)
-    p.add_argument("--measure-s", type=float, default=MEASURE_S, help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.rank:
-        rank_main(args.scenario, args.data_root, args.mode, args.measure_s)
+        rank_main(args.scenario, args.data_root, args.mode)
         return 0
     got = measure(Path(args.scenario), args.np, args.rounds)
     print(

@@ -25,9 +25,10 @@ use). Kinds:
   loss, measured without pipeprof (``reference.py``: the case's training loop fed by its
   pipeline against the same loop fed one repeated batch, in launches of their own, timed by
   a plain loop), and the truth is the larger of the two. That costs about 65 s a row here
-  (13 rows, 14 minutes, on top of the cases' 35). On a CPU-trained model (``device = "cpu"``, np=1) the pipeline's
-  CPU adds to the model's own M CPU-ms per step on the same cores: gap = P_cpu / (P_cpu + M),
-  M measured by a synthetic-only run of the model first; such a case gives its ``load`` =
+  (13 rows, 14 minutes, on top of the cases' 35).
+
+  On a CPU-trained model (``device = "cpu"``, np=1) the pipeline's CPU adds to the model's
+  own M CPU-ms per step on the same cores: gap = P_cpu / (P_cpu + M), M measured by a synthetic-only run of the model first; such a case gives its ``load`` =
   P_cpu / M, and the spin's size follows from M. That is a lower bound: the pipeline's
   threads also break up the model's parallel ops (the first run measured 30% where it said 9%,
   on a 4 ms step), so the CPU-trained cases are only ones whose class holds for a gap up to
@@ -539,6 +540,7 @@ def predict_scores(rows: list[Row]) -> dict | None:
 
 
 def report(rows: list[Row], m: Machine, minutes: float) -> tuple[str, dict]:
+    fluid = {(r.case, str(r.np)): r.fluid_gap for r in rows}
     lines = [
         f"machine: {m.cores} cores; spin {m.spin_iter_per_us:.3f} iterations/µs of CPU; decode "
         + ", ".join(f"{px} px {us:.0f} µs" for px, us in m.decode_us.items())
@@ -554,12 +556,9 @@ def report(rows: list[Row], m: Machine, minutes: float) -> tuple[str, dict]:
         "truth): "
         + (
             ", ".join(
-                f"{name} np={n} {got['gap_pct']:.1f}% (fluid {fluid:.1f}%)"
+                f"{name} np={n} {got['gap_pct']:.1f}% (fluid {fluid.get((name, n), math.nan):.1f}%)"
                 for name, by_np in m.reference.items()
                 for n, got in by_np.items()
-                for fluid in [
-                    next((r.fluid_gap for r in rows if r.case == name and r.np == int(n)), math.nan)
-                ]
             )
             or "none"
         ),

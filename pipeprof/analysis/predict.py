@@ -4,8 +4,8 @@ Per rank and step, in milliseconds:
 
 - device  ``D``: the synthetic step at np=1 (or ``--step-ms`` for the target's accelerator);
 - CPU     the input pipeline needs ``P`` CPU-ms per rank and step (the smaller of what the
-  real run's steps took beyond the loop's and ``B × c`` from the stage costs measured alone) and the training loop ``L`` (measured on the synthetic
-  run). A node's ranks share its cores, so the CPU bound on a step is
+  real run's steps took beyond the loop's and ``B × c`` from the stage costs measured alone)
+  and the training loop ``L`` (measured on the synthetic run). A node's ranks share its cores, so the CPU bound on a step is
   ``ranks × (P + L) / cores``; tf.data overlaps it with the device through prefetch;
 - storage ``N × B × bytes_per_sample / storage bandwidth``: every reader shares the file system;
 - allreduce ``2(N−1)/N × gradient bytes / network bandwidth`` (ring allreduce), after the step;
@@ -161,7 +161,7 @@ def transfer(run: SourceRun, target_step_ms: float | None = None) -> tuple[Sourc
     crowded = not math.isnan(run.busy) and run.busy >= CROWDED_BUSY
     stage_ms = run.batch_per_rank * run.pipeline_core_ms_per_sample
     telemetry = (
-        run.pipeline_cpu_ms
+        max(0.0, run.pipeline_cpu_ms)
         if run.pipeline_cpu_ms is not None and not math.isnan(run.pipeline_cpu_ms)
         else None
     )
@@ -171,7 +171,7 @@ def transfer(run: SourceRun, target_step_ms: float | None = None) -> tuple[Sourc
     # 44.8-59.8 a real step at 53-81% busy, and the same within 3% where the host was
     # saturated or the pipeline light. What runs where the pipeline needs no core does not
     # compete for one at N: the work is the smaller of the two
-    pipe = stage_ms if crowded or telemetry is None else max(0.0, min(telemetry, stage_ms))
+    pipe = stage_ms if crowded or telemetry is None else min(telemetry, stage_ms)
     bound = (run.loop_cpu_ms + pipe) / max(run.cores, 1e-9)
     beyond = max(0.0, float(real.mean()) - max(float(synth.mean()), bound))
     contention = beyond if crowded else 0.0
@@ -198,12 +198,8 @@ def transfer(run: SourceRun, target_step_ms: float | None = None) -> tuple[Sourc
         crowded=crowded,
         busy=run.busy,
         contention_ms=contention,
-        pipeline_from="telemetry"
-        if telemetry is not None and pipe == max(0.0, telemetry)
-        else "stages",
-        pipeline_telemetry_ms=max(0.0, telemetry)
-        if telemetry is not None and pipe != max(0.0, telemetry)
-        else None,
+        pipeline_from="telemetry" if telemetry is not None and pipe == telemetry else "stages",
+        pipeline_telemetry_ms=telemetry if telemetry is not None and pipe != telemetry else None,
         model_cpu_ms=model_cpu,
         spread_removed=1.0 - keep,
     )
@@ -393,8 +389,8 @@ def predict(src: Source, tgt: Target, nps: list[int]) -> list[Prediction]:
         fed = max(s_real * max(device, storage), s_syn * max(device, storage) + contention)
         # H is a floor, not a toll: a source whose batches came every D + H ms (storage read at
         # a set rate per rank, a hand-off) delivers no slower at N, and a step lengthened at N
-        # by contention or the allreduce hides it (fitted on the suite's calibration cases:
-        # predict's MAE there 6.3 → 5.1 points with H added on top instead)
+        # by contention or the allreduce hides it (chosen on the suite's calibration cases:
+        # predict's MAE there 5.1 points with H as a floor, 6.3 with H added on top)
         floor = s_real * (device + handoff) + sync
         real_step = max(fed + sync, floor, s_real * cpu_real)
         # the contention is what the step takes beyond its base where the floor did not set it

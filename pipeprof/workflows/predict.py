@@ -199,14 +199,15 @@ def load_source(
         stage_core_ms=dict(zip(stages["stage"], stages["marginal_core_ms_configured"])),
     )
     src, removed = transfer(measured, target_step_ms)
-    if removed.crowded:
-        notes.append(crowded_note(removed, src))
-    elif removed.pipeline_telemetry_ms is not None:
+    if not removed.crowded and removed.pipeline_telemetry_ms is not None:
+        on_host = "" if math.isnan(removed.busy) else f" on a host {100 * removed.busy:.0f}% busy"
         notes.append(
             f"the real steps took {removed.pipeline_telemetry_ms:.1f} CPU-ms each beyond the training loop's, "
-            f"more than the pipeline's stages measured alone ({src.pipeline_ms_per_step:.1f}) on a host "
-            f"{100 * removed.busy:.0f}% busy: predict takes the stages' figure"
+            f"more than the pipeline's stages measured alone ({src.pipeline_ms_per_step:.1f}){on_host}: "
+            "predict takes the stages' figure"
         )
+    if removed.crowded:
+        notes.append(crowded_note(removed, src))
     elif removed.model_cpu_ms > 0:
         notes.append(
             f"the source's model took {removed.model_cpu_ms:.1f} CPU-ms per step on its CPU: left out of "
