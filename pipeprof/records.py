@@ -68,6 +68,9 @@ class VariantRun:
     # the steps one record stands for: a user's fit compiled with steps_per_execution=N is
     # timed per execution, each record one step's share of it
     steps_per_record: int = 1
+    # measured in rounds by pipeprof's own loop: its pipeline's stock flushed at the switch to
+    # its steps in "every round", or in the "first round only" (it keeps its stock when read)
+    flush: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

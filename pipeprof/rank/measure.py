@@ -32,6 +32,7 @@ class Measured:
     seconds: float  # the measured steps' time, averaged over ranks (twin's included)
     stop_reason: str
     half_pct: float  # the precision reached (NaN with fixed steps: the summary computes it)
+    flush: str = ""  # in rounds: whether its stock was flushed at every round or the first only
 
 
 class Stepper:
@@ -159,6 +160,28 @@ def flush(batches, twin_step_s: float) -> int:
     return taken
 
 
+FLUSH_EVERY, FLUSH_FIRST = "every round", "first round only"  # Measured.flush
+
+
+def keeps_stock(after_twin: float, after_real: float) -> bool:
+    """Whether a pipeline keeps its stock while the real steps take from it, from two flushes
+    of the first round (each rank's counts averaged over the ranks, so all decide alike): the
+    one at its switch to the real steps (what the pipeline stocked through the twin's steps)
+    and one at its end (what it stocked again through real steps that started from none).
+
+    A pipeline that restocks as much while it is read as while it is not is faster than the
+    steps that read it: in steady state its buffers are full, and flushing them at every
+    round is what makes it work harder than it ever does, refilling them during the measured
+    steps. And tf.data's autotuned prefetch doubles its buffer each time a flush finds it
+    empty, so the refill grows round after round: in the ground-truth suite's val-throttle-5.1
+    at np=4 the flushes took 3, 5, 9, 17, then 30 batches; the real steps' process CPU was 28
+    ms a step in rounds against 21 in one long stretch, and the gap read 19.1% and 28.8%
+    where a plain loop loses 11.7% (2026-11-27). A pipeline slower than its steps has no stock
+    left at the end of a real half (val-throttle-2.9: 1 batch, the one being made, against 3
+    after the twin's): its flushes go on."""
+    return after_real >= after_twin
+
+
 def run_variant(
     step_fn,
     batches,
@@ -189,7 +212,8 @@ def run_variant(
     ``twin_step_fn``: the step the twin's batches train with, when the variant's own differs
     (augmentation inside the step): the gap is then held against the ceiling's own step.
     At each switch from the twin's steps to the variant's, the batches its pipeline stocked
-    meanwhile are dropped (``flush``): they would hide its cost. ``replicas``: how many
+    meanwhile are dropped (``flush``): they would hide its cost; after the first round, only
+    for a pipeline that cannot restock while it is read (``keeps_stock``). ``replicas``: how many
     workers this process's steps train (tf.distribute's; each record counts their samples).
     ``learning_rate()``: the optimizer's rate, read before each step where it changes (the
     warm-up ramp) and recorded with it.
@@ -217,11 +241,21 @@ def run_variant(
     )
     on_twin = False
     twin_ms: list[float] = []
+    twin_step_s = 0.0
+    flushing, after_twin = FLUSH_EVERY, 0  # until the first round's end shows the stock kept
     while not plan.finished:
         s = plan.next_step()
-        if on_twin and s.source != TWIN and twin_ms:  # the flush lands in this step: a settle step
-            flush(batches, statistics.median(twin_ms) / 1e3)
-            twin_ms = []
+        # a flush lands in the step after it, a settle step (not measured)
+        if on_twin and s.source != TWIN and twin_ms:
+            twin_step_s, twin_ms = statistics.median(twin_ms) / 1e3, []
+            if flushing == FLUSH_EVERY:
+                after_twin = flush(batches, twin_step_s)
+        elif not on_twin and s.source == TWIN and s.round == 1 and twin_step_s:
+            after_real = flush(batches, twin_step_s)
+            counts = [float(after_twin), float(after_real)]
+            mean = average(counts) if average is not None else counts
+            if keeps_stock(float(mean[0]), float(mean[1])):
+                flushing = FLUSH_FIRST
         on_twin = s.source == TWIN
         ms = stepper.step(
             twin if on_twin else batches,
@@ -238,4 +272,6 @@ def run_variant(
         check = plan.finish_step(ms)
         if check is not None and on_check is not None:
             on_check(check)
-    return stepper.measured(train.warmup_steps, plan.stop_reason, plan.half_pct, plan.seconds)
+    measured = stepper.measured(train.warmup_steps, plan.stop_reason, plan.half_pct, plan.seconds)
+    measured.flush = flushing if twin_step_s else ""
+    return measured

@@ -399,6 +399,7 @@ def _train(job: Job, scenario: Scenario, engine: Engine, telemetry) -> int:
                     measured_s=measured.seconds,
                     stop_reason=measured.stop_reason,
                     half_pct=measured.half_pct,
+                    flush=measured.flush,
                 ),
                 index=k,
                 of=len(job.variants),

@@ -81,7 +81,8 @@ def worker_cost(run_dir: Path) -> tuple[float, int] | None:
     steps the summary's samples/s counts. Each worker prints its CPU over time, on whichever
     host it ran. Only each round's measured steps count:
     - during the twin's rounds the workers stock batches that the next round's flush drops
-      (``rank.measure.flush``), and that CPU served nothing (with it, a worker measured 0.126
+      (``rank.measure.flush``, at every round where the pipeline cannot restock while it is
+      read), and that CPU served nothing (with it, a worker measured 0.126
       core-ms a sample in rounds and 0.083 in steady state, 2026-11-25);
     - the warm-up before the first round is the workers' start (0.34-0.48 core-ms a sample in
       three story runs of 2026-11-26, against 0.093-0.131 in their measured steps), and each

@@ -179,3 +179,45 @@ def test_a_flush_of_a_pipeline_faster_than_the_model_stops_at_its_first_made_bat
     # its buffers to refill during the measured steps; a jump from ~0 to 3 ms ends it
     assert flush(stocked(5), 0.020) == 6
     assert flush(stocked(1), 0.020) == 2
+
+
+def test_a_pipeline_that_restocks_while_read_is_flushed_in_the_first_round_only():
+    import time
+
+    from pipeprof.rank import measure
+    from pipeprof.scenario import TrainConfig
+
+    def device_step(x, y):  # an accelerator: 10 ms, no host CPU
+        time.sleep(0.010)
+        return {"loss": 0.0, "accuracy": 0.0}
+
+    def flushing(per_batch_s: float) -> str:
+        train = TrainConfig(warmup_steps=4, min_measure_s=3.0, max_measure_s=3.0, target_ci_pct=0.1)
+        measured = measure.run_variant(
+            device_step,
+            _pipeline(per_batch_s, depth=30),
+            np=1,
+            variant="real",
+            rank=0,
+            train=train,
+            per_worker_batch=1,
+            twin=iter(lambda: ("x", "y"), None),
+        )
+        assert max(r.round for r in measured.records) >= 1  # the first round ended
+        return measured.flush
+
+    # a batch every 3 ms, read every 10: its 30 batches of buffers are full again at the end
+    # of each real half, as they stay in steady state
+    assert flushing(0.003) == measure.FLUSH_FIRST
+    # a batch every 20 ms: none left at the end of a real half; the twin's half stocks 30
+    assert flushing(0.020) == measure.FLUSH_EVERY
+
+
+def test_stock_kept_means_restocked_as_much_while_read_as_while_not():
+    from pipeprof.rank.measure import keeps_stock
+
+    # the first round's counts in the ground-truth suite (2026-11-27): taken at its switch to
+    # the real steps, and at its end
+    assert keeps_stock(2, 3)  # val-throttle-5.1, np=4: true gap 11.7%, pipeline keeps up
+    assert not keeps_stock(3, 1)  # val-throttle-2.9, np=4: true gap 26%, storage-bound
+    assert not keeps_stock(3, 2)  # val-spin-2800, np=2: true gap 68%, its steps wait for it
