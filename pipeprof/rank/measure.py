@@ -178,8 +178,10 @@ def keeps_stock(after_twin: float, after_real: float) -> bool:
     ms a step in rounds against 21 in one long stretch, and the gap read 19.1% and 28.8%
     where a plain loop loses 11.7% (2026-11-27). A pipeline slower than its steps has no stock
     left at the end of a real half (val-throttle-2.9: 1 batch, the one being made, against 3
-    after the twin's): its flushes go on."""
-    return after_real >= after_twin
+    after the twin's): its flushes go on. So does one that stocked nothing through the twin's
+    steps (1: the flush's first batch was being made): then neither count can tell, and its
+    flushes drop nothing to refill."""
+    return after_twin > 1 and after_real >= after_twin
 
 
 def run_variant(

@@ -221,3 +221,5 @@ def test_stock_kept_means_restocked_as_much_while_read_as_while_not():
     assert keeps_stock(2, 3)  # val-throttle-5.1, np=4: true gap 11.7%, pipeline keeps up
     assert not keeps_stock(3, 1)  # val-throttle-2.9, np=4: true gap 26%, storage-bound
     assert not keeps_stock(3, 2)  # val-spin-2800, np=2: true gap 68%, its steps wait for it
+    # nothing stocked through the twin's steps: no evidence either way, and nothing to refill
+    assert not keeps_stock(1, 1) and not keeps_stock(1, 3)
