@@ -432,6 +432,16 @@ class Row:
     def stage_right(self) -> bool:
         return self.got_stage == self.true_stage
 
+    @property
+    def on_a_line(self) -> bool:
+        """pipeprof's verdict is "on the 5% / 20% line": its interval spans a line."""
+        return "line" in self.got_class
+
+    @property
+    def truth_inside(self) -> bool:
+        """The truth lies inside pipeprof's 95% interval."""
+        return abs(self.gap - self.expected_gap) <= self.gap_ci95
+
 
 def run_case(case: Case, m: Machine, work: Path, log: Path) -> list[Row]:
     scen = work / f"{case.name}.toml"
@@ -600,6 +610,17 @@ def report(rows: list[Row], m: Machine, minutes: float) -> tuple[str, dict]:
         }
         nominal = sum(r.got_class == klass(r.nominal_gap) for r in sub)
         results["sets"][name]["class_right_nominal_truth"] = nominal / len(sub)
+        measured = [r for r in sub if not math.isnan(r.gap)]
+        lined = [r for r in measured if r.on_a_line]
+        honesty = {
+            "gap_mae": sum(abs(r.gap - r.expected_gap) for r in measured) / len(measured)
+            if measured
+            else math.nan,
+            "wrong_clear_of_lines": sum(not r.class_right and not r.on_a_line for r in measured),
+            "on_a_line": len(lined),
+            "on_a_line_truth_inside": sum(r.truth_inside for r in lined),
+        }
+        results["sets"][name].update(honesty)
         lines += [
             "",
             f"== {name} cases"
@@ -611,6 +632,10 @@ def report(rows: list[Row], m: Machine, minutes: float) -> tuple[str, dict]:
             f"verdict class right on {sum(r.class_right for r in sub)} of {len(sub)} rows ({100 * cls:.0f}%); "
             f"against the truth's first version (nominal cores and device time): {nominal} of {len(sub)}",
             matrix(sub, "true_class", "got_class", list(CLASSES)),
+            f"the measured gap against the truth: mean absolute error {honesty['gap_mae']:.1f} "
+            f"points; a wrong class with the interval clear of both lines on "
+            f"{honesty['wrong_clear_of_lines']} rows; \"on a line\" on {honesty['on_a_line']} "
+            f"rows, the truth inside the interval on {honesty['on_a_line_truth_inside']} of them",
             "",
             f"stage right on {sum(r.stage_right for r in bound)} of {len(bound)} input-bound rows"
             + (f" ({100 * stg:.0f}%)" if bound else ""),
@@ -660,6 +685,18 @@ def report(rows: list[Row], m: Machine, minutes: float) -> tuple[str, dict]:
     return "\n".join(lines), results
 
 
+def rereport(out: Path) -> int:
+    """The report of a finished run, rendered again from its results.json by today's code."""
+    saved = json.loads((out / "results.json").read_text())
+    machine = Machine(**saved["machine"])
+    rows = [Row(**r) for r in saved["rows"]]
+    text, results = report(rows, machine, saved["minutes"])
+    print(text)
+    (out / "report.txt").write_text(text + "\n")
+    (out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--set", default="both", choices=["calibration", "validation", "both"])
@@ -674,7 +711,14 @@ def main(argv: list[str] | None = None) -> int:
         help="score the run directories a --keep run left in DIR/runs again (the machine measured "
         "anew, predict run anew) without running the cases",
     )
+    p.add_argument(
+        "--report",
+        metavar="DIR",
+        help="write DIR/report.txt again from DIR/results.json (nothing run or measured)",
+    )
     args = p.parse_args(argv)
+    if args.report:
+        return rereport(Path(args.report))
     cases = load_cases(args.set)
     if args.only:
         wanted = set(args.only.split(","))
