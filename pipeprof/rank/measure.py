@@ -121,7 +121,10 @@ class Stepper:
 
 
 FLUSH_MAX_BATCHES = 256  # a flush takes at most this many batches
-FLUSH_MAX_STEPS = 2.0  # and at most this many twin steps' time: a stock comes out far faster
+# and at most this many twin steps' time, or FLUSH_STOCK_S a batch of FLUSH_MAX_BATCHES if
+# longer: a stocked batch comes in 0.1-0.3 ms, and a step of a few ms must not cut a stock of a
+# hundred short (autotune grows it: below)
+FLUSH_MAX_STEPS, FLUSH_STOCK_S = 2.0, 1e-3
 FLUSH_FRESH = 0.25  # a batch that takes this share of a twin step to come is made, not stocked
 # or this many times the quickest batch taken before it, and at least FLUSH_JUMP_MIN_S: a batch
 # from the stock comes in about 0.1 ms, one being made takes its pipeline's time
@@ -143,8 +146,13 @@ def flush(batches, twin_step_s: float) -> int:
     nothing: taking its batches flat out for ``FLUSH_MAX_STEPS`` twin steps, as the first rule
     alone did, kept every core busy and left its buffers to refill during the measured steps,
     a burst of CPU the real pipeline never makes in steady state (the ground-truth suite's
-    cheap spin, true gap 0, measured 23.5% at np=2 that way)."""
-    threshold, limit = FLUSH_FRESH * twin_step_s, FLUSH_MAX_STEPS * twin_step_s
+    cheap spin, true gap 0, measured 23.5% at np=2 that way). A stock can be large: tf.data's
+    autotuned prefetch doubles its buffer after each flush that empties it once it was full,
+    until the twin's half can no longer fill it; capped at two twin steps of 8 ms, a flush left
+    most of such a stock to the real steps, which then waited 0.3 ms for a batch through a
+    whole half (a decode-bound test's real variant, 2026-11-27)."""
+    threshold = FLUSH_FRESH * twin_step_s
+    limit = max(FLUSH_MAX_STEPS * twin_step_s, FLUSH_STOCK_S * FLUSH_MAX_BATCHES)
     started, taken, quickest = time.perf_counter(), 0, math.inf
     while taken < FLUSH_MAX_BATCHES and time.perf_counter() - started < limit:
         t0 = time.perf_counter()

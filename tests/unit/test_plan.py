@@ -164,6 +164,31 @@ def test_a_flush_takes_the_stock_and_the_first_batch_made_and_stops():
     assert flush(iter(int, 1), 0.020) == FLUSH_MAX_BATCHES
 
 
+def test_a_flush_takes_a_large_stock_whole_however_short_the_twin_step(monkeypatch):
+    from pipeprof.rank import measure
+
+    now = [0.0]  # the flush's clock, moved by the batches it takes: exact on a busy machine
+
+    class Clock:
+        @staticmethod
+        def perf_counter():
+            return now[0]
+
+    monkeypatch.setattr(measure, "time", Clock)
+
+    def stocked(n):
+        for i in range(n):
+            now[0] += 0.0002  # in the buffers: a batch in 0.2 ms
+            yield i
+        while True:
+            now[0] += 0.010  # made now: 10 ms
+            yield -1
+
+    # a twin step of 8 ms (an emulated 4 ms device): 150 stocked batches take 30 ms to drain,
+    # more than two twin steps; a flush capped there left most of them to the real steps
+    assert measure.flush(stocked(150), 0.008) == 151
+
+
 def test_a_flush_of_a_pipeline_faster_than_the_model_stops_at_its_first_made_batch():
     import time
 
