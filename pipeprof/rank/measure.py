@@ -182,7 +182,7 @@ def keeps_stock(after_twin: float, after_real: float) -> bool:
     round is what makes it work harder than it ever does, refilling them during the measured
     steps. And tf.data's autotuned prefetch doubles its buffer each time a flush finds it
     empty, so the refill grows round after round: in the ground-truth suite's val-throttle-5.1
-    at np=4 the flushes took 3, 5, 9, 17, then 30 batches; the real steps' process CPU was 28
+    the flushes took 2, 3, 9, 17, then 33 batches at np=4; the real steps' process CPU was 28
     ms a step in rounds against 21 in one long stretch, and the gap read 19.1% and 28.8%
     where a plain loop loses 11.7% (2026-11-27). A pipeline slower than its steps has no stock
     left at the end of a real half (val-throttle-2.9: 1 batch, the one being made, against 3
