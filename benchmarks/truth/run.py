@@ -28,7 +28,8 @@ use). Kinds:
   (13 rows, 14 minutes, on top of the cases' 35).
 
   On a CPU-trained model (``device = "cpu"``, np=1) the pipeline's CPU adds to the model's
-  own M CPU-ms per step on the same cores: gap = P_cpu / (P_cpu + M), M measured by a synthetic-only run of the model first; such a case gives its ``load`` =
+  own M CPU-ms per step on the same cores: gap = P_cpu / (P_cpu + M), M measured by a
+  synthetic-only run of the model first; such a case gives its ``load`` =
   P_cpu / M, and the spin's size follows from M. That is a lower bound: the pipeline's
   threads also break up the model's parallel ops (the first run measured 30% where it said 9%,
   on a 4 ms step), so the CPU-trained cases are only ones whose class holds for a gap up to
@@ -718,6 +719,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = p.parse_args(argv)
     if args.report:
+        if not (Path(args.report) / "results.json").is_file():
+            p.error(f"--report: no results.json in {args.report} (a finished run.py --out DIR)")
         return rereport(Path(args.report))
     cases = load_cases(args.set)
     if args.only:

@@ -5,8 +5,9 @@ Per rank and step, in milliseconds:
 - device  ``D``: the synthetic step at np=1 (or ``--step-ms`` for the target's accelerator);
 - CPU     the input pipeline needs ``P`` CPU-ms per rank and step (the smaller of what the
   real run's steps took beyond the loop's and ``B × c`` from the stage costs measured alone)
-  and the training loop ``L`` (measured on the synthetic run). A node's ranks share its cores, so the CPU bound on a step is
-  ``ranks × (P + L) / cores``; tf.data overlaps it with the device through prefetch;
+  and the training loop ``L`` (measured on the synthetic run). A node's ranks share its
+  cores, so the CPU bound on a step is ``ranks × (P + L) / cores``; tf.data overlaps it with
+  the device through prefetch;
 - storage ``N × B × bytes_per_sample / storage bandwidth``: every reader shares the file system;
 - allreduce ``2(N−1)/N × gradient bytes / network bandwidth`` (ring allreduce), after the step;
 - stragglers: a synchronous step waits for the slowest of N ranks, so the step is the
