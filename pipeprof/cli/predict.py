@@ -9,7 +9,7 @@ from typing import Any
 
 from rich.table import Table
 
-from pipeprof.analysis.predict import TERMS_ADVICE, Target
+from pipeprof.analysis.predict import HOP_MS, TERMS_ADVICE, Target
 from pipeprof.cli.common import add_report_argument, console_for_output, render_report
 from pipeprof.errors import PipeprofError
 from pipeprof.launch.launcher import worker_counts
@@ -46,6 +46,15 @@ def add_parser(sub: Any) -> None:
         "--network-gbps", type=float, metavar="GB/S", help="per-node network bandwidth, gigabits/s"
     )
     p.add_argument(
+        "--hop-ms",
+        type=float,
+        default=HOP_MS,
+        metavar="MS",
+        help="the latency of one of the ring allreduce's 2(N-1) steps, Horovod's coordination "
+        f"included (default {HOP_MS:g}: ranks on one host, measured here; a cluster's network "
+        "has its own)",
+    )
+    p.add_argument(
         "--step-ms",
         type=float,
         metavar="MS",
@@ -77,12 +86,15 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
     for name in ("gpus_per_node", "cores_per_node"):
         if getattr(args, name) <= 0:
             raise PipeprofError(f"predict: --{name.replace('_', '-')} must be positive")
+    if not args.hop_ms >= 0:
+        raise PipeprofError(f"predict: --hop-ms must be 0 or more, not {args.hop_ms:g}")
     target = Target(
         gpus_per_node=args.gpus_per_node,
         cores_per_node=args.cores_per_node,
         storage_mbps=args.storage_mbps,
         network_gbps=args.network_gbps,
         step_ms=args.step_ms,
+        hop_ms=args.hop_ms,
     )
     ceiling = Path(args.ceiling) if args.ceiling else None
     if ceiling is not None and not ceiling.is_dir():
@@ -145,6 +157,15 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
     if any(p.sync_measured for p in preds):
         console.print(
             f"* sync measured by the synthetic-only run {ceiling}; elsewhere from the network model"
+        )
+    if not all(p.sync_measured for p in preds if p.np > 1):
+        console.print(
+            f"sync: 2(N−1) ring steps of {args.hop_ms:g} ms each (--hop-ms)"
+            + (
+                f" plus the gradient over {args.network_gbps:g} Gb/s"
+                if args.network_gbps
+                else "; no --network-gbps: the bytes' time left out"
+            )
         )
     for note in ctx["notes"]:
         console.print(f"[yellow]note:[/] {note}")

@@ -75,6 +75,29 @@ def test_ring_allreduce_and_storage_terms():
     assert p.storage_ms == pytest.approx(32 * 32 * 110_000 / 2e9 * 1e3)
 
 
+def test_each_ring_step_adds_its_latency_to_both_steps_but_not_to_the_storage_floor():
+    # np=4: 2(N−1) = 6 ring steps of 1.5 ms, 9 ms, on top of the bytes' time over 100 Gb/s
+    tgt = Target(gpus_per_node=4, cores_per_node=64, network_gbps=100.0, hop_ms=1.5)
+    (p,) = predict(source(pipeline_core_ms_per_sample=0.0), tgt, [4])
+    assert p.allreduce_ms == pytest.approx(9.0 + 2 * 3 / 4 * 100e6 / 12.5e9 * 1e3)
+    assert p.synth_step_ms == pytest.approx(100.0 + p.allreduce_ms)
+    assert p.real_step_ms == pytest.approx(p.synth_step_ms) and p.gap_pct == pytest.approx(0.0)
+    (one,) = predict(source(pipeline_core_ms_per_sample=0.0), tgt, [1])
+    assert one.allreduce_ms == 0.0  # one rank: no ring
+    # storage read at a set rate per rank (batches every 140 ms at np=1): the reader reads on
+    # through the ring's 2 × 1.5 ms at np=2, so the step is the floor's 140, not 143, against
+    # a synthetic step of 103
+    slow_read = source(
+        pipeline_core_ms_per_sample=0.0,
+        pipeline_cpu_ms=1.6,
+        real_handoff_ms=40.0,
+        gradient_bytes=0.0,
+    )
+    (r2,) = predict(slow_read, Target(gpus_per_node=2, cores_per_node=2.0, hop_ms=1.5), [2])
+    assert r2.synth_step_ms == pytest.approx(103.0) and r2.real_step_ms == pytest.approx(140.0)
+    assert r2.gap_pct == pytest.approx(100 * (1 - 103 / 140))
+
+
 def test_stragglers_grow_with_n_and_cost_the_gap_when_real_steps_are_noisier():
     jit = tuple(np.random.default_rng(2).normal(1.0, 0.2, 5000).clip(0.5))
     src = source(real_jitter=jit, synth_jitter=(1.0,), pipeline_core_ms_per_sample=0.0)
