@@ -4,13 +4,14 @@ The ground-truth suite's fluid truth (``run.expected_gap``) gives a rank's pipel
 of the host's cores and calls the gap 0 while the pipeline's CPU fits in it. On this 2-core
 host a pipeline that fits still slows the steps beside it (``contention_probe.py``: 7-15% on
 two rows the fluid truth calls 0). This script measures that loss directly, as a user with a
-stopwatch would: the case's emulated-device training loop under ``horovodrun -np N``, once fed
-by the case's own pipeline and once by one repeated batch, each in a launch of its own (the
-same step, ``pipeprof.rank.devices.emulated_step``, the same pipeline,
+stopwatch would: the case's emulated-device training loop under ``horovodrun -np N``, fed by
+one repeated batch, then by the case's own pipeline, then by the repeated batch again, in one
+launch (the same step, ``pipeprof.rank.devices.emulated_step``, the same pipeline,
 ``pipeprof.data.pipeline.build``, and the environment pipeprof's launcher gives emulated
 ranks: the workload, not pipeprof's timing, rounds, twin or statistics). A plain loop times
 its steps with ``time.perf_counter``; the gap is 1 − real samples/s ÷ synthetic samples/s,
-the synthetic launches on both sides of the real one so that drift hits both alike.
+the synthetic phases on both sides of the real one so that drift hits both alike. One launch
+for the three phases, not one each, saves two start-ups of TensorFlow and Horovod a row.
 
 Run by ``run.py`` for each emulated-device row at np ≥ 2 whose fluid truth is under 20%
 (the rows whose class the loss can change); by hand::
@@ -36,12 +37,18 @@ from pipeprof.launch.horovod import worker_env  # noqa: E402
 
 TAG = "TRUTH-REFERENCE"
 WARMUP_STEPS = 40  # past the first epoch's cache fill at np=1 (1,024 images, 32 a batch)
+WARMUP_SYNTHETIC = 10  # one repeated batch has no cache to fill: past tf.function's tracing
 MEASURE_S = 6.0  # of device time: the steps a launch measures are MEASURE_S / the device's step
 
 
-def rank_main(scenario_path: str, data_root: str, mode: str) -> None:
-    """One rank of one launch: WARMUP_STEPS steps, then MEASURE_S of device time in steps
-    (the same count on every rank: the steps allreduce, so the ranks go in lockstep)."""
+def rank_main(scenario_path: str, data_root: str) -> None:
+    """One rank of the launch: three phases, synthetic, real, synthetic, each a warm-up and
+    then MEASURE_S of device time in steps (the same count on every rank: the
+    steps allreduce, so the ranks go in lockstep). The real pipeline's iterator is made when
+    its phase starts and deleted when it ends, so no thread of it runs beside a synthetic
+    phase."""
+    import gc
+
     import horovod.tensorflow as hvd
     import tensorflow as tf
 
@@ -67,42 +74,40 @@ def rank_main(scenario_path: str, data_root: str, mode: str) -> None:
 
     step = emulated_step(tf, Allreduce, device_ms, floats, seed=hvd.rank())
     batch = s.train.batch_size
-    if mode == "real":
-        batches = iter(
-            pipeline.build(
-                s.data,
-                s.variant_pipeline(s.variants[0]),
-                data_root=data_root,
-                shard=pipeline.Shard(hvd.rank(), hvd.size()),
-                batch_size=batch,
-            )
-        )
-    else:
-        one = (tf.zeros([batch, *shape], tf.float32), tf.zeros([batch], tf.int32))
-        batches = iter(lambda: one, None)
-    for _ in range(WARMUP_STEPS):
-        step(*next(batches))
     steps = max(60, round(MEASURE_S * 1e3 / device_ms))
-    times = []
-    t0 = last = time.perf_counter()
-    for _ in range(steps):
-        step(*next(batches))
-        now = time.perf_counter()
-        times.append(now - last)
-        last = now
+    one = (tf.zeros([batch, *shape], tf.float32), tf.zeros([batch], tf.int32))
+
+    def phase(batches, warmup: int) -> float:
+        for _ in range(warmup):
+            step(*next(batches))
+        t0 = time.perf_counter()
+        for _ in range(steps):
+            step(*next(batches))
+        return hvd.size() * batch * steps / (time.perf_counter() - t0)
+
+    before = phase(iter(lambda: one, None), WARMUP_SYNTHETIC)
+    real = iter(
+        pipeline.build(
+            s.data,
+            s.variant_pipeline(s.variants[0]),
+            data_root=data_root,
+            shard=pipeline.Shard(hvd.rank(), hvd.size()),
+            batch_size=batch,
+        )
+    )
+    got = phase(real, WARMUP_STEPS)
+    del real  # its threads stop with it
+    gc.collect()
+    after = phase(iter(lambda: one, None), WARMUP_SYNTHETIC)
     if hvd.rank() == 0:
         harness.print_tagged(
             TAG,
-            {
-                "samples_per_s": hvd.size() * batch * steps / (last - t0),
-                "steps": steps,
-                "step_ms_p50": 1e3 * statistics.median(times),
-            },
+            {"before": before, "real": got, "after": after, "steps": steps},
         )
 
 
-def launch(scenario_path: Path, data_root: str, np_: int, mode: str, log: Path | None) -> dict:
-    """One ``horovodrun -np N`` launch of this script in ``mode``; rank 0's figures."""
+def launch(scenario_path: Path, data_root: str, np_: int, log: Path | None) -> dict:
+    """One ``horovodrun -np N`` launch of this script's three phases; rank 0's figures."""
     argv = [
         *harness.horovodrun(np_),
         sys.executable,
@@ -111,37 +116,32 @@ def launch(scenario_path: Path, data_root: str, np_: int, mode: str, log: Path |
         "--rank",
         "--data-root",
         data_root,
-        "--mode",
-        mode,
     ]
     # the environment pipeprof's launcher gives emulated ranks (Horovod's cycle time among it:
     # 5 ms, where Horovod's own 1 ms would poll a core's worth more at np=4 on 2 cores)
     env = worker_env(dict(os.environ), str(harness.REPO), emulated=True, local_ranks=np_)
-    proc = harness.run(
-        argv, what=f"the reference's {mode} launch at np={np_}", env=env, timeout=300
-    )
+    proc = harness.run(argv, what=f"the reference's launch at np={np_}", env=env, timeout=300)
     if log is not None:
         with log.open("a") as fh:
             fh.write(f"$ {' '.join(argv)}\n{proc.stdout}{proc.stderr}")
     got = harness.read_tagged(proc.stdout, TAG)
     if got is None:
-        raise harness.Failed(f"the reference's {mode} launch at np={np_} printed no {TAG} line")
+        raise harness.Failed(f"the reference's launch at np={np_} printed no {TAG} line")
     return got
 
 
 def measure(scenario_path: Path, np_: int, rounds: int = 1, log: Path | None = None) -> dict:
-    """The reference gap for one case and worker count: per round, synthetic, real, synthetic
-    (the real run against the mean of the two around it); the gap is the mean over rounds."""
+    """The reference gap for one case and worker count: per round one launch of synthetic,
+    real, synthetic (the real phase against the mean of the two around it); the gap is the
+    mean over rounds."""
     _, root = harness.prepared(str(scenario_path))
     gaps, real, synth = [], [], []
     for _ in range(rounds):
-        before = launch(scenario_path, root, np_, "synthetic", log)["samples_per_s"]
-        got = launch(scenario_path, root, np_, "real", log)["samples_per_s"]
-        after = launch(scenario_path, root, np_, "synthetic", log)["samples_per_s"]
-        ceiling = (before + after) / 2
-        gaps.append(100.0 * (1.0 - got / ceiling))
-        real.append(got)
-        synth += [before, after]
+        got = launch(scenario_path, root, np_, log)
+        ceiling = (got["before"] + got["after"]) / 2
+        gaps.append(100.0 * (1.0 - got["real"] / ceiling))
+        real.append(got["real"])
+        synth += [got["before"], got["after"]]
     return {
         "gap_pct": statistics.fmean(gaps),
         "round_gaps": gaps,
@@ -157,10 +157,9 @@ def main() -> int:
     p.add_argument("--rounds", type=int, default=1)
     p.add_argument("--rank", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--data-root", default="", help=argparse.SUPPRESS)
-    p.add_argument("--mode", choices=["real", "synthetic"], default="real", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.rank:
-        rank_main(args.scenario, args.data_root, args.mode)
+        rank_main(args.scenario, args.data_root)
         return 0
     got = measure(Path(args.scenario), args.np, args.rounds)
     print(
