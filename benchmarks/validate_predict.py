@@ -6,7 +6,7 @@
    node): the target's synchronisation cost and CPU use with no input pipeline running, as
    one would measure in the first minutes of a booking. It reads no data.
 3. `pipeprof predict` from the np=1 run, with that ceiling (and, for comparison, without it:
-   the network model alone, which knows nothing of Horovod's coordination on this box).
+   synchronisation from the ring's steps at ``--hop-ms``'s default for ranks on one host).
 4. Emulated compares at np = 2, 4, 8 (and more with --nps), synthetic and real, with real
    Horovod ranks: the measured gaps, from runs independent of steps 1-3.
 5. Predicted against measured gap per np; each must land within ±5 points.
@@ -126,7 +126,10 @@ def main() -> None:
             f"{'   (the source run itself)' if n == 1 else ''}"
         )
     print()
-    print("'np=1 alone': predict without the ceiling, synchronisation from the network model only")
+    print(
+        "'np=1 alone': predict without the ceiling, synchronisation from the ring's steps at "
+        "--hop-ms's default"
+    )
     print(
         "PASS: every prediction within ±5 points"
         if ok

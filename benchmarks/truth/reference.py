@@ -37,7 +37,7 @@ from pipeprof.launch.horovod import worker_env  # noqa: E402
 
 TAG = "TRUTH-REFERENCE"
 WARMUP_STEPS = 40  # past the first epoch's cache fill at np=1 (1,024 images, 32 a batch)
-WARMUP_SYNTHETIC = 10  # one repeated batch has no cache to fill: past tf.function's tracing
+WARMUP_SYNTHETIC = 10  # one repeated batch has no cache to fill: past Horovod's first allreduces
 MEASURE_S = 6.0  # of device time: the steps a launch measures are MEASURE_S / the device's step
 
 

@@ -23,9 +23,9 @@ use). Kinds:
   for every emulated row at np >= 2 whose fluid truth is under 20% (the rows that loss can
   move to another class), the machine's measurements before any case runs include that
   loss, measured without pipeprof (``reference.py``: the case's training loop fed by its
-  pipeline against the same loop fed one repeated batch, in launches of their own, timed by
-  a plain loop), and the truth is the larger of the two. That costs about 65 s a row here
-  (13 rows, 14 minutes, on top of the cases' 35).
+  pipeline between two phases of the same loop fed one repeated batch, in one launch, timed
+  by a plain loop), and the truth is the larger of the two. That costs about 35 s a row at
+  np=2 here (it was 65 s with a launch for each phase).
 
   On a CPU-trained model (``device = "cpu"``, np=1) the pipeline's CPU adds to the model's
   own M CPU-ms per step on the same cores: gap = P_cpu / (P_cpu + M), M measured by a

@@ -9,8 +9,9 @@ Per rank and step, in milliseconds:
   cores, so the CPU bound on a step is ``ranks × (P + L) / cores``; tf.data overlaps it with
   the device through prefetch;
 - storage ``N × B × bytes_per_sample / storage bandwidth``: every reader shares the file system;
-- allreduce ``2(N−1) × α + 2(N−1)/N × gradient bytes / network bandwidth`` (a ring allreduce's
-  2(N−1) steps, each with its latency α, ``--hop-ms``, and its share of the bytes), after the step;
+- allreduce ``2(N−1) × α + 2(N−1)/N × gradient bytes / network bandwidth``: a ring
+  allreduce's 2(N−1) steps, each with its latency α (``--hop-ms``) and its share of the
+  bytes, after the step;
 - stragglers: a synchronous step waits for the slowest of N ranks, so the step is the
   expected maximum of N draws from the measured per-step distribution, not its mean;
 - np=1 extra ``H``: what a real step took at np=1 beyond the synthetic step and any CPU bound:
@@ -224,9 +225,8 @@ class Target:
     network_gbps: float | None = None  # per node, for the allreduce
     step_ms: float | None = None  # the target accelerator's step, when known
     ceiling: dict[int, Ceiling] = field(default_factory=dict)  # measured synthetic steps per np
-    hop_ms: float = (
-        0.0  # α: one ring step's latency, Horovod's coordination included (2(N−1) a step)
-    )
+    # α: one ring step's latency, Horovod's coordination included (2(N−1) of them a step)
+    hop_ms: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -309,7 +309,8 @@ def overflow_ms(ranks: int, cores: float, pipeline_ms: float) -> float:
 # (benchmarks/truth/, run of 2026-11-27 on 18d453e). Their synthetic steps at np 2 and 4 ran
 # longer than this model's without α by 0.78–1.41 ms per ring step (14 figures, 7 cases,
 # device times 20 and 26.3 ms); the median is taken. The validation cases' same figures,
-# never used here, were 0.59–1.24 (median 1.04). A cluster's network has its own: --hop-ms
+# never used here, were 0.59–1.24 (median 1.04). A cluster's network has its own: the CLI
+# takes this figure only for a target without --network-gbps (ranks on one host)
 HOP_MS = 1.2
 BUSY_SYNC = (
     0.45  # κ: the share of a rank's pipeline CPU that a synchronous step waits, at full busy
@@ -419,12 +420,14 @@ def predict(src: Source, tgt: Target, nps: list[int]) -> list[Prediction]:
             "input": max(0.0, cpu_real - max(device, storage)),
             "storage": max(0.0, storage - max(device, cpu_real)),
             "stragglers": (s_real - 1.0) * base_real,
-            "allreduce": sync,
+            # where the floor sets the real step, the allreduce ran under it (the reader read on)
+            "allreduce": 0.0 if floor >= fed + sync else sync,
             "contention": contention,
         }
         top = max(extra, key=lambda k: extra[k])
         dominant = top if extra[top] > 0.05 * device else "compute"
-        # the gap: what a real step adds over a synthetic one (the allreduce is in both)
+        # the gap: what a real step adds over a synthetic one (the allreduce is in both, or
+        # under the floor)
         added = {
             "input": extra["input"],
             "storage": extra["storage"],

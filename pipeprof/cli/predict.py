@@ -4,6 +4,7 @@ expect on a cluster, from a run on one machine."""
 from __future__ import annotations
 
 import argparse
+import math
 from pathlib import Path
 from typing import Any
 
@@ -48,11 +49,10 @@ def add_parser(sub: Any) -> None:
     p.add_argument(
         "--hop-ms",
         type=float,
-        default=HOP_MS,
         metavar="MS",
         help="the latency of one of the ring allreduce's 2(N-1) steps, Horovod's coordination "
-        f"included (default {HOP_MS:g}: ranks on one host, measured here; a cluster's network "
-        "has its own)",
+        f"included (default {HOP_MS:g} without --network-gbps: ranks on one host, fitted on "
+        "this project's ground-truth suite; 0 with it: give your network's)",
     )
     p.add_argument(
         "--step-ms",
@@ -86,15 +86,18 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
     for name in ("gpus_per_node", "cores_per_node"):
         if getattr(args, name) <= 0:
             raise PipeprofError(f"predict: --{name.replace('_', '-')} must be positive")
-    if not args.hop_ms >= 0:
-        raise PipeprofError(f"predict: --hop-ms must be 0 or more, not {args.hop_ms:g}")
+    hop_ms = args.hop_ms
+    if hop_ms is None:
+        hop_ms = 0.0 if args.network_gbps else HOP_MS
+    if not (math.isfinite(hop_ms) and hop_ms >= 0):
+        raise PipeprofError(f"predict: --hop-ms must be a number of ms, 0 or more, not {hop_ms:g}")
     target = Target(
         gpus_per_node=args.gpus_per_node,
         cores_per_node=args.cores_per_node,
         storage_mbps=args.storage_mbps,
         network_gbps=args.network_gbps,
         step_ms=args.step_ms,
-        hop_ms=args.hop_ms,
+        hop_ms=hop_ms,
     )
     ceiling = Path(args.ceiling) if args.ceiling else None
     if ceiling is not None and not ceiling.is_dir():
@@ -159,14 +162,20 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
             f"* sync measured by the synthetic-only run {ceiling}; elsewhere from the network model"
         )
     if not all(p.sync_measured for p in preds if p.np > 1):
-        console.print(
-            f"sync: 2(N−1) ring steps of {args.hop_ms:g} ms each (--hop-ms)"
-            + (
-                f" plus the gradient over {args.network_gbps:g} Gb/s"
-                if args.network_gbps
-                else "; no --network-gbps: the bytes' time left out"
-            )
+        default = args.hop_ms is None
+        latency = (
+            f"2(N−1) ring steps of {hop_ms:g} ms each (--hop-ms"
+            + (", the default for ranks on one host)" if default else ")")
+            if hop_ms
+            else "no ring-step latency (--hop-ms 0"
+            + (", the default with --network-gbps)" if default else ")")
         )
+        network = (
+            f"the gradient over {args.network_gbps:g} Gb/s"
+            if args.network_gbps
+            else "no --network-gbps: the bytes' time left out"
+        )
+        console.print(f"sync: {latency}; {network}")
     for note in ctx["notes"]:
         console.print(f"[yellow]note:[/] {note}")
     if ctx["service"] is not None:

@@ -79,8 +79,8 @@ def test_each_ring_step_adds_its_latency_to_both_steps_but_not_to_the_storage_fl
     # np=4: 2(N−1) = 6 ring steps of 1.5 ms, 9 ms, on top of the bytes' time over 100 Gb/s
     tgt = Target(gpus_per_node=4, cores_per_node=64, network_gbps=100.0, hop_ms=1.5)
     (p,) = predict(source(pipeline_core_ms_per_sample=0.0), tgt, [4])
-    assert p.allreduce_ms == pytest.approx(9.0 + 2 * 3 / 4 * 100e6 / 12.5e9 * 1e3)
-    assert p.synth_step_ms == pytest.approx(100.0 + p.allreduce_ms)
+    assert p.allreduce_ms == pytest.approx(9.0 + 12.0)  # 1.5 × 100 MB over 12.5 GB/s: 12 ms
+    assert p.synth_step_ms == pytest.approx(121.0)
     assert p.real_step_ms == pytest.approx(p.synth_step_ms) and p.gap_pct == pytest.approx(0.0)
     (one,) = predict(source(pipeline_core_ms_per_sample=0.0), tgt, [1])
     assert one.allreduce_ms == 0.0  # one rank: no ring
@@ -96,6 +96,12 @@ def test_each_ring_step_adds_its_latency_to_both_steps_but_not_to_the_storage_fl
     (r2,) = predict(slow_read, Target(gpus_per_node=2, cores_per_node=2.0, hop_ms=1.5), [2])
     assert r2.synth_step_ms == pytest.approx(103.0) and r2.real_step_ms == pytest.approx(140.0)
     assert r2.gap_pct == pytest.approx(100 * (1 - 103 / 140))
+    # the allreduce ran under the floor: it is not what dominates the 140 ms step
+    assert r2.allreduce_ms == pytest.approx(3.0) and r2.dominant == "compute"
+    # a step measured at N (the ceiling) holds its synchronisation: α is not added to it
+    tgt_c = Target(gpus_per_node=4, cores_per_node=64, hop_ms=1.5, ceiling={4: Ceiling(110.0, 0.1)})
+    (c4,) = predict(source(pipeline_core_ms_per_sample=0.0), tgt_c, [4])
+    assert c4.synth_step_ms == pytest.approx(110.0) and c4.allreduce_ms == pytest.approx(10.0)
 
 
 def test_stragglers_grow_with_n_and_cost_the_gap_when_real_steps_are_noisier():
