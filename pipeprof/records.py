@@ -8,7 +8,7 @@ agree on one schema; from_dict checks types with the same loader as scenarios
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from pipeprof.config import build
@@ -71,6 +71,10 @@ class VariantRun:
     # measured in rounds by pipeprof's own loop: its pipeline's stock flushed at the switch to
     # its steps in "every round", or in the "first round only" (it keeps its stock when read)
     flush: str = ""
+    # what ``rank.measure.keeps_stock`` decided ``flush`` on, averaged over ranks: the first
+    # round's flushes in batches (at its switch to the real steps, at its end) and its real
+    # steps' mean wait for a batch as a share of a twin step
+    flush_counts: list[float] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -33,6 +33,10 @@ class Measured:
     stop_reason: str
     half_pct: float  # the precision reached (NaN with fixed steps: the summary computes it)
     flush: str = ""  # in rounds: whether its stock was flushed at every round or the first only
+    # what ``keeps_stock`` decided on, averaged over ranks: the first round's two flushes'
+    # batches (at its switch to the real steps, at its end) and its real steps' mean wait for
+    # a batch as a share of a twin step
+    flush_counts: tuple[float, ...] = ()
 
 
 class Stepper:
@@ -171,11 +175,13 @@ def flush(batches, twin_step_s: float) -> int:
 FLUSH_EVERY, FLUSH_FIRST = "every round", "first round only"  # Measured.flush
 
 
-def keeps_stock(after_twin: float, after_real: float) -> bool:
+def keeps_stock(after_twin: float, after_real: float, real_wait: float = 0.0) -> bool:
     """Whether a pipeline keeps its stock while the real steps take from it, from two flushes
     of the first round (each rank's counts averaged over the ranks, so all decide alike): the
     one at its switch to the real steps (what the pipeline stocked through the twin's steps)
-    and one at its end (what it stocked again through real steps that started from none).
+    and one at its end (what it stocked again through real steps that started from none);
+    and from ``real_wait``, the mean wait of those real steps for their batch, as a share of
+    a twin step (averaged over the ranks too).
 
     A pipeline that restocks as much while it is read as while it is not is faster than the
     steps that read it: in steady state its buffers are full, and flushing them at every
@@ -188,8 +194,23 @@ def keeps_stock(after_twin: float, after_real: float) -> bool:
     left at the end of a real half (val-throttle-2.9: 1 batch, the one being made, against 3
     after the twin's): its flushes go on. So does one that stocked nothing through the twin's
     steps (1: the flush's first batch was being made): then neither count can tell, and its
-    flushes drop nothing to refill."""
-    return after_twin > 1 and after_real >= after_twin
+    flushes drop nothing to refill.
+
+    The counts are a few batches, and a batch half made when a flush starts comes in time to
+    count as stocked: in the ground-truth suite's run of 2026-11-27 (fifteenth session) three
+    pipelines two to three times slower than their steps at np=2 (cal-spin-1420, val-decode-576,
+    val-spin-2800) were judged to keep their stock, and read 41-45% where the truth was 52-66%
+    (four later runs of val-spin-2800 counted 2.5-4 batches, then 1-2; one of val-decode-576
+    counted 5, then 6). Their first round's real steps said otherwise: a mean wait of 44-79% of
+    a twin step for each batch. In that run every pipeline the counts kept flushing waited
+    25-142% (11.9% the one exception, on 2 cores at np=1), and every one faster than its steps
+    at most 11% (at np=4), mostly 1-3%, the iterator's hand-off. The mean, not the median: at
+    np=2 one rank's waits can show in the other's step instead (val-decode-576 at np=2: rank 0
+    waited a median 0.4 ms, mean 5 ms, rank 1 a median 0.5, mean 13.6, of a 28 ms twin step,
+    while their real steps took 2.8 times the twin's). A real step that waits ``FLUSH_FRESH``
+    of a twin step or more for its batch (the flush's own mark of a batch being made, not
+    stocked) has no stock to keep."""
+    return after_twin > 1 and after_real >= after_twin and real_wait < FLUSH_FRESH
 
 
 def run_variant(
@@ -253,6 +274,8 @@ def run_variant(
     twin_ms: list[float] = []
     twin_step_s = 0.0
     flushing, after_twin = FLUSH_EVERY, 0  # until the first round's end shows the stock kept
+    decided_on: tuple[float, ...] = ()
+    first_waits: list[float] = []  # the first round's real steps' waits for a batch, ms
     while not plan.finished:
         s = plan.next_step()
         # a flush lands in the step after it, a settle step (not measured)
@@ -262,9 +285,11 @@ def run_variant(
                 after_twin = flush(batches, twin_step_s)
         elif not on_twin and s.source == TWIN and s.round == 1 and twin_step_s:
             after_real = flush(batches, twin_step_s)
-            counts = [float(after_twin), float(after_real)]
+            wait = statistics.fmean(first_waits) / 1e3 / twin_step_s if first_waits else 0.0
+            counts = [float(after_twin), float(after_real), wait]
             mean = average(counts) if average is not None else counts
-            if keeps_stock(float(mean[0]), float(mean[1])):
+            decided_on = tuple(float(v) for v in mean)
+            if keeps_stock(*decided_on):
                 flushing = FLUSH_FIRST
         on_twin = s.source == TWIN
         ms = stepper.step(
@@ -279,9 +304,12 @@ def run_variant(
         )
         if on_twin:
             twin_ms.append(ms)
+        elif s.round == 0 and not s.warmup:
+            first_waits.append(stepper.records[-1].input_wait_ms)
         check = plan.finish_step(ms)
         if check is not None and on_check is not None:
             on_check(check)
     measured = stepper.measured(train.warmup_steps, plan.stop_reason, plan.half_pct, plan.seconds)
     measured.flush = flushing if twin_step_s else ""
+    measured.flush_counts = decided_on
     return measured

@@ -400,6 +400,7 @@ def _train(job: Job, scenario: Scenario, engine: Engine, telemetry) -> int:
                     stop_reason=measured.stop_reason,
                     half_pct=measured.half_pct,
                     flush=measured.flush,
+                    flush_counts=list(measured.flush_counts),
                 ),
                 index=k,
                 of=len(job.variants),
