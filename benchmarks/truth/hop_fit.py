@@ -24,14 +24,11 @@ from pathlib import Path
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from benchmarks.truth.run import predict_within as within  # noqa: E402
 from pipeprof.analysis import predict as model  # noqa: E402
 from pipeprof.workflows.predict import load_source  # noqa: E402
 
 SETS = ("calibration", "validation")
-
-
-def within(pred: float, measured: float) -> bool:
-    return abs(pred - measured) <= max(5.0, 0.2 * abs(measured))
 
 
 def main() -> int:

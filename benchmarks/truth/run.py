@@ -531,6 +531,11 @@ def matrix(rows: list[Row], truth: str, got: str, labels: list[str]) -> str:
     return "\n".join(lines)
 
 
+def predict_within(predicted: float, measured: float) -> bool:
+    """predict's tolerance: within max(5 points, 20% of the measured gap)."""
+    return abs(predicted - measured) <= max(5.0, 0.2 * abs(measured))
+
+
 def predict_scores(rows: list[Row]) -> dict | None:
     scored = [
         r for r in rows if r.np > 1 and not math.isnan(r.gap) and not math.isnan(r.predicted_gap)
@@ -545,7 +550,7 @@ def predict_scores(rows: list[Row]) -> dict | None:
         ("constant_mean", lambda r: mean_gap),
     ):
         errors = [abs(guess(r) - r.gap) for r in scored]
-        within = [abs(guess(r) - r.gap) <= max(5.0, 0.2 * abs(r.gap)) for r in scored]
+        within = [predict_within(guess(r), r.gap) for r in scored]
         out[name] = {"mae": sum(errors) / len(errors), "within": sum(within) / len(within)}
     return out
 

@@ -373,7 +373,7 @@ def predict(src: Source, tgt: Target, nps: list[int]) -> list[Prediction]:
             sync = max(0.0, synth_step - s_syn * base_synth)
             busy_synth = min(1.0, max(0.0, ceiling.busy))
         else:
-            sync = 2 * (n - 1) * tgt.hop_ms if n > 1 else 0.0
+            sync = 2 * (n - 1) * tgt.hop_ms  # no ring at n = 1
             if n > 1 and tgt.network_gbps:
                 sync += 2 * (n - 1) / n * src.gradient_bytes / (tgt.network_gbps * 1e9 / 8) * 1e3
             synth_step = s_syn * base_synth + sync
@@ -408,8 +408,9 @@ def predict(src: Source, tgt: Target, nps: list[int]) -> list[Prediction]:
         # the ring steps' latency, on the same cases: MAE 4.6 without, 4.9 with)
         floor = s_real * (device + handoff)
         real_step = max(fed + sync, floor, s_real * cpu_real)
+        floored = floor >= fed + sync
         # the contention is what the step takes beyond its base where the floor did not set it
-        contention = 0.0 if floor >= fed + sync else max(0.0, real_step - sync - s_real * base_real)
+        contention = 0.0 if floored else max(0.0, real_step - sync - s_real * base_real)
         # the node's CPU use on real steps, as reported: the loop's (a rate: Horovod polls on a
         # clock) plus the pipelines' r·P per step
         busy_real = min(1.0, busy_synth + r * pipe / (tgt.cores_per_node * real_step))
@@ -421,7 +422,7 @@ def predict(src: Source, tgt: Target, nps: list[int]) -> list[Prediction]:
             "storage": max(0.0, storage - max(device, cpu_real)),
             "stragglers": (s_real - 1.0) * base_real,
             # where the floor sets the real step, the allreduce ran under it (the reader read on)
-            "allreduce": 0.0 if floor >= fed + sync else sync,
+            "allreduce": 0.0 if floored else sync,
             "contention": contention,
         }
         top = max(extra, key=lambda k: extra[k])

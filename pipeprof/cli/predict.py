@@ -162,14 +162,12 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
             f"* sync measured by the synthetic-only run {ceiling}; elsewhere from the network model"
         )
     if not all(p.sync_measured for p in preds if p.np > 1):
-        default = args.hop_ms is None
-        latency = (
-            f"2(N−1) ring steps of {hop_ms:g} ms each (--hop-ms"
-            + (", the default for ranks on one host)" if default else ")")
-            if hop_ms
-            else "no ring-step latency (--hop-ms 0"
-            + (", the default with --network-gbps)" if default else ")")
-        )
+        if hop_ms:
+            latency = f"2(N−1) ring steps of {hop_ms:g} ms each (--hop-ms"
+            why = ", the default for ranks on one host"
+        else:
+            latency, why = "no ring-step latency (--hop-ms 0", ", the default with --network-gbps"
+        latency += (why if args.hop_ms is None else "") + ")"
         network = (
             f"the gradient over {args.network_gbps:g} Gb/s"
             if args.network_gbps

@@ -275,7 +275,6 @@ def run_variant(
     twin_step_s = 0.0
     flushing, after_twin = FLUSH_EVERY, 0  # until the first round's end shows the stock kept
     decided_on: tuple[float, ...] = ()
-    first_waits: list[float] = []  # the first round's real steps' waits for a batch, ms
     while not plan.finished:
         s = plan.next_step()
         # a flush lands in the step after it, a settle step (not measured)
@@ -285,6 +284,11 @@ def run_variant(
                 after_twin = flush(batches, twin_step_s)
         elif not on_twin and s.source == TWIN and s.round == 1 and twin_step_s:
             after_real = flush(batches, twin_step_s)
+            first_waits = [  # the first round's measured real steps' waits for a batch, ms
+                r.input_wait_ms
+                for r in stepper.records
+                if r.round == 0 and not r.paired and not r.warmup
+            ]
             wait = statistics.fmean(first_waits) / 1e3 / twin_step_s if first_waits else 0.0
             counts = [float(after_twin), float(after_real), wait]
             mean = average(counts) if average is not None else counts
@@ -304,8 +308,6 @@ def run_variant(
         )
         if on_twin:
             twin_ms.append(ms)
-        elif s.round == 0 and not s.warmup:
-            first_waits.append(stepper.records[-1].input_wait_ms)
         check = plan.finish_step(ms)
         if check is not None and on_check is not None:
             on_check(check)
