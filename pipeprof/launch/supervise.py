@@ -15,7 +15,10 @@ inside a Python child.
 A rank on another host was started over ssh, whose session sends it no signal when the
 launcher stops it: only its output pipes close. ``end_when_output_closes`` makes that the
 rank's SIGTERM, whatever the rank is blocked in (a tf.distribute worker waits in a gRPC
-collective for a peer that is gone).
+collective for a peer that is gone), and its SIGKILL when the SIGTERM is caught and the rank
+goes on: MultiWorkerMirroredStrategy installs TensorFlow's preemption notifier, a C handler
+that only records a SIGTERM (its ranks then ended only once a collective failed, 13.7 s
+after the launcher in one CI run).
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ import time
 import psutil
 
 GRACE_S = 5.0  # horovodrun's own per-rank grace is 5 s (safe_shell_exec)
+ORPHAN_GRACE_S = 2.0  # a rank whose launcher has gone: from its SIGTERM to its SIGKILL
 STRAGGLER_GRACE_S = 2.0
 REFRESH_S = 2.0  # ranks start early; the stop itself looks again first
 _PR_SET_PDEATHSIG = 1
@@ -85,13 +89,18 @@ def output_closed(fds: tuple[int, ...] = (1, 2), timeout_ms: int | None = None) 
     return any(mask & _CLOSED for _, mask in poller.poll(timeout_ms))  # EINTR: retried
 
 
-def end_when_output_closes(fds: tuple[int, ...] = (1, 2)) -> threading.Thread:
+def end_when_output_closes(
+    fds: tuple[int, ...] = (1, 2), grace_s: float = ORPHAN_GRACE_S
+) -> threading.Thread:
     """Send this process SIGTERM once the reader of its stdout or stderr has gone: the launcher
-    that started it over ssh has stopped (a daemon thread, blocked in ``poll`` meanwhile)."""
+    that started it over ssh has stopped (a daemon thread, blocked in ``poll`` meanwhile); and
+    SIGKILL ``grace_s`` later should it still run (a handler caught the SIGTERM)."""
 
     def watch() -> None:
         if output_closed(fds):
             os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(grace_s)  # a process that ended takes this thread with it
+            os.kill(os.getpid(), signal.SIGKILL)
 
     thread = threading.Thread(target=watch, name="pipeprof-output-watch", daemon=True)
     thread.start()

@@ -208,6 +208,56 @@ def test_a_rank_whose_output_reader_goes_is_terminated(channel):
     assert proc.wait(timeout=10) == -signal.SIGTERM
 
 
+# The same rank, under a runtime that catches SIGTERM and goes on: MultiWorkerMirroredStrategy
+# installs TensorFlow's preemption notifier, a C handler that only records the signal.
+SIGTERM_CAUGHT = {
+    "python": "import signal; signal.signal(signal.SIGTERM, lambda *_: None)",
+    "tf_distribute": (
+        "import json; os.environ['TF_CONFIG'] = json.dumps({'cluster': {'worker': "
+        "['127.0.0.1:' + sys.argv[1]]}, 'task': {'type': 'worker', 'index': 0}}); "
+        "import tensorflow as tf; tf.distribute.MultiWorkerMirroredStrategy()"
+    ),
+}
+
+
+def caught_sigterm(pid: int) -> bool:
+    """Whether ``pid`` has a handler for SIGTERM (the kernel's view: C handlers count too)."""
+    with open(f"/proc/{pid}/status") as f:
+        mask = next(int(line.split()[1], 16) for line in f if line.startswith("SigCgt:"))
+    return bool(mask & (1 << (signal.SIGTERM - 1)))
+
+
+@pytest.mark.parametrize(
+    "runtime", ["python", pytest.param("tf_distribute", marks=pytest.mark.horovod)]
+)
+def test_a_rank_that_catches_sigterm_is_killed_once_its_output_reader_goes(runtime):
+    with socket.socket() as s:  # a free port for the strategy's gRPC server
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    code = BLOCKED_RANK.replace(
+        "supervise.end_when_output_closes()",
+        f"{SIGTERM_CAUGHT[runtime]}\nsupervise.end_when_output_closes()",
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code, str(port)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env=dict(REPO_ENV, TF_CPP_MIN_LOG_LEVEL="3"),
+    )
+    try:
+        assert proc.stdout.readline() == b"ready\n"
+        assert caught_sigterm(proc.pid)
+        proc.stdout.close()
+        t0 = time.monotonic()
+        assert proc.wait(timeout=10) == -signal.SIGKILL
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    from pipeprof.launch.supervise import ORPHAN_GRACE_S
+
+    assert time.monotonic() - t0 >= ORPHAN_GRACE_S  # the SIGTERM came first, and a grace
+
+
 @pytest.mark.parametrize("where", ["file", "devnull", "closed"])
 def test_output_to_a_file_or_nowhere_never_counts_as_closed(tmp_path, where):
     from pipeprof.launch import supervise
