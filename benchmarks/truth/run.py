@@ -96,6 +96,8 @@ class Case:
     # device = "emulated:auto": the device time is set so P / D = load at np=1; a spin on a
     # CPU-trained model without spin_us: P_cpu = load × the model's CPU per step
     load: float = 0.0
+    # how long a variant may measure: the suite's budget (the stopping rule ends most sooner)
+    max_measure_s: float = 16.0
 
     @property
     def stage(self) -> str:
@@ -265,7 +267,7 @@ batch_size = {BATCH}
 device = "{device}"
 warmup_steps = 10
 min_measure_s = 4
-max_measure_s = 16
+max_measure_s = {case.max_measure_s:g}
 
 [[variants]]
 name = "real"

@@ -1,12 +1,18 @@
 """The ground-truth suite's model-bound control (benchmarks/truth/, cal-control at np=1), run as
-a user runs it (`pipeprof compare --verdict`): a cached pipeline that costs the model nothing
-must be called not input-bound, with no stage named.
+a user runs it (`pipeprof compare --verdict`): a cached pipeline that costs the model nearly
+nothing must be called not input-bound, with no stage named.
 
-Its truth, 0%, holds on a host with nothing else on it: it runs alone (tests/conftest.py).
-Beside another test file it read 2.5% ±2.9 in one clean-clone CI run (on the 5% line: a
-failure), and 2.5% ±2.0 in another, where the whole suite run alone read 0.6% ±1.9: the
-neighbour's load lands on the real rounds' `next()` on the tf.data iterator (0.2 ms a step on
-an idle host, 0.5-0.7 ms beside the other worker's tests) and on the rounds' spread."""
+The suite calls its truth 0%. It is not quite: the real steps' `next()` on the tf.data
+iterator took 0.61-0.65 ms of a 24 ms step in three runs with nothing else on this machine
+(2026-11-27), where the twin's repeated batch takes 1 µs: about 2.5%, which pipeprof read as
+1.9-2.3% ±1.2-2.0 in those runs. It runs alone (tests/conftest.py): beside another test file
+it read 2.5% ±2.9 in one clean-clone CI run (on the 5% line: a failure), as the neighbour's
+load lands on that `next()` and on the rounds' spread.
+
+Alone, a clean-clone CI run (2026-11-27) read 4.0% ±1.7 when the suite's 16 s of measuring
+ran out, its interval across the 5% line. The stopping rule measures such an interval on
+until it is clear of the line or half its 2-point target (±1.0, about 46 s at that noise), so
+this test gives the variant 48 s; it stops as soon as the interval is clear, as before."""
 
 import dataclasses
 import sys
@@ -28,7 +34,9 @@ def test_a_free_pipeline_is_not_input_bound_and_no_stage_is_named(
 ):
     monkeypatch.setenv("PIPEPROF_DATA_DIR", str(data_cache_dir))
     (case,) = [c for c in truth.load_cases("calibration") if c.name == "cal-control"]
-    case = dataclasses.replace(case, np=(1,))
+    # the stopping rule measures an interval across the 5% line on until it is clear, or half
+    # its target width; that takes up to ~46 s here, and the suite's budget is 16
+    case = dataclasses.replace(case, np=(1,), max_measure_s=48.0)
     # a control's truth is 0 whatever the machine measures (truth.expected_gap), so none of
     # measure_machine's figures (spin rate, decode cost, ceilings) are needed for it
     machine = truth.Machine(cores=topology.usable_cores(), spin_iter_per_us=float("nan"))
