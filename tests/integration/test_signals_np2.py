@@ -1,11 +1,15 @@
 """scancel, a job's time limit (SIGTERM) and a closed terminal (SIGHUP) during a real np=2 compare:
-every rank ends, nothing pipeprof started outlives it, and the finished variant is summarised."""
+every rank ends, nothing pipeprof started outlives it, and the finished variant is summarised.
+And a tf.distribute rank whose launcher has gone ends, though TensorFlow catches its SIGTERM."""
 
 import os
 import signal
+import socket
 import subprocess
+import sys
 import time
 import uuid
+from pathlib import Path
 
 import pandas as pd
 import psutil
@@ -15,6 +19,7 @@ from tests.integration.conftest import pipeprof_cmd, small_scenario
 
 pytestmark = pytest.mark.horovod
 
+REPO = Path(__file__).resolve().parents[2]
 TAG = "PIPEPROF_TEST_RUN"  # inherited by horovodrun, its supervisors and the ranks
 
 
@@ -129,3 +134,50 @@ def test_kill_9_of_rank_1_names_rank_1_not_rank_0_which_saw_the_shutdown(tmp_pat
     assert not left, f"still running 10 s after the kill: {left}"
     summary = pd.read_csv(out / "summary.csv")
     assert len(summary[summary["variant"] == "synthetic"]) == 1  # measured before it: kept
+
+
+# A tf.distribute rank started over ssh, as the launcher's stop finds it: TensorFlow's
+# preemption notifier, installed with MultiWorkerMirroredStrategy, catches SIGTERM and only
+# records it, so end_when_output_closes's SIGTERM alone left such a rank running (13.7 s after
+# its launcher, in a CI run of tests/cluster/test_two_hosts.py); its SIGKILL ends it
+TF_DISTRIBUTE_RANK = """
+import json, os, sys, threading
+def caught():
+    with open("/proc/self/status") as f:
+        mask = next(int(line.split()[1], 16) for line in f if line.startswith("SigCgt:"))
+    return bool(mask & (1 << (15 - 1)))
+before = caught()
+os.environ["TF_CONFIG"] = json.dumps(
+    {"cluster": {"worker": ["127.0.0.1:" + sys.argv[1]]}, "task": {"type": "worker", "index": 0}}
+)
+import tensorflow as tf
+tf.distribute.MultiWorkerMirroredStrategy()
+from pipeprof.launch import supervise
+supervise.end_when_output_closes()
+print("ready", before, caught(), flush=True)
+threading.Event().wait()
+"""
+
+
+def test_a_tf_distribute_rank_whose_launcher_has_gone_ends_though_its_sigterm_is_caught():
+    from pipeprof.launch.supervise import ORPHAN_GRACE_S
+
+    with socket.socket() as s:  # a free port for the strategy's gRPC server
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen(
+        [sys.executable, "-c", TF_DISTRIBUTE_RANK, str(port)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=str(REPO)),
+    )
+    try:
+        # SIGTERM was not caught before the strategy, and is after
+        assert proc.stdout.readline() == b"ready False True\n"
+        t0 = time.monotonic()
+        proc.stdout.close()
+        assert proc.wait(timeout=30) == -signal.SIGKILL
+        assert time.monotonic() - t0 >= ORPHAN_GRACE_S
+    finally:
+        if proc.poll() is None:
+            proc.kill()
