@@ -19,6 +19,7 @@ import json
 import math
 import statistics
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
@@ -31,28 +32,62 @@ from pipeprof.workflows.predict import load_source  # noqa: E402
 SETS = ("calibration", "validation")
 
 
+class Kept:
+    """A kept run's rows at np ≥ 2 and predict re-run in-process from each case's np=1 run."""
+
+    def __init__(self, kept: Path, script: str) -> None:
+        results = kept / "results.json"
+        if not results.is_file():
+            raise SystemExit(f"{script}: {results} does not exist (a run.py --keep directory?)")
+        res = json.loads(results.read_text())
+        self.cores = float(res["machine"]["cores"])
+        self.rows = [r for r in res["rows"] if r["np"] > 1]
+        self.cases = sorted({r["case"] for r in self.rows})
+        self.widest = {c: max(r["np"] for r in res["rows"] if r["case"] == c) for c in self.cases}
+        self.sources = {
+            c: load_source(kept / "runs" / c, None, measure_missing_stages=False)[0]
+            for c in self.cases
+        }
+
+    def predicted(self, case: str, hop: float) -> dict[int, model.Prediction]:
+        target = model.Target(
+            gpus_per_node=self.widest[case], cores_per_node=self.cores, hop_ms=hop
+        )
+        return {q.np: q for q in model.predict(self.sources[case], target, [2, 4])}
+
+    def score(
+        self,
+        which: str,
+        label: str,
+        prediction: Callable[[str, int], model.Prediction],
+        every: bool,
+    ) -> tuple[int, float]:
+        """predict's gaps on one set's rows at np ≥ 2, judged as ``run.py`` judges them
+        (printed, with ``every`` row); returns how many were within tolerance and the MAE."""
+        scored = []
+        for r in self.rows:
+            if r["set"] == which and not math.isnan(r["gap"]):
+                q = prediction(r["case"], r["np"]).gap_pct
+                scored.append((r["case"], r["np"], q, r["gap"], r["expected_gap"]))
+        ok = sum(within(q, g) for _, _, q, g, _ in scored)
+        mae = statistics.fmean(abs(q - g) for _, _, q, g, _ in scored)
+        print(f"{label}  {which:<11}  within {ok} of {len(scored)}  MAE {mae:.1f} points")
+        for case, n, q, g, t in scored if every else ():
+            print(
+                f"    {case:<18} np={n}  predicted {q:5.1f}%  measured {g:5.1f}%  "
+                f"truth {t:5.1f}%  {'' if within(q, g) else 'outside'}"
+            )
+        return ok, mae
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("kept", type=Path, help="a run.py --keep directory")
     p.add_argument("--hop", type=float, help="score this α instead of the fitted one")
     p.add_argument("-v", action="store_true", help="every row")
     args = p.parse_args()
-    results = args.kept / "results.json"
-    if not results.is_file():
-        raise SystemExit(f"hop_fit.py: {results} does not exist (a run.py --keep directory?)")
-    res = json.loads(results.read_text())
-    rows = [r for r in res["rows"] if r["np"] > 1]
-    cases = sorted({r["case"] for r in rows})
-    widest = {c: max(r["np"] for r in res["rows"] if r["case"] == c) for c in cases}
-    sources = {
-        c: load_source(args.kept / "runs" / c, None, measure_missing_stages=False)[0] for c in cases
-    }
-
-    def predicted(case: str, hop: float) -> dict[int, model.Prediction]:
-        target = model.Target(
-            gpus_per_node=widest[case], cores_per_node=float(res["machine"]["cores"]), hop_ms=hop
-        )
-        return {q.np: q for q in model.predict(sources[case], target, [2, 4])}
+    kept = Kept(args.kept, "hop_fit.py")
+    rows, cases, predicted = kept.rows, kept.cases, kept.predicted
 
     per_step: dict[str, list[float]] = {s: [] for s in SETS}
     for case in cases:
@@ -75,21 +110,12 @@ def main() -> int:
     print(f"α = {alpha:.2f} ms\n")
     for hop in (0.0, alpha):
         for s in SETS:
-            scored = []
-            for r in rows:
-                if r["set"] != s or math.isnan(r["gap"]):
-                    continue
-                q = predicted(r["case"], hop)[r["np"]]
-                scored.append((r["case"], r["np"], q.gap_pct, r["gap"], r["expected_gap"]))
-            ok = sum(within(q, g) for _, _, q, g, _ in scored)
-            mae = statistics.fmean(abs(q - g) for _, _, q, g, _ in scored)
-            print(f"α {hop:4.2f} ms  {s:<11}  within {ok} of {len(scored)}  MAE {mae:.1f} points")
-            if args.v and hop:
-                for case, n, q, g, t in scored:
-                    print(
-                        f"    {case:<18} np={n}  predicted {q:5.1f}%  measured {g:5.1f}%  "
-                        f"truth {t:5.1f}%  {'' if within(q, g) else 'outside'}"
-                    )
+            kept.score(
+                s,
+                f"α {hop:4.2f} ms",
+                lambda case, n, hop=hop: predicted(case, hop)[n],
+                args.v and hop,
+            )
     return 0
 
 

@@ -54,7 +54,11 @@ Calibration cases are the only ones any constant in pipeprof may be fitted on; v
 cases are never used to fit. The targets are judged on validation cases only.
 
     .venv/bin/python benchmarks/truth/run.py [--set calibration|validation|both] [--only NAME,...]
-                                             [--out DIR] [--keep] [--rescore DIR]
+                                             [--out DIR] [--keep] [--rescore DIR [--same-machine]]
+                                             [--report DIR]
+
+``--rescore DIR --same-machine`` scores a kept run again with the machine's figures it saved:
+only predict runs anew, so a change to predict is judged on the same measurements and truth.
 """
 
 from __future__ import annotations
@@ -132,6 +136,15 @@ class Machine:
     # case -> np -> what training lost to the case's pipeline, measured by a plain loop
     # (``reference.py``), for the emulated rows at np >= 2 whose fluid truth is under 20%
     reference: dict[str, dict[str, dict]] = field(default_factory=dict)
+
+
+def saved_machine(saved: dict) -> Machine:
+    """The machine's figures as a finished run saved them in results.json (JSON's string keys
+    made the stored sizes again)."""
+    m = Machine(**saved)
+    m.decode_us = {int(k): v for k, v in m.decode_us.items()}
+    m.file_bytes = {int(k): v for k, v in m.file_bytes.items()}
+    return m
 
 
 def klass(gap: float) -> str:
@@ -696,7 +709,7 @@ def report(rows: list[Row], m: Machine, minutes: float) -> tuple[str, dict]:
 def rereport(out: Path) -> int:
     """The report of a finished run, rendered again from its results.json by today's code."""
     saved = json.loads((out / "results.json").read_text())
-    machine = Machine(**saved["machine"])
+    machine = saved_machine(saved["machine"])
     rows = [Row(**r) for r in saved["rows"]]
     text, results = report(rows, machine, saved["minutes"])
     print(text)
@@ -720,6 +733,12 @@ def main(argv: list[str] | None = None) -> int:
         "anew, predict run anew) without running the cases",
     )
     p.add_argument(
+        "--same-machine",
+        action="store_true",
+        help="with --rescore: take the machine's figures from DIR/results.json, not measured anew "
+        "(predict run anew on the same truth: for a change to predict)",
+    )
+    p.add_argument(
         "--report",
         metavar="DIR",
         help="write DIR/report.txt again from DIR/results.json (nothing run or measured)",
@@ -729,6 +748,10 @@ def main(argv: list[str] | None = None) -> int:
         if not (Path(args.report) / "results.json").is_file():
             p.error(f"--report: no results.json in {args.report} (a finished run.py --out DIR)")
         return rereport(Path(args.report))
+    if args.same_machine and not (args.rescore and (Path(args.rescore) / "results.json").is_file()):
+        p.error(
+            "--same-machine: needs --rescore DIR of a finished run.py --keep (its results.json)"
+        )
     cases = load_cases(args.set)
     if args.only:
         wanted = set(args.only.split(","))
@@ -740,10 +763,15 @@ def main(argv: list[str] | None = None) -> int:
     work.mkdir(exist_ok=True)
     log = out / "pipeprof.log"
     t0 = time.monotonic()
-    # a rescore measures the machine anew beside the kept runs, not over their ceilings
-    machine_work = out / time.strftime("rescore-%Y%m%d-%H%M%S") if args.rescore else work
-    machine_work.mkdir(exist_ok=True)
-    m = measure_machine(cases, machine_work, log)
+    minutes_before = 0.0  # with --same-machine: the run's own time, which the report keeps
+    if args.same_machine:
+        saved = json.loads((out / "results.json").read_text())
+        m, minutes_before = saved_machine(saved["machine"]), saved["minutes"]
+    else:
+        # a rescore measures the machine anew beside the kept runs, not over their ceilings
+        machine_work = out / time.strftime("rescore-%Y%m%d-%H%M%S") if args.rescore else work
+        machine_work.mkdir(exist_ok=True)
+        m = measure_machine(cases, machine_work, log)
     print(f"machine measured: {m}", flush=True)
     rows: list[Row] = []
     for case in cases:
@@ -787,7 +815,7 @@ def main(argv: list[str] | None = None) -> int:
             + f" ({time.monotonic() - started:.0f} s)",
             flush=True,
         )
-    text, results = report(rows, m, (time.monotonic() - t0) / 60)
+    text, results = report(rows, m, minutes_before or (time.monotonic() - t0) / 60)
     print()
     print(text)
     (out / "report.txt").write_text(text + "\n")
