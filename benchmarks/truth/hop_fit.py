@@ -69,6 +69,9 @@ class Kept:
             if r["set"] == which and not math.isnan(r["gap"]):
                 q = prediction(r["case"], r["np"]).gap_pct
                 scored.append((r["case"], r["np"], q, r["gap"], r["expected_gap"]))
+        if not scored:
+            print(f"{label}  {which:<11}  no rows in this run")
+            return 0, math.nan
         ok = sum(within(q, g) for _, _, q, g, _ in scored)
         mae = statistics.fmean(abs(q - g) for _, _, q, g, _ in scored)
         print(f"{label}  {which:<11}  within {ok} of {len(scored)}  MAE {mae:.1f} points")
@@ -101,11 +104,16 @@ def main() -> int:
                 per_step[setname].append(excess / (2 * (n - 1)))
     for s in SETS:
         got = per_step[s]
+        if not got:
+            print(f"{s}: no synthetic step at np 2 or 4 in this run")
+            continue
         print(
             f"{s}: synthetic step beyond predict's without α, per ring step: {len(got)} figures, "
             f"{min(got):.2f}-{max(got):.2f} ms, median {statistics.median(got):.2f}"
             + ("  <- α is fitted here" if s == "calibration" else "  (not used)")
         )
+    if args.hop is None and not per_step["calibration"]:
+        raise SystemExit(f"hop_fit.py: no calibration case at np 2 or 4 in {args.kept}")
     alpha = args.hop if args.hop is not None else statistics.median(per_step["calibration"])
     print(f"α = {alpha:.2f} ms\n")
     for hop in (0.0, alpha):
