@@ -15,13 +15,13 @@ code and with the fitted one (or ``--kappa``), judged as ``run.py`` judges them.
 
 from __future__ import annotations
 
-import argparse
+import math
 import statistics
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from benchmarks.truth.hop_fit import SETS, Kept  # noqa: E402
+from benchmarks.truth.hop_fit import SETS, Kept, fit_args  # noqa: E402
 from pipeprof.analysis import predict as model  # noqa: E402
 
 KAPPA_MAX = 2.0
@@ -52,18 +52,14 @@ def kappa_of(kept: Kept, case: str, n: int, measured: float) -> float:
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("kept", type=Path, help="a run.py --keep directory")
-    p.add_argument("--kappa", type=float, help="score this κ instead of the fitted one")
-    p.add_argument("-v", action="store_true", help="every row")
-    args = p.parse_args()
+    args = fit_args(__doc__, "--kappa", "κ")
     kept = Kept(args.kept, "busy_fit.py")
     in_code = model.BUSY_SYNC
     per_row: dict[str, list[float]] = {s: [] for s in SETS}
     for r in kept.rows:
         case, n = r["case"], r["np"]
         if (
-            r["gap"] != r["gap"]
+            math.isnan(r["gap"])
             or gap(kept, case, n, in_code) - gap(kept, case, n, 0.0) < MOVES_PTS
         ):
             continue  # unmeasured, or another term sets the step

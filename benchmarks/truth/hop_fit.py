@@ -83,12 +83,18 @@ class Kept:
         return ok, mae
 
 
-def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def fit_args(doc: str, option: str, constant: str) -> argparse.Namespace:
+    """A fit script's command line: the kept run, ``option`` to score a given ``constant``
+    instead of the fitted one, and -v for every row."""
+    p = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     p.add_argument("kept", type=Path, help="a run.py --keep directory")
-    p.add_argument("--hop", type=float, help="score this α instead of the fitted one")
+    p.add_argument(option, type=float, help=f"score this {constant} instead of the fitted one")
     p.add_argument("-v", action="store_true", help="every row")
-    args = p.parse_args()
+    return p.parse_args()
+
+
+def main() -> int:
+    args = fit_args(__doc__, "--hop", "α")
     kept = Kept(args.kept, "hop_fit.py")
     rows, cases, predicted = kept.rows, kept.cases, kept.predicted
 
