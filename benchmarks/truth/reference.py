@@ -13,7 +13,7 @@ its steps with ``time.perf_counter``; the gap is 1 − real samples/s ÷ synthet
 the synthetic phases on both sides of the real one so that drift hits both alike. One launch
 for the three phases, not one each, saves two start-ups of TensorFlow and Horovod a row.
 
-Run by ``run.py`` for each emulated-device row at np ≥ 2 whose fluid truth is under 20%
+Run by ``run.py`` for each emulated-device row whose fluid truth is under 20%
 (the rows whose class the loss can change); by hand::
 
     .venv/bin/python benchmarks/truth/reference.py SCENARIO.toml --np N [--rounds R]
