@@ -67,14 +67,25 @@ class LaunchResult:
         return ended_by
 
     def _ended_by(self, skip: set[int]) -> str:
-        """The line without the silent ranks (``skip``): named first already."""
+        """The line without the silent ranks (``skip``): named first already.
+
+        A rank ended by SIGTERM was stopped by its launcher (after another's failure, or its
+        own), not the first to fail; so was one killed by SIGKILL after a rank that said its own
+        error had exited: a launcher sends SIGKILL to a rank that outlives its SIGTERM, and a
+        rank under MultiWorkerMirroredStrategy does (TensorFlow's preemption handler catches
+        SIGTERM and only records it)."""
         if self.timed_out:
             return f"timed out after {self.timeout_s:g} s" if self.timeout_s else "timed out"
         said = {rank_of(e) for e in self.errors}
-        # a rank ended by SIGTERM was stopped by its launcher (after another's failure, or its
-        # own), not the first to fail
+        own = {rank_of(e) for e in self.errors if not _AFTERMATH.search(e)}
         wordless = next(
-            ((r, c) for r, c in self.exits if c not in (0, 143, -15) and r not in said | skip),
+            (
+                (r, c)
+                for i, (r, c) in enumerate(self.exits)
+                if c not in (0, 143, -15)
+                and r not in said | skip
+                and not (c in (-9, 137) and any(q in own for q, _ in self.exits[:i]))
+            ),
             None,
         )
         if wordless is not None:

@@ -451,6 +451,19 @@ def test_the_failure_line_blames_the_rank_that_ended_first_not_the_one_that_saw_
         "rank 1 on node-b: bad file x.jpg; then rank 0 on node-a: UnknownError: Horovod has "
         "been shut down."
     )
+    # a rank its launcher killed after another's own failure (its SIGTERM caught, as
+    # MultiWorkerMirroredStrategy's preemption handler does) is not blamed for it
+    escalated = dataclasses.replace(
+        killed,
+        errors=["rank 0 on node-a: ValueError: bad file x.jpg"],
+        exits=[(0, 1), (1, -9)],
+    )
+    assert escalated.reason() == "rank 0 on node-a: ValueError: bad file x.jpg"
+    # killed first, it is: the others' own lines came after it (the OOM killer, say)
+    assert dataclasses.replace(escalated, exits=[(1, -9), (0, 1)]).reason() == (
+        "rank 1 on node-b was killed by SIGKILL (exit -9) and printed no error; then rank 0 on "
+        "node-a: ValueError: bad file x.jpg"
+    )
     # on one host the host is not named; ssh's 255: a remote rank killed, or its link lost
     alone = runner.LaunchResult(returncode=1, exits=[(3, 255)], hosts={3: "localhost"})
     assert alone.reason() == (
