@@ -52,7 +52,9 @@ Pure: numpy only.
 
 from __future__ import annotations
 
+import functools
 import math
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -315,6 +317,9 @@ HOP_MS = 1.2
 BUSY_SYNC = (
     0.45  # κ: the share of a rank's pipeline CPU that a synchronous step waits, at full busy
 )
+# (the ground-truth suite's calibration rows where the term sets the step, ρ over the real
+# step, run of 2026-11-27: κ 0.27, 0.36 and 0.83, median 0.36: three rows a factor of three
+# apart, whose median's spread covers 0.45; kept. benchmarks/truth/busy_fit.py)
 BUSY_SYNC_ONE_CORE = (
     0.25  # κ on a node of one core: one run queue, whose scheduler serves a woken hop sooner
 )
@@ -325,7 +330,7 @@ SCHED_TURN_MS = 4.0
 
 
 def busy_sync_ms(
-    n: int, cores_per_rank: float, pipeline_ms: float, synth_step_ms: float, node_cores: float = 2.0
+    n: int, cores_per_rank: float, pipeline_ms: float, step_ms: float, node_cores: float = 2.0
 ) -> float:
     """What a rank's own busy cores add to a synchronous step (N ≥ 2): ``κ × ρ × P / max(1, c_r)``.
 
@@ -333,7 +338,9 @@ def busy_sync_ms(
     bursts of ``P / max(1, c_r)`` ms (its work spread over its cores; with less than a core it
     time-shares). Each hop of the step's synchronisation (Horovod's coordination, the ring)
     that lands in a burst waits, and the step waits for the rank whose hop waited. No hop at
-    np=1. Measured (benchmarks/validate_predict_shapes.py's sweep, emulated 15–50 ms steps,
+    np=1. ``step_ms`` is the real step the pipeline feeds, which the wait itself lengthens:
+    ``predict`` solves for it (``fixed_point``). Taken over the synthetic step instead, ρ
+    overstated a pipeline's share where the real step is long, and the term with it. Measured (benchmarks/validate_predict_shapes.py's sweep, emulated 15–50 ms steps,
     augmentation and decode pipelines of 12–22 CPU-ms per step, np=2 with one core per rank
     and with half a core): the real step's extra over the synthetic one was 0.37–0.53 × ρ × P
     where the CPU bound did not set the step, with a core per rank and the node's two cores;
@@ -349,12 +356,45 @@ def busy_sync_ms(
     augmentation of 7–15 CPU-ms added 0.8–2.3 ms in the same sweep (benchmarks/
     validate_predict_shapes.py's shapes), where the floor is 2.0.
     """
-    if n < 2 or pipeline_ms <= 0 or synth_step_ms <= 0 or cores_per_rank <= 0:
+    if n < 2 or pipeline_ms <= 0 or step_ms <= 0 or cores_per_rank <= 0:
         return 0.0
-    rho = min(1.0, pipeline_ms / (cores_per_rank * synth_step_ms))
+    rho = min(1.0, pipeline_ms / (cores_per_rank * step_ms))
     if node_cores < 2:
         return max(BUSY_SYNC_ONE_CORE * rho * pipeline_ms, min(pipeline_ms, SCHED_TURN_MS) / 2)
     return BUSY_SYNC * rho * pipeline_ms / max(1.0, cores_per_rank)
+
+
+def fed_ms(
+    step_ms: float,
+    *,
+    straggler_real: float,
+    straggler_synth: float,
+    base_ms: float,
+    overflow_ms: float,
+    busy: Callable[[float], float],
+    sync_ms: float = 0.0,
+    bound_ms: float = 0.0,
+) -> float:
+    """The step the device (or storage) and the pipeline allow, with the pipeline's cores busy
+    over a real step of ``step_ms``: the real jitter's tail on the base, or the synthetic
+    jitter's tail plus the contention (the overflow, or the hops' wait on the busy cores,
+    ``busy(step_ms)``), whichever is longer; then ``sync_ms`` after it, and no shorter than
+    ``bound_ms`` (the floors)."""
+    contention = max(overflow_ms, busy(step_ms))
+    fed = max(straggler_real * base_ms, straggler_synth * base_ms + contention)
+    return max(fed + sync_ms, bound_ms)
+
+
+def fixed_point(step_of: Callable[[float], float]) -> float:
+    """The step ``t`` with ``t = step_of(t)``, for a ``step_of`` that does not grow with ``t``
+    (the busy share ρ falls as the step it is spread over grows): bisected to the float's last
+    digit between ``step_of(∞)``, below which no step can be, and ``step_of`` of that, above
+    which none is."""
+    lo = step_of(math.inf)
+    hi = step_of(lo)
+    while lo < (mid := (lo + hi) / 2) < hi:
+        lo, hi = (mid, hi) if step_of(mid) > mid else (lo, mid)
+    return hi
 
 
 def predict(src: Source, tgt: Target, nps: list[int]) -> list[Prediction]:
@@ -386,20 +426,11 @@ def predict(src: Source, tgt: Target, nps: list[int]) -> list[Prediction]:
         if tgt.storage_mbps and src.bytes_per_sample:
             storage = n * src.batch_per_rank * src.bytes_per_sample / (tgt.storage_mbps * 1e6) * 1e3
         base_real = max(device, cpu_real, storage)
-        contention = max(
-            overflow_ms(r, tgt.cores_per_node, pipe),
-            busy_sync_ms(n, cores, pipe, synth_step, tgt.cores_per_node),
-        )
+        overflow = overflow_ms(r, tgt.cores_per_node, pipe)
         # H, the real step's extra at np=1, is mostly a lone rank's wait for Horovod's
         # coordination cycle; a synthetic step measured at N (the ceiling) holds that wait in
         # S already, so adding H there would count it twice (measured: np=2's gap is below np=1's)
         handoff = src.real_handoff_ms if ceiling is None else 0.0
-        # the overflow is the straggler on a crowded node: the slowest rank is the one whose
-        # wake-up queued longest, so it adds to the synthetic step's own tail in place of the
-        # real jitter's extra tail, not on top of it. A CPU-bound step has no idle core to
-        # overflow into: there the bound itself is the queue, and the pipeline keeps producing
-        # the next batch through the synchronisation, so S overlaps the bound rather than adding
-        fed = max(s_real * max(device, storage), s_syn * max(device, storage) + contention)
         # H is a floor, not a toll: a source whose batches came every D + H ms (storage read at
         # a set rate per rank, a hand-off) delivers no slower at N, and a step lengthened at N
         # by contention or the allreduce hides it (chosen on the suite's calibration cases:
@@ -407,8 +438,24 @@ def predict(src: Source, tgt: Target, nps: list[int]) -> list[Prediction]:
         # goes on reading through the allreduce, so S does not add to the floor either (with
         # the ring steps' latency, on the same cases: MAE 4.6 without, 4.9 with)
         floor = s_real * (device + handoff)
-        real_step = max(fed + sync, floor, s_real * cpu_real)
-        floored = floor >= fed + sync
+
+        # the overflow is the straggler on a crowded node: the slowest rank is the one whose
+        # wake-up queued longest, so it adds to the synthetic step's own tail in place of the
+        # real jitter's extra tail, not on top of it. A CPU-bound step has no idle core to
+        # overflow into: there the bound itself is the queue, and the pipeline keeps producing
+        # the next batch through the synchronisation, so S overlaps the bound rather than adding
+        fed = functools.partial(
+            fed_ms,
+            straggler_real=s_real,
+            straggler_synth=s_syn,
+            base_ms=max(device, storage),
+            overflow_ms=overflow,
+            busy=functools.partial(busy_sync_ms, n, cores, pipe, node_cores=tgt.cores_per_node),
+        )
+        # ρ is the pipeline's busy share of the real step it feeds, which the busy cores lengthen
+        bounds = max(floor, s_real * cpu_real)
+        real_step = fixed_point(functools.partial(fed, sync_ms=sync, bound_ms=bounds))
+        floored = floor >= fed(real_step) + sync
         # the contention is what the step takes beyond its base where the floor did not set it
         contention = 0.0 if floored else max(0.0, real_step - sync - s_real * base_real)
         # the node's CPU use on real steps, as reported: the loop's (a rate: Horovod polls on a

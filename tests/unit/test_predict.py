@@ -53,12 +53,13 @@ def test_input_bound_appears_when_cores_per_rank_shrink():
     roomy, tight = (
         predict(src, Target(gpus_per_node=8, cores_per_node=c), [8])[0] for c in (64.0, 8.0)
     )
-    # 8 cores per rank: 258 / 8 CPU-ms fit in the step; the pipeline keeps them busy ρ = 256 / 800
-    # of it, in bursts of 256 / 8 ms that the synchronisation's hops wait: κ × ρ × 32
-    assert roomy.input_cpu_ms == pytest.approx(258 / 8) and roomy.contention_ms == pytest.approx(
-        0.45 * 0.32 * 32
-    )
-    assert roomy.gap_pct == pytest.approx(100 * (1 - 100 / (100 + 0.45 * 0.32 * 32)))
+    # 8 cores per rank: 258 / 8 CPU-ms fit in the step; the pipeline keeps them busy ρ = 256 /
+    # (8 t) of the real step t, in bursts of 256 / 8 ms that the synchronisation's hops wait:
+    # t = 100 + κ × 256 / (8 t) × 32, so t² − 100 t − κ × 32 × 32 = 0
+    t = (100 + math.sqrt(100**2 + 4 * 0.45 * 32 * 32)) / 2  # 104.41
+    assert roomy.input_cpu_ms == pytest.approx(258 / 8)
+    assert roomy.real_step_ms == pytest.approx(t) and roomy.contention_ms == pytest.approx(t - 100)
+    assert roomy.gap_pct == pytest.approx(100 * (1 - 100 / t))
     assert roomy.dominant == "compute" and roomy.gap_cause == "contention"
     # a core per rank: no overflow; the hops' wait (κ × 1 × 256 = 115.2) sits under the CPU bound,
     # 258 CPU-ms per step on one core, which outlasts the device's 100 ms
@@ -186,11 +187,15 @@ def test_a_measured_ceiling_sets_sync_and_the_overflow_adds_to_it():
         p8.real_step_ms
     ) and h8c.contention_ms == pytest.approx(p8.contention_ms)
     # the same pipelines with 8 cores per rank: nothing overflows; each keeps its cores busy
-    # ρ = 12.8 / (8 × 122.8) of the step in bursts of 12.8 / 8 ms, which the hops wait: κ × ρ × 1.6
+    # ρ = 12.8 / (8 × (122.8 + x)) of the real step in bursts of 12.8 / 8 ms, which the hops
+    # wait: x = κ × ρ × 1.6, so x² + 122.8 x − κ × 12.8 × 1.6 / 8 = 0
     roomy = predict(
         src, Target(gpus_per_node=8, cores_per_node=64.0, ceiling={8: Ceiling(122.8, 0.01)}), [8]
     )[0]
-    assert roomy.contention_ms == pytest.approx(0.45 * 12.8 / (8 * 122.8) * 1.6)
+    x = (-122.8 + math.sqrt(122.8**2 + 4 * 0.45 * 12.8 * 1.6 / 8)) / 2  # 0.00938
+    assert roomy.contention_ms == pytest.approx(x) and roomy.real_step_ms == pytest.approx(
+        122.8 + x
+    )
     assert roomy.gap_pct < 0.01
 
 
