@@ -54,13 +54,15 @@ Calibration cases are the only ones any constant in pipeprof may be fitted on; v
 cases are never used to fit. The targets are judged on validation cases only.
 
     .venv/bin/python benchmarks/truth/run.py [--set calibration|validation|both] [--only NAME,...]
-                                             [--out DIR] [--keep] [--rescore DIR [--same-machine]]
+                                             [--out DIR] [--keep] [--rescore DIR [--same-machine [--add-references]]]
                                              [--report DIR]
 
 ``--rescore DIR --same-machine`` scores a kept run again with the machine's figures it saved:
-only predict runs anew, so a change to predict is judged on the same measurements and truth
-(and the plain loop's loss for the rows that should have it and lack it: a run saved before
-np=1 rows had it; the report's minutes then count those launches too).
+only predict runs anew, so a change to predict is judged on the same measurements and truth.
+With ``--add-references`` it first measures the plain loop's loss for the rows that should
+have it and lack it (a run saved before np=1 rows had it), on this machine, with the saved
+figures: only where that is the machine the run measured; each such entry says when and where
+it was added, and the report's minutes count those launches too.
 """
 
 from __future__ import annotations
@@ -412,13 +414,19 @@ def measure_machine(cases: list[Case], work: Path, log: Path) -> Machine:
     return m
 
 
-def measure_references(cases: list[Case], m: Machine, work: Path, log: Path) -> int:
+def measure_references(
+    cases: list[Case], m: Machine, work: Path, log: Path, added: bool = False
+) -> int:
     """The plain loop's loss (``reference.py``) for each emulated row whose fluid truth is under
     ``REFERENCE_BELOW`` and that ``m`` has none for yet; returns how many it measured. At np=1
     too: the lone rank's hand-off from tf.data's iterator (0.6 ms of a 24 ms step on a cached
     pipeline, 2026-11-27) and a pipeline's CPU beside the loop's are lost there as well; the
     fluid truth counts neither (runs saved before 2026-11-27 have np >= 2 only: ``--rescore
-    --same-machine`` adds np=1's)."""
+    --same-machine --add-references`` adds np=1's). ``added``: to a saved run, so each entry
+    records when and on which host, and a row whose launch fails is left without one (its
+    truth the fluid one) while the others go on."""
+    import socket
+
     from benchmarks.truth import reference
 
     measured = 0
@@ -431,7 +439,15 @@ def measure_references(cases: list[Case], m: Machine, work: Path, log: Path) -> 
             if fluid_gap(case, n, m) < REFERENCE_BELOW:
                 path = work / f"{case.name}.toml"
                 path.write_text(scenario_toml(case, m))
-                got = reference.measure(path, n, log=log)
+                try:
+                    got = reference.measure(path, n, log=log)
+                except harness.Failed as exc:
+                    if not added:
+                        raise
+                    print(f"reference: {case.name} np={n}: FAILED, none added: {exc}", flush=True)
+                    continue
+                if added:
+                    got["added"] = f"{time.strftime('%Y-%m-%d %H:%M:%S')} on {socket.gethostname()}"
                 m.reference.setdefault(case.name, {})[str(n)] = got
                 measured += 1
                 print(f"reference: {case.name} np={n}: {got['gap_pct']:.1f}%", flush=True)
@@ -753,8 +769,13 @@ def main(argv: list[str] | None = None) -> int:
         "--same-machine",
         action="store_true",
         help="with --rescore: take the machine's figures from DIR/results.json, not measured anew "
-        "(predict run anew on the same truth: for a change to predict); the plain loop's loss is "
-        "measured for the rows that should have it and have none",
+        "(predict run anew on the same truth: for a change to predict)",
+    )
+    p.add_argument(
+        "--add-references",
+        action="store_true",
+        help="with --same-machine: first measure, on this machine, the plain loop's loss for the "
+        "rows that should have it and have none (only where this is the machine the run measured)",
     )
     p.add_argument(
         "--report",
@@ -770,6 +791,8 @@ def main(argv: list[str] | None = None) -> int:
         p.error(
             "--same-machine: needs --rescore DIR of a finished run.py --keep (its results.json)"
         )
+    if args.add_references and not args.same_machine:
+        p.error("--add-references: only with --rescore DIR --same-machine")
     cases = load_cases(args.set)
     if args.only:
         wanted = set(args.only.split(","))
@@ -786,8 +809,8 @@ def main(argv: list[str] | None = None) -> int:
         saved = json.loads((out / "results.json").read_text())
         m, minutes_before = saved_machine(saved["machine"]), saved["minutes"]
         started = time.monotonic()
-        if measure_references(cases, m, work, log):  # the run's minutes, and these
-            minutes_before += (time.monotonic() - started) / 60
+        if args.add_references and measure_references(cases, m, work, log, added=True):
+            minutes_before += (time.monotonic() - started) / 60  # the run's minutes, and these
     else:
         # a rescore measures the machine anew beside the kept runs, not over their ceilings
         machine_work = out / time.strftime("rescore-%Y%m%d-%H%M%S") if args.rescore else work

@@ -25,10 +25,11 @@ Per rank and step, in milliseconds:
   ``(r − c) × P / c`` for ``r`` ranks on ``c`` cores (see ``overflow_ms``); zero on a node
   with a core per rank, and on a node of one core (one run queue: see ``overflow_ms``). With
   a core per rank or fewer, a rank's own pipeline still keeps its cores busy a share ``ρ`` of
-  the step, and each synchronisation hop that lands then waits: ``κ × ρ × P`` at N ≥ 2, and on
-  a node of one core at least half of another rank's burst or scheduler turn (see
+  the real step, and each synchronisation hop that lands then waits: ``κ × ρ × P`` at N ≥ 2,
+  and on a node of one core at least half of another rank's burst or scheduler turn (see
   ``busy_sync_ms``). X is the larger of the two. The slowest rank is the one that queued
-  longest, so X and the stragglers' tail are one delay: the step takes the larger.
+  longest, so X and the stragglers' tail are one delay: the step takes the larger. As ρ is a
+  share of real(N), which X lengthens, real(N) below is solved as a fixed point.
 
 ``S`` is the ring allreduce from α and ``--network-gbps``, or, where a synthetic-only run at N
 on the target (``--ceiling``) measured it, that run's step beyond the device time.
@@ -340,9 +341,13 @@ def busy_sync_ms(
     that lands in a burst waits, and the step waits for the rank whose hop waited. No hop at
     np=1. ``step_ms`` is the real step the pipeline feeds, which the wait itself lengthens:
     ``predict`` solves for it (``fixed_point``). Taken over the synthetic step instead, ρ
-    overstated a pipeline's share where the real step is long, and the term with it. Measured (benchmarks/validate_predict_shapes.py's sweep, emulated 15–50 ms steps,
-    augmentation and decode pipelines of 12–22 CPU-ms per step, np=2 with one core per rank
-    and with half a core): the real step's extra over the synthetic one was 0.37–0.53 × ρ × P
+    overstated a pipeline's share where the real step is long, and the term with it.
+
+    Measured with ρ over the synthetic step (benchmarks/validate_predict_shapes.py's sweep,
+    emulated 15–50 ms steps, augmentation and decode pipelines of 12–22 CPU-ms per step, np=2
+    with one core per rank and with half a core; over the real step, which was 5-20% longer,
+    the same extras give κ that much larger, not refitted from that sweep): the real step's
+    extra over the synthetic one was 0.37–0.53 × ρ × P
     where the CPU bound did not set the step, with a core per rank and the node's two cores;
     κ = 0.45. On a node of one core (two ranks on it) 0.13–0.41 over six runs, P from an np=1
     run; κ = 0.25 there. With many cores per rank, ρ and the burst both shrink, and the term
@@ -387,9 +392,10 @@ def fed_ms(
 
 def fixed_point(step_of: Callable[[float], float]) -> float:
     """The step ``t`` with ``t = step_of(t)``, for a ``step_of`` that does not grow with ``t``
-    (the busy share ρ falls as the step it is spread over grows): bisected to the float's last
-    digit between ``step_of(∞)``, below which no step can be, and ``step_of`` of that, above
-    which none is."""
+    for ``t > 0`` (the busy share ρ falls as the step it is spread over grows): bisected to the
+    float's last digit between ``step_of(∞)``, below which no step can be, and ``step_of`` of
+    that, above which none is. ``predict``'s ``step_of(∞)`` is positive (the device's time at
+    least), so the bracket never holds 0, where ``busy_sync_ms`` gives 0."""
     lo = step_of(math.inf)
     hi = step_of(lo)
     while lo < (mid := (lo + hi) / 2) < hi:

@@ -61,7 +61,7 @@ def test_input_bound_appears_when_cores_per_rank_shrink():
     assert roomy.real_step_ms == pytest.approx(t) and roomy.contention_ms == pytest.approx(t - 100)
     assert roomy.gap_pct == pytest.approx(100 * (1 - 100 / t))
     assert roomy.dominant == "compute" and roomy.gap_cause == "contention"
-    # a core per rank: no overflow; the hops' wait (κ × 1 × 256 = 115.2) sits under the CPU bound,
+    # a core per rank: no overflow; the hops' wait (κ × 256 / 258 × 256 = 114.3) sits under the CPU bound,
     # 258 CPU-ms per step on one core, which outlasts the device's 100 ms
     assert tight.busy_synth == pytest.approx(8 * 2 / (8 * 100))
     assert tight.input_cpu_ms == pytest.approx(258) and tight.contention_ms == 0.0
@@ -146,6 +146,24 @@ def test_busy_cores_delay_a_synchronous_step_by_their_share_of_its_bursts():
     assert overflow_ms(32, 2.0, 12.0) == pytest.approx(2 * overflow_ms(32, 2.0, 6.0))  # linear in P
 
 
+def test_the_real_step_is_the_fixed_point_of_a_busy_share_that_falls_as_it_grows():
+    from pipeprof.analysis.predict import fixed_point
+
+    # t = 10 + 24 / t: t² − 10 t − 24 = 0, t = 12
+    assert fixed_point(lambda t: 10 + 24 / t) == pytest.approx(12.0, rel=1e-12)
+    assert fixed_point(lambda t: 7.5) == 7.5  # nothing depends on the step
+    # two ranks on a node of one core (half a core each; the one-core κ 0.25 and its floor of
+    # half a 4 ms turn): 24 CPU-ms of pipeline per step keep the core busy ρ = 24 / (0.5 t) of
+    # the real step t; the CPU bound, 2 × (24 + 2) = 52 ms, is under the device's 100. The
+    # hops' wait 0.25 × 48 / t × 24 = 288 / t beats the floor's 2: t² − 100 t − 288 = 0
+    src = source(pipeline_core_ms_per_sample=0.75)
+    (p,) = predict(src, Target(gpus_per_node=2, cores_per_node=1.0), [2])
+    t = (100 + math.sqrt(100**2 + 4 * 288)) / 2  # 102.80
+    assert p.cores_per_rank == 0.5 and p.input_cpu_ms == pytest.approx(52.0)
+    assert p.real_step_ms == pytest.approx(t) and p.contention_ms == pytest.approx(t - 100)
+    assert p.gap_pct == pytest.approx(100 * (1 - 100 / t))
+
+
 def test_a_measured_ceiling_sets_sync_and_the_overflow_adds_to_it():
     src = source(
         pipeline_core_ms_per_sample=0.0, pipeline_cpu_ms=12.8, device_ms=100.0, gradient_bytes=0.0
@@ -173,7 +191,7 @@ def test_a_measured_ceiling_sets_sync_and_the_overflow_adds_to_it():
         38.4
     )
     # storage read at a set rate per rank: 40 ms beyond the device's 100 at np=1, and at np=2
-    # on 2 cores with a light pipeline (1.6 CPU-ms: κ × ρ × P = 0.45 × 1.6 / 100 × 1.6 ≈ 0.01
+    # on 2 cores with a light pipeline (1.6 CPU-ms: κ × ρ × P = 0.45 × 1.6 / 140 × 1.6 ≈ 0.01
     # ms) the batches still come every 140 ms: the floor sets the step, no contention on top
     slow_read = source(
         pipeline_core_ms_per_sample=0.0, pipeline_cpu_ms=1.6, real_handoff_ms=40.0, source_busy=0.1
