@@ -1,21 +1,16 @@
-"""The verdict on an emulated device, where the model's step bounds it; tune runs end to end.
+"""tune runs end to end; a cache that does not fit is refused.
 
-(The CPU-trained verdict cases run alone: tests/integration/test_verdict_cpu_trained.py.)"""
+(The verdict cases run alone: tests/integration/test_verdict_cpu_trained.py and
+test_verdict_model_bound.py.)"""
 
 import json
 
 import pandas as pd
 import pytest
 
-from tests.integration.verdict_cases import CASES, TRAIN, check_verdict, merge, run
+from tests.integration.verdict_cases import CASES, TRAIN, merge, run
 
 pytestmark = pytest.mark.horovod
-
-
-def test_ablation_verdict_says_the_pipeline_is_not_the_bottleneck_of_a_model_bound_step(
-    tmp_path, data_cache_dir
-):
-    check_verdict("none", tmp_path, data_cache_dir)
 
 
 def test_tune_writes_a_fragment_that_compare_accepts(tmp_path, data_cache_dir):
