@@ -369,25 +369,28 @@ def busy_sync_ms(
     return BUSY_SYNC * rho * pipeline_ms / max(1.0, cores_per_rank)
 
 
-def fed_ms(
-    step_ms: float,
+def real_step_ms(
     *,
     straggler_real: float,
     straggler_synth: float,
     base_ms: float,
     overflow_ms: float,
     busy: Callable[[float], float],
-    sync_ms: float = 0.0,
-    bound_ms: float = 0.0,
-) -> float:
-    """The step the device (or storage) and the pipeline allow, with the pipeline's cores busy
-    over a real step of ``step_ms``: the real jitter's tail on the base, or the synthetic
-    jitter's tail plus the contention (the overflow, or the hops' wait on the busy cores,
-    ``busy(step_ms)``), whichever is longer; then ``sync_ms`` after it, and no shorter than
-    ``bound_ms`` (the floors)."""
-    contention = max(overflow_ms, busy(step_ms))
-    fed = max(straggler_real * base_ms, straggler_synth * base_ms + contention)
-    return max(fed + sync_ms, bound_ms)
+    sync_ms: float,
+    bound_ms: float,
+) -> tuple[float, float]:
+    """The real step, and what the device (or storage) and the pipeline allow of it before the
+    ring: the real jitter's tail on the base, or the synthetic jitter's tail plus the contention
+    (the overflow, or the hops' wait on the busy cores, ``busy(t)`` for a real step of ``t``),
+    whichever is longer; then ``sync_ms`` after it, and no shorter than ``bound_ms`` (the
+    floors). ``busy`` depends on the step it lengthens, so the step is a fixed point."""
+
+    def fed(t: float) -> float:
+        contention = max(overflow_ms, busy(t))
+        return max(straggler_real * base_ms, straggler_synth * base_ms + contention)
+
+    step = fixed_point(lambda t: max(fed(t) + sync_ms, bound_ms))
+    return step, fed(step)
 
 
 def fixed_point(step_of: Callable[[float], float]) -> float:
@@ -450,18 +453,17 @@ def predict(src: Source, tgt: Target, nps: list[int]) -> list[Prediction]:
         # real jitter's extra tail, not on top of it. A CPU-bound step has no idle core to
         # overflow into: there the bound itself is the queue, and the pipeline keeps producing
         # the next batch through the synchronisation, so S overlaps the bound rather than adding
-        fed = functools.partial(
-            fed_ms,
+        # ρ is the pipeline's busy share of the real step it feeds, which the busy cores lengthen
+        real_step, fed = real_step_ms(
             straggler_real=s_real,
             straggler_synth=s_syn,
             base_ms=max(device, storage),
             overflow_ms=overflow,
             busy=functools.partial(busy_sync_ms, n, cores, pipe, node_cores=tgt.cores_per_node),
+            sync_ms=sync,
+            bound_ms=max(floor, s_real * cpu_real),
         )
-        # ρ is the pipeline's busy share of the real step it feeds, which the busy cores lengthen
-        bounds = max(floor, s_real * cpu_real)
-        real_step = fixed_point(functools.partial(fed, sync_ms=sync, bound_ms=bounds))
-        floored = floor >= fed(real_step) + sync
+        floored = floor >= fed + sync
         # the contention is what the step takes beyond its base where the floor did not set it
         contention = 0.0 if floored else max(0.0, real_step - sync - s_real * base_real)
         # the node's CPU use on real steps, as reported: the loop's (a rate: Horovod polls on a
