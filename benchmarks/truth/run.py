@@ -61,8 +61,8 @@ cases are never used to fit. The targets are judged on validation cases only.
 only predict runs anew, so a change to predict is judged on the same measurements and truth.
 With ``--add-references`` it first measures the plain loop's loss for the rows that should
 have it and lack it (a run saved before np=1 rows had it), on this machine, with the saved
-figures: only where that is the machine the run measured; each such entry says when and where
-it was added, and the report's minutes count those launches too.
+figures: use it only on the machine the run measured, as nothing checks that; each such entry
+says when and where it was added, and the report's minutes count those launches too.
 """
 
 from __future__ import annotations
@@ -775,7 +775,8 @@ def main(argv: list[str] | None = None) -> int:
         "--add-references",
         action="store_true",
         help="with --same-machine: first measure, on this machine, the plain loop's loss for the "
-        "rows that should have it and have none (only where this is the machine the run measured)",
+        "rows that should have it and have none (use it only on the machine the run measured: "
+        "nothing checks that)",
     )
     p.add_argument(
         "--report",
