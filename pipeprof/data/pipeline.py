@@ -157,6 +157,20 @@ def _folder_source(
     return ds.map(decode_and_label, num_parallel_calls=par, deterministic=det)
 
 
+def epoch_elements(
+    data: DataConfig, pipe: PipelineConfig, data_root: str, shard: Shard
+) -> int | None:
+    """At most how many elements one epoch of ``shard``'s pipeline yields (its files, bad ones
+    not yet dropped), or None where that is not known without reading it (a TFRecord source,
+    a factory's data set). The pipeline's own cardinality is unknown: bad files are filtered."""
+    if data.source in ("tfrecord", "factory"):
+        return None
+    n = len(scan_image_folder(data_root).files)
+    sharded = _ordered_and_sharded(tf.data.Dataset.range(n), n, pipe, shard)
+    count = int(sharded.cardinality())
+    return count if count >= 0 else None
+
+
 def _tfrecord_source(
     data: DataConfig, pipe: PipelineConfig, shard: Shard, with_ids: bool, bad: BadElements
 ) -> tf.data.Dataset:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import statistics
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from pipeprof.analysis import stopping
@@ -32,7 +33,8 @@ class Measured:
     seconds: float  # the measured steps' time, averaged over ranks (twin's included)
     stop_reason: str
     half_pct: float  # the precision reached (NaN with fixed steps: the summary computes it)
-    flush: str = ""  # in rounds: whether its stock was flushed at every round or the first only
+    # in rounds: its stock flushed at every round or the first only, or its iterator made anew
+    flush: str = ""
     # what ``keeps_stock`` decided on, averaged over ranks: the first round's two flushes'
     # batches (at its switch to the real steps, at its end) and its real steps' mean wait for
     # a batch as a share of a twin step
@@ -173,6 +175,39 @@ def flush(batches, twin_step_s: float) -> int:
 
 
 FLUSH_EVERY, FLUSH_FIRST = "every round", "first round only"  # Measured.flush
+FRESH = "a new iterator each round"  # Measured.flush: ``Fresh`` replaced the flushes from round 2
+
+
+@dataclass(frozen=True)
+class Fresh:
+    """How ``run_variant`` makes the real iterator of a pipeline slower than its steps anew for
+    each round's real half, and drops it at each switch to the twin, so no thread of it runs
+    beside the twin's steps, as none does beside a plain loop's synthetic phase
+    (``benchmarks/truth/reference.py``). Such a pipeline holds no stock in steady state: a
+    new iterator starts from none, as the steps find it in a long run.
+
+    Kept across the rounds, the iterator's threads work through the twin's half: on an
+    emulated device (the twin spends no CPU) they filled tf.data's buffers above the batch,
+    which the flush does not reach, and the real half took from that stock. The ground-truth
+    suite's val-spin-2800 at np=1 read 13.5% ±4.9 against a plain loop's 24.7% (2026-11-27,
+    seventeenth session); in three runs of the eighteenth, 18.5% ±9.2 (truth 49.2%), 43.6% ±1.3
+    (31.0%) and 31.4% ±5.8 (31.7%), and its np=2 row 47.0% ±22.7 (74.5%). Made anew at every
+    round once the cache's first epoch was read, in runs alternating with those: 45.8% ±9.1
+    (28.0%), 36.5% ±5.6 (35.6%), 41.2% ±10.5 (27.4%); np=2 within 4.4 points but once (12.0).
+    A pipeline faster than its steps (``keeps_stock``) keeps its iterator: in steady state its
+    buffers are full, and made anew it starts empty (val-spin-650 at np=4, which keeps its
+    stock, read 13-16 points above its truth made anew, 2-9 kept).
+
+    ``make()``: a new iterator over the variant's pipeline. ``drop(held)``: retire the iterator
+    the list ``held`` holds, its only reference (its threads wind down off the training thread).
+    ``after``: the real steps the first iterator serves before it is first dropped: a memory
+    cache not read to its end is discarded with its iterator, so one is kept until a cached
+    pipeline's first epoch is through (the same on every rank, which all decide alike at the
+    same step); until then it is flushed at every round as a kept one is."""
+
+    make: Callable[[], Iterator]
+    drop: Callable[[list], None]
+    after: int = 0
 
 
 def keeps_stock(after_twin: float, after_real: float, real_wait: float = 0.0) -> bool:
@@ -230,6 +265,7 @@ def run_variant(
     twin_step_fn=None,
     replicas: int = 1,
     learning_rate=None,
+    fresh: Fresh | None = None,
 ) -> Measured:
     """Train ``warmup_steps`` steps, then measured steps: exactly ``measure_steps`` when set,
     else until ``analysis.stopping`` says the interval is narrow enough (``rank.plan``).
@@ -244,7 +280,11 @@ def run_variant(
     (augmentation inside the step): the gap is then held against the ceiling's own step.
     At each switch from the twin's steps to the variant's, the batches its pipeline stocked
     meanwhile are dropped (``flush``): they would hide its cost; after the first round, only
-    for a pipeline that cannot restock while it is read (``keeps_stock``). ``replicas``: how many
+    for a pipeline that cannot restock while it is read (``keeps_stock``). Given ``fresh``
+    (``Fresh``), such a pipeline's iterator is dropped at each switch to the twin from the
+    second round on, and made anew at each switch back, with no flush (``batches`` may be
+    None: ``fresh.make()`` makes the first; the caller must then hold no other reference to
+    it). ``replicas``: how many
     workers this process's steps train (tf.distribute's; each record counts their samples).
     ``learning_rate()``: the optimizer's rate, read before each step where it changes (the
     warm-up ramp) and recorded with it.
@@ -275,26 +315,42 @@ def run_variant(
     twin_step_s = 0.0
     flushing, after_twin = FLUSH_EVERY, 0  # until the first round's end shows the stock kept
     decided_on: tuple[float, ...] = ()
+    if batches is None and fresh is not None:
+        batches = fresh.make()
+    # the real steps taken from the first iterator (its flushes not counted: they differ
+    # between ranks, and every rank must drop it at the same step) and whether it was dropped
+    taken, remade = 0, False
     while not plan.finished:
         s = plan.next_step()
-        # a flush lands in the step after it, a settle step (not measured)
+        # a flush or a new iterator lands in the step after it, a settle step (not measured)
         if on_twin and s.source != TWIN and twin_ms:
             twin_step_s, twin_ms = statistics.median(twin_ms) / 1e3, []
-            if flushing == FLUSH_EVERY:
+            if batches is None:
+                batches = fresh.make()  # type: ignore[union-attr]
+            elif flushing == FLUSH_EVERY:
                 after_twin = flush(batches, twin_step_s)
-        elif not on_twin and s.source == TWIN and s.round == 1 and twin_step_s:
-            after_real = flush(batches, twin_step_s)
-            first_waits = [  # the first round's measured real steps' waits for a batch, ms
-                r.input_wait_ms
-                for r in stepper.records
-                if r.round == 0 and not r.paired and not r.warmup
-            ]
-            wait = statistics.fmean(first_waits) / 1e3 / twin_step_s if first_waits else 0.0
-            counts = [float(after_twin), float(after_real), wait]
-            mean = average(counts) if average is not None else counts
-            decided_on = tuple(float(v) for v in mean)
-            if keeps_stock(*decided_on):
-                flushing = FLUSH_FIRST
+        elif not on_twin and s.source == TWIN:
+            if s.round == 1 and twin_step_s:
+                after_real = flush(batches, twin_step_s)
+                first_waits = [  # the first round's measured real steps' waits for a batch, ms
+                    r.input_wait_ms
+                    for r in stepper.records
+                    if r.round == 0 and not r.paired and not r.warmup
+                ]
+                wait = statistics.fmean(first_waits) / 1e3 / twin_step_s if first_waits else 0.0
+                counts = [float(after_twin), float(after_real), wait]
+                mean = average(counts) if average is not None else counts
+                decided_on = tuple(float(v) for v in mean)
+                if keeps_stock(*decided_on):
+                    flushing = FLUSH_FIRST
+            if (
+                fresh is not None
+                and s.round >= 1
+                and flushing == FLUSH_EVERY
+                and (remade or taken > fresh.after)
+            ):
+                held, batches, remade = [batches], None, True
+                fresh.drop(held)
         on_twin = s.source == TWIN
         ms = stepper.step(
             twin if on_twin else batches,
@@ -308,10 +364,15 @@ def run_variant(
         )
         if on_twin:
             twin_ms.append(ms)
+        else:
+            taken += 1
         check = plan.finish_step(ms)
         if check is not None and on_check is not None:
             on_check(check)
     measured = stepper.measured(train.warmup_steps, plan.stop_reason, plan.half_pct, plan.seconds)
-    measured.flush = flushing if twin_step_s else ""
+    measured.flush = FRESH if remade else flushing if twin_step_s else ""
     measured.flush_counts = decided_on
+    if fresh is not None:
+        held, batches = [batches], None
+        fresh.drop(held)
     return measured

@@ -31,7 +31,7 @@ from pipeprof.rank import engine as engines
 from pipeprof.rank.devices import emulated_step, setup_devices
 from pipeprof.rank.engine import Engine
 from pipeprof.rank.identity import identity
-from pipeprof.rank.measure import run_variant
+from pipeprof.rank.measure import Fresh, run_variant
 from pipeprof.rank.output import gather_records, write_variant
 from pipeprof.records import StepRecord, VariantRun
 from pipeprof.rundir import RunDir
@@ -236,6 +236,40 @@ def _train(job: Job, scenario: Scenario, engine: Engine, telemetry) -> int:
             service=pipe.service.address if pipe.service.enabled else "",
         )
 
+    def fresh_for(spec: VariantSpec) -> Fresh | None:
+        """How a real variant's rounds make its iterator anew (``rank.measure.Fresh``), or
+        None where they keep one and flush its stock: a file cache (an iterator dropped while
+        it writes leaves the file to the next), a tf.data service (each iterator is a job on
+        the service's workers), or a memory cache whose epoch's length is unknown."""
+        pipe: PipelineConfig = build(
+            PipelineConfig, spec.pipeline, "job", f"variants.{spec.name}.pipeline"
+        )
+        if pipe.service.enabled or (pipe.cache.enabled and pipe.cache.kind == "file"):
+            return None
+        # =kept: every pipeline keeps its iterator (for a side-by-side run; docs/measurement.md)
+        if os.environ.get("PIPEPROF_ROUNDS_ITERATOR", "") == "kept":
+            return None
+        after = 0
+        if pipe.cache.enabled:  # kept until its first epoch is read through, and a batch more
+            elements = pipeline.epoch_elements(
+                data, pipe, job.data_root, pipeline.Shard(rank, processes)
+            )
+            if elements is None:  # the same on every rank: the same source
+                return None
+            # the ranks' shards differ by a file at most: the mean's ceiling and a batch more
+            # covers each, and every rank drops its first iterator at the same step
+            mean = float(average([math.ceil(elements / input_batch)])[0])
+            after = math.ceil(mean) + 1
+        dataset = engine.distribute(real_dataset(spec))
+        return Fresh(make=lambda: iter(dataset), drop=retire, after=after)
+
+    def retire(held: list) -> None:
+        """Drop the iterator ``held`` holds (its only reference) on a side thread: deleting it
+        cancels its pipeline's threads at once, then may block ~5 s (no CPU spent) while they
+        wind down, which the training thread need not wait for."""
+        retiring.append(threading.Thread(target=held.clear, name="pipeprof-retire", daemon=True))
+        retiring[-1].start()
+
     # The synthetic twin takes its shapes from the real pipeline's element spec.
     first_real = next((v for v in job.variants if not v.synthetic), None)
     if first_real is not None:
@@ -278,8 +312,13 @@ def _train(job: Job, scenario: Scenario, engine: Engine, telemetry) -> int:
             pipeline.synthetic_batch(element_spec, data.num_classes, seed=rank)
         )
     for k, spec in enumerate(job.variants):
+        # A real variant measured in rounds makes its iterator anew each round where it can.
+        alternates = twin_ran and spec.paired and not spec.synthetic
+        fresh = fresh_for(spec) if alternates else None
         if spec.synthetic:
             batches = itertools.repeat(noise)
+        elif fresh is not None:
+            batches = None  # run_variant makes and drops its iterators
         else:
             batches = iter(engine.distribute(real_dataset(spec)))
         engine.barrier(f"barrier_{k}")  # all ranks start the variant together
@@ -328,9 +367,6 @@ def _train(job: Job, scenario: Scenario, engine: Engine, telemetry) -> int:
         if warm_lr_steps and global_step == 0:
             opt.learning_rate.assign(train.learning_rate)
 
-        # A real variant measures in alternation with the twin once the twin ran at this np.
-        alternates = twin_ran and spec.paired and not spec.synthetic
-
         def on_check(
             check: stopping.Check, name: str = spec.name, gap: bool = alternates, k: int = k
         ) -> None:
@@ -367,17 +403,11 @@ def _train(job: Job, scenario: Scenario, engine: Engine, telemetry) -> int:
             replicas=replicas,
             # the rate each step trains with, read before it where a ramp is set (~20 µs)
             learning_rate=(lambda: opt.learning_rate) if warm_lr_steps else None,
+            fresh=fresh,
         )
         wall = time.perf_counter() - started
-        # Drop the variant's iterator on a side thread: deleting it cancels its pipeline's
-        # threads at once, then may block ~5 s (no CPU spent) while they wind down, which the
-        # next variant need not wait for.
-        finished = [batches]
-        del batches
-        retiring.append(
-            threading.Thread(target=finished.clear, name="pipeprof-retire", daemon=True)
-        )
-        retiring[-1].start()
+        held, batches, fresh = [batches], None, None
+        retire(held)  # the next variant need not wait for this one's iterator to wind down
         avg = engine.average([measured.loss, measured.accuracy], name=f"metrics_{k}")
         all_records = gather_records(engine, measured.records, name=f"records_{k}")
         twin_ran = twin_ran or spec.synthetic

@@ -256,3 +256,160 @@ def test_stock_kept_means_restocked_as_much_while_read_as_while_not():
     # the largest mean wait of a pipeline faster than its steps in that run: 11% (val-spin-650
     # at np=4, 2 cores); the smallest of a slower one: 25.2% (val-spin-2800 at np=4)
     assert keeps_stock(2, 3, 0.11) and not keeps_stock(2, 3, 0.252)
+
+
+class _Source:
+    """Stand-in for a tf.data dataset iterated anew: each iterator runs its own producer thread
+    (a batch every ``per_batch_s`` into ``depth`` batches of buffers) until it is dropped,
+    and records when its thread made each batch."""
+
+    def __init__(self, per_batch_s: float, depth: int) -> None:
+        self.per_batch_s, self.depth = per_batch_s, depth
+        self.made: list[float] = []  # when any iterator's thread made a batch (perf_counter)
+        self.iterators = 0
+        self.running = 0  # producer threads not yet stopped
+
+    def make(self):
+        import queue
+        import threading
+        import time
+
+        buf: queue.Queue = queue.Queue(maxsize=self.depth)
+        stop = threading.Event()
+        self.iterators += 1
+        self.running += 1
+
+        def produce():
+            while not stop.is_set():
+                time.sleep(self.per_batch_s)
+                while not stop.is_set():
+                    try:
+                        buf.put(("x", "y"), timeout=0.005)
+                    except queue.Full:
+                        continue
+                    self.made.append(time.perf_counter())
+                    break
+            self.running -= 1
+
+        threading.Thread(target=produce, daemon=True).start()
+
+        def batches():
+            try:
+                while True:
+                    yield buf.get()
+            finally:  # dropped: its thread stops, as tf.data's cancel when an iterator is deleted
+                stop.set()
+
+        return batches()
+
+
+def _fresh_run(source: _Source, after: int = 0, seconds: float = 1.5):
+    """``run_variant`` of ``source`` given ``Fresh`` (its first iterator serves ``after`` real
+    steps at least), and the spans of the twin's measured halves from the third round on."""
+    import time
+
+    from pipeprof.analysis import stopping
+    from pipeprof.rank import measure
+    from pipeprof.scenario import TrainConfig
+
+    def device_step(x, y):  # an accelerator: 10 ms, no host CPU
+        time.sleep(0.010)
+        return {"loss": 0.0, "accuracy": 0.0}
+
+    twin_spans: list[tuple[float, float]] = []  # each twin half's measured steps, start to end
+    last = [-10]
+
+    def on_step(record, total):
+        end = time.perf_counter()
+        if record.paired and not record.warmup and record.round >= 2:
+            if twin_spans and record.step == last[0] + 1:
+                twin_spans[-1] = (twin_spans[-1][0], end)
+            else:
+                twin_spans.append((end - record.step_time_ms / 1e3, end))
+            last[0] = record.step
+
+    dropped: list[int] = []
+
+    def drop(held):
+        dropped.append(1)
+        held.clear()  # the test drops at once; the worker does it on a side thread
+
+    train = TrainConfig(
+        warmup_steps=4, min_measure_s=seconds, max_measure_s=seconds, target_ci_pct=0.1
+    )
+    import pytest
+
+    with pytest.MonkeyPatch.context() as mp:
+        # halves of 2 settle + 8 measured steps: several rounds in a second, on any machine
+        mp.setattr(stopping, "check_every", lambda warmup_step_s: 8)
+        measured = measure.run_variant(
+            device_step,
+            None,
+            np=1,
+            variant="real",
+            rank=0,
+            train=train,
+            per_worker_batch=1,
+            on_step=on_step,
+            twin=iter(lambda: ("x", "y"), None),
+            fresh=measure.Fresh(make=source.make, drop=drop, after=after),
+        )
+    return measured, twin_spans, dropped
+
+
+def test_a_pipeline_slower_than_its_steps_is_made_anew_each_round_and_shows_its_gap():
+    import time
+
+    from pipeprof.rank import measure
+
+    # a batch every 20 ms into 30 batches of buffers, read every 10 ms: the true gap is 50%
+    source = _Source(0.020, depth=30)
+    measured, twin_spans, dropped = _fresh_run(source)
+    rounds = max(r.round for r in measured.records) + 1
+    assert rounds >= 3 and measured.flush == measure.FRESH
+    # the first iterator serves the warm-up and the first round (flushed: it decides), then
+    # one for each later round's real half; each one dropped
+    assert source.iterators == rounds == len(dropped)
+    time.sleep(0.05)
+    assert source.running == 0
+    # no batch was made while the twin's measured steps ran (a thread stops within one batch)
+    slack = source.per_batch_s + 0.005
+    inside = [t for t in source.made for a, b in twin_spans if a + slack < t < b]
+    assert not inside, f"{len(inside)} batches made during the twin's halves"
+    own = [
+        r.step_time_ms for r in measured.records if r.round >= 1 and not r.warmup and not r.paired
+    ]
+    twin = [r.step_time_ms for r in measured.records if r.round >= 1 and not r.warmup and r.paired]
+    gap = 100 * (1 - (sum(twin) / len(twin)) / (sum(own) / len(own)))
+    assert gap > 40, f"gap {gap:.1f}%: the real halves took from a stock"
+
+
+def test_a_pipeline_faster_than_its_steps_keeps_its_iterator_and_its_stock():
+    from pipeprof.rank import measure
+
+    # a batch every 3 ms, read every 10: its buffers (10 batches) are full again by the end of
+    # each real half, as they stay in steady state
+    source = _Source(0.003, depth=10)
+    measured, _, dropped = _fresh_run(source)
+    assert max(r.round for r in measured.records) >= 2
+    assert measured.flush == measure.FLUSH_FIRST
+    assert source.iterators == 1 == len(dropped)  # dropped once, at the end
+
+
+def test_a_cached_pipeline_keeps_its_first_iterator_until_its_first_epoch_is_read():
+    from pipeprof.rank import measure
+
+    source = _Source(0.020, depth=4)
+    measured, _, _ = _fresh_run(source, after=14)
+    assert measured.flush == measure.FRESH
+    steps = sorted(measured.records, key=lambda r: r.step)
+    # the first switch to the twin after the first iterator served 14 real steps, warm-up
+    # included, is its first drop; every later round made one iterator
+    first_drop_round = next(
+        r.round
+        for i, r in enumerate(steps)
+        if r.paired and sum(not q.paired for q in steps[:i]) > 14
+    )
+    rounds = max(r.round for r in measured.records) + 1
+    assert first_drop_round >= 2 and rounds > first_drop_round
+    assert source.iterators == 1 + rounds - first_drop_round
