@@ -308,7 +308,6 @@ def _fresh_run(source: _Source, after: int = 0, seconds: float = 1.5):
     steps at least), and the spans of the twin's measured halves from the third round on."""
     import time
 
-    from pipeprof.analysis import stopping
     from pipeprof.rank import measure
     from pipeprof.scenario import TrainConfig
 
@@ -337,8 +336,6 @@ def _fresh_run(source: _Source, after: int = 0, seconds: float = 1.5):
     train = TrainConfig(
         warmup_steps=4, min_measure_s=seconds, max_measure_s=seconds, target_ci_pct=0.1
     )
-    import pytest
-
     with pytest.MonkeyPatch.context() as mp:
         # halves of 2 settle + 8 measured steps: several rounds in a second, on any machine
         mp.setattr(stopping, "check_every", lambda warmup_step_s: 8)
