@@ -237,10 +237,11 @@ def _train(job: Job, scenario: Scenario, engine: Engine, telemetry) -> int:
         )
 
     def fresh_for(spec: VariantSpec) -> Fresh | None:
-        """How a real variant's rounds make its iterator anew (``rank.measure.Fresh``), or
-        None where they keep one and flush its stock: a file cache (an iterator dropped while
-        it writes leaves the file to the next), a tf.data service (each iterator is a job on
-        the service's workers), or a memory cache whose epoch's length is unknown."""
+        """How a real variant's rounds may make its iterator anew (``rank.measure.Fresh``:
+        ``run_variant`` does for a pipeline slower than its steps), or None where they keep
+        one and flush its stock whatever its speed: a file cache (an iterator dropped while it
+        writes leaves the file to the next), a tf.data service (each iterator is a job on the
+        service's workers), or a memory cache whose epoch's length is unknown."""
         pipe: PipelineConfig = build(
             PipelineConfig, spec.pipeline, "job", f"variants.{spec.name}.pipeline"
         )
