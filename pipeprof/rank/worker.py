@@ -201,13 +201,14 @@ def _train(job: Job, scenario: Scenario, engine: Engine, telemetry) -> int:
 
     device_steps: dict[str, object] = {}
 
+    def pipe_of(spec: VariantSpec) -> PipelineConfig:
+        return build(PipelineConfig, spec.pipeline, "job", f"variants.{spec.name}.pipeline")
+
     def step_for(spec: VariantSpec):
         """The training step a variant runs: the model's own, or, with augment.placement =
         "device", the same batch augmentation first, inside the step (on the GPU where there
         is one; on an emulated device, on the CPU before the device time)."""
-        pipe: PipelineConfig = build(
-            PipelineConfig, spec.pipeline, "job", f"variants.{spec.name}.pipeline"
-        )
+        pipe = pipe_of(spec)
         if spec.synthetic or not pipe.augment.enabled or pipe.augment.placement != "device":
             return step_fn
         key = json.dumps(spec.pipeline["augment"], sort_keys=True)
@@ -221,9 +222,7 @@ def _train(job: Job, scenario: Scenario, engine: Engine, telemetry) -> int:
         return device_steps[key]
 
     def real_dataset(spec: VariantSpec, epochs: int | None = None):
-        pipe: PipelineConfig = build(
-            PipelineConfig, spec.pipeline, "job", f"variants.{spec.name}.pipeline"
-        )
+        pipe = pipe_of(spec)
         return pipeline.build(
             data,
             pipe,
@@ -242,9 +241,7 @@ def _train(job: Job, scenario: Scenario, engine: Engine, telemetry) -> int:
         one and flush its stock whatever its speed: a file cache (an iterator dropped while it
         writes leaves the file to the next), a tf.data service (each iterator is a job on the
         service's workers), or a memory cache whose epoch's length is unknown."""
-        pipe: PipelineConfig = build(
-            PipelineConfig, spec.pipeline, "job", f"variants.{spec.name}.pipeline"
-        )
+        pipe = pipe_of(spec)
         if pipe.service.enabled or (pipe.cache.enabled and pipe.cache.kind == "file"):
             return None
         # =kept: every pipeline keeps its iterator (for a side-by-side run; docs/measurement.md)
@@ -407,8 +404,10 @@ def _train(job: Job, scenario: Scenario, engine: Engine, telemetry) -> int:
             fresh=fresh,
         )
         wall = time.perf_counter() - started
-        held, batches, fresh = [batches], None, None
-        retire(held)  # the next variant need not wait for this one's iterator to wind down
+        fresh = None
+        if batches is not None:  # given fresh, run_variant dropped its own iterators
+            held, batches = [batches], None
+            retire(held)  # the next variant need not wait for this one's to wind down
         avg = engine.average([measured.loss, measured.accuracy], name=f"metrics_{k}")
         all_records = gather_records(engine, measured.records, name=f"records_{k}")
         twin_ran = twin_ran or spec.synthetic

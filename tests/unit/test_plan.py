@@ -84,23 +84,49 @@ def test_a_paired_plan_alternates_twin_and_own_halves_with_settle_steps_unmeasur
     assert plan.seconds == pytest.approx(plan.last_check.seconds)
 
 
-def _pipeline(per_batch_s: float, depth: int):
-    """A stand-in for tf.data: a producer thread making a batch every ``per_batch_s`` into a
-    buffer of ``depth`` batches (shuffle and prefetch), working whenever the buffer has room."""
-    import queue
-    import threading
-    import time
+class _Source:
+    """Stand-in for a tf.data dataset iterated anew: each iterator runs its own producer thread
+    (a batch every ``per_batch_s`` into ``depth`` batches of buffers) until it is dropped,
+    and records when its thread made each batch."""
 
-    buf: queue.Queue = queue.Queue(maxsize=depth)
+    def __init__(self, per_batch_s: float, depth: int) -> None:
+        self.per_batch_s, self.depth = per_batch_s, depth
+        self.made: list[float] = []  # when any iterator's thread made a batch (perf_counter)
+        self.iterators = 0
+        self.running = 0  # producer threads not yet stopped
 
-    def produce():
-        while True:
-            time.sleep(per_batch_s)
-            buf.put(("x", "y"))
+    def make(self):
+        import queue
+        import threading
+        import time
 
-    threading.Thread(target=produce, daemon=True).start()
-    while True:
-        yield buf.get()
+        buf: queue.Queue = queue.Queue(maxsize=self.depth)
+        stop = threading.Event()
+        self.iterators += 1
+        self.running += 1
+
+        def produce():
+            while not stop.is_set():
+                time.sleep(self.per_batch_s)
+                while not stop.is_set():
+                    try:
+                        buf.put(("x", "y"), timeout=0.005)
+                    except queue.Full:
+                        continue
+                    self.made.append(time.perf_counter())
+                    break
+            self.running -= 1
+
+        threading.Thread(target=produce, daemon=True).start()
+
+        def batches():
+            try:
+                while True:
+                    yield buf.get()
+            finally:  # dropped: its thread stops, as tf.data's cancel when an iterator is deleted
+                stop.set()
+
+        return batches()
 
 
 def test_a_pipeline_twice_as_slow_as_the_model_shows_its_gap_once_its_stock_is_flushed(monkeypatch):
@@ -121,7 +147,7 @@ def test_a_pipeline_twice_as_slow_as_the_model_shows_its_gap_once_its_stock_is_f
         # a batch every 20 ms into 30 batches of buffers: the true gap is 50%
         measured = measure.run_variant(
             device_step,
-            _pipeline(0.020, depth=30),
+            _Source(0.020, depth=30).make(),
             np=1,
             variant="real",
             rank=0,
@@ -220,7 +246,7 @@ def test_a_pipeline_that_restocks_while_read_is_flushed_in_the_first_round_only(
         train = TrainConfig(warmup_steps=4, min_measure_s=3.0, max_measure_s=3.0, target_ci_pct=0.1)
         measured = measure.run_variant(
             device_step,
-            _pipeline(per_batch_s, depth=30),
+            _Source(per_batch_s, depth=30).make(),
             np=1,
             variant="real",
             rank=0,
@@ -256,51 +282,6 @@ def test_stock_kept_means_restocked_as_much_while_read_as_while_not():
     # the largest mean wait of a pipeline faster than its steps in that run: 11% (val-spin-650
     # at np=4, 2 cores); the smallest of a slower one: 25.2% (val-spin-2800 at np=4)
     assert keeps_stock(2, 3, 0.11) and not keeps_stock(2, 3, 0.252)
-
-
-class _Source:
-    """Stand-in for a tf.data dataset iterated anew: each iterator runs its own producer thread
-    (a batch every ``per_batch_s`` into ``depth`` batches of buffers) until it is dropped,
-    and records when its thread made each batch."""
-
-    def __init__(self, per_batch_s: float, depth: int) -> None:
-        self.per_batch_s, self.depth = per_batch_s, depth
-        self.made: list[float] = []  # when any iterator's thread made a batch (perf_counter)
-        self.iterators = 0
-        self.running = 0  # producer threads not yet stopped
-
-    def make(self):
-        import queue
-        import threading
-        import time
-
-        buf: queue.Queue = queue.Queue(maxsize=self.depth)
-        stop = threading.Event()
-        self.iterators += 1
-        self.running += 1
-
-        def produce():
-            while not stop.is_set():
-                time.sleep(self.per_batch_s)
-                while not stop.is_set():
-                    try:
-                        buf.put(("x", "y"), timeout=0.005)
-                    except queue.Full:
-                        continue
-                    self.made.append(time.perf_counter())
-                    break
-            self.running -= 1
-
-        threading.Thread(target=produce, daemon=True).start()
-
-        def batches():
-            try:
-                while True:
-                    yield buf.get()
-            finally:  # dropped: its thread stops, as tf.data's cancel when an iterator is deleted
-                stop.set()
-
-        return batches()
 
 
 def _fresh_run(source: _Source, after: int = 0, seconds: float = 1.5):
