@@ -112,7 +112,7 @@ def launch(scenario_path: Path, data_root: str, np_: int, log: Path | None) -> d
         *harness.horovodrun(np_),
         sys.executable,
         str(Path(__file__).resolve()),
-        str(scenario_path),
+        str(scenario_path.resolve()),  # the ranks start in another folder
         "--rank",
         "--data-root",
         data_root,
