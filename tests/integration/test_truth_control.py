@@ -37,7 +37,7 @@ def test_a_free_pipeline_is_not_input_bound_and_no_stage_is_named(
     monkeypatch.setenv("PIPEPROF_DATA_DIR", str(data_cache_dir))
     (case,) = [c for c in truth.load_cases("calibration") if c.name == "cal-control"]
     # the stopping rule measures an interval across the 5% line on until it is clear, or half
-    # its target width: 16 s, the suite's budget, cut that short once (above)
+    # its target width: 16 s, the suite's budget then, cut that short once (above)
     case = dataclasses.replace(case, np=(1,), max_measure_s=64.0)
     # a control's truth is (the suite's) 0 whatever the machine measures (truth.expected_gap),
     # so none of measure_machine's figures (spin rate, decode cost, ceilings) are needed for it
