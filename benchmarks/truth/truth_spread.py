@@ -40,6 +40,7 @@ RUNS = (
     "results-2026-11-27-s15b.txt",
     "results-2026-11-27-s17.txt",
     "results-2026-11-27-s18-validation.txt",
+    "results-2026-11-27-s19-validation.txt",
 )
 
 ROW = re.compile(
