@@ -243,24 +243,29 @@ def test_a_pipeline_that_restocks_while_read_is_flushed_in_the_first_round_only(
         return {"loss": 0.0, "accuracy": 0.0}
 
     def flushing(per_batch_s: float) -> str:
-        train = TrainConfig(warmup_steps=4, min_measure_s=3.0, max_measure_s=3.0, target_ci_pct=0.1)
-        measured = measure.run_variant(
-            device_step,
-            _Source(per_batch_s, depth=30).make(),
-            np=1,
-            variant="real",
-            rank=0,
-            train=train,
-            per_worker_batch=1,
-            twin=iter(lambda: ("x", "y"), None),
-        )
+        train = TrainConfig(warmup_steps=4, min_measure_s=1.5, max_measure_s=1.5, target_ci_pct=0.1)
+        with pytest.MonkeyPatch.context() as mp:
+            # halves of 2 settle + 20 measured steps (about 0.22 s), not a second's worth: the
+            # first round ends within the 1.5 s on any machine (it had 3 s until 2026-11-27)
+            mp.setattr(stopping, "check_every", lambda warmup_step_s: 20)
+            measured = measure.run_variant(
+                device_step,
+                _Source(per_batch_s, depth=30).make(),
+                np=1,
+                variant="real",
+                rank=0,
+                train=train,
+                per_worker_batch=1,
+                twin=iter(lambda: ("x", "y"), None),
+            )
         assert max(r.round for r in measured.records) >= 1  # the first round ended
         return measured.flush
 
     # a batch every 3 ms, read every 10: its 30 batches of buffers are full again at the end
     # of each real half, as they stay in steady state
     assert flushing(0.003) == measure.FLUSH_FIRST
-    # a batch every 20 ms: none left at the end of a real half; the twin's half stocks 30
+    # a batch every 20 ms: none left at the end of a real half (22 steps read, 11 made); the
+    # twin's half stocks 11
     assert flushing(0.020) == measure.FLUSH_EVERY
 
 
