@@ -49,7 +49,7 @@ ROW = re.compile(
     r"(?P<true_class>not|moderately|highly)\s+(?P<got_class>.+?)\s+"
     r"(?P<true_stage>map|read|none)\s+(?P<got_stage>map|read|none)(?: ✗)?\s"
 )
-REFERENCE = re.compile(r"([\w.-]+) np=(\d+) (-?[\d.]+)% \(fluid (-?[\d.]+)%\)")
+REFERENCE = re.compile(r"([\w.-]+) np=(\d+) -?[\d.]+% \(fluid -?[\d.]+%\)")
 
 
 @dataclass(frozen=True)
@@ -64,13 +64,14 @@ class Row:
     got_stage: str
 
 
-def read_run(path: Path) -> tuple[list[Row], dict[tuple[str, int], float]]:
-    """A recorded run's rows, and the fluid truth of each row the plain loop measured in it."""
-    rows, plain = [], {}
+def read_run(path: Path) -> tuple[list[Row], set[tuple[str, int]]]:
+    """A recorded run's rows, and the (case, np) of each row the plain loop measured in it."""
+    rows: list[Row] = []
+    plain: set[tuple[str, int]] = set()
     for line in path.read_text().splitlines():
         if "the loss a plain loop measured" in line:
             for m in REFERENCE.finditer(line):
-                plain[(m.group(1), int(m.group(2)))] = float(m.group(4))
+                plain.add((m.group(1), int(m.group(2))))
         elif m := ROW.match(line):
             got = m.group("got_class").removesuffix(" ✗").strip()
             rows.append(
@@ -90,7 +91,7 @@ def read_run(path: Path) -> tuple[list[Row], dict[tuple[str, int], float]]:
     return rows, plain
 
 
-def counts(row: Row, plain: dict[tuple[str, int], float]) -> bool:
+def counts(row: Row, plain: set[tuple[str, int]]) -> bool:
     """Whether a run's truth for ``row`` came as it comes now (see the module's docstring)."""
     never = row.device == "cpu" or row.truth >= REFERENCE_BELOW  # no plain loop by design
     return never or (row.case, row.np) in plain
