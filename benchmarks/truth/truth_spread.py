@@ -31,7 +31,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1]))
 from benchmarks import harness  # noqa: E402
-from benchmarks.truth.run import LINES, REFERENCE_BELOW, klass  # noqa: E402
+from benchmarks.truth.run import CLASSES, LINES, REFERENCE_BELOW, klass  # noqa: E402
 
 # the runs on the plain loop as it is now: three phases in one launch since 0c0507e (np >= 2),
 # np = 1 measured too since ec71c5b; the fourteenth session's and older ran it otherwise
@@ -114,28 +114,28 @@ def main() -> int:
                 truths[(r.set, r.case, r.np)].append(r.truth)
     scored, scored_plain = read_run(Path(args.score) if args.score else paths[-1])
 
-    def settled_here(r: Row) -> bool:
-        """Settled, and this run's truth came as the others' did (a run without the plain
-        loop where it is measured now is not scored against their spread)."""
-        return counts(r, scored_plain) and (r.set, r.case, r.np) in settled
-
     print(f"the truth across {len(paths)} recorded runs: {', '.join(p.name for p in paths)}")
     print(f"{'set':<12}{'case':<22}{'np':>3}  {'runs':>4}  {'truths, %':<32}{'sd':>5}  class")
-    settled: dict[tuple[str, str, int], str] = {}
+    settled: set[tuple[str, str, int]] = set()
     for key in sorted(truths):
         got = truths[key]
-        classes = sorted({klass(t) for t in got}, key=("not", "moderately", "highly").index)
+        classes = sorted({klass(t) for t in got}, key=CLASSES.index)
         sd = f"{statistics.stdev(got):5.1f}" if len(got) > 1 else "    –"
         if len(got) < 2:
             say = "one run: its spread is not known"
         elif len(classes) == 1:
-            settled[key] = classes[0]
+            settled.add(key)
             say = f"settled: {classes[0]}"
         else:
             lines = [f"{x:.0f}%" for x in LINES if min(got) < x <= max(got)]
             say = f"NOT settled: {' and '.join(classes)} (across the {', '.join(lines)} line)"
         shown = ", ".join(f"{t:.1f}" for t in got)
         print(f"{key[0]:<12}{key[1]:<22}{key[2]:>3}  {len(got):>4}  {shown:<32}{sd}  {say}")
+
+    def settled_here(r: Row) -> bool:
+        """Settled, and this run's truth came as the others' did (a run without the plain
+        loop where it is measured now is not scored against their spread)."""
+        return counts(r, scored_plain) and (r.set, r.case, r.np) in settled
 
     name = Path(args.score).name if args.score else paths[-1].name
     for which in ("calibration", "validation"):

@@ -1,5 +1,7 @@
 """The measurement plan: which step comes next, from which source, and when a variant stops."""
 
+import time
+
 import numpy as np
 import pytest
 
@@ -84,6 +86,11 @@ def test_a_paired_plan_alternates_twin_and_own_halves_with_settle_steps_unmeasur
     assert plan.seconds == pytest.approx(plan.last_check.seconds)
 
 
+def _device_step(x, y):  # an accelerator: 10 ms a step, no host CPU
+    time.sleep(0.010)
+    return {"loss": 0.0, "accuracy": 0.0}
+
+
 class _Source:
     """Stand-in for a tf.data dataset iterated anew: each iterator runs its own producer thread
     (a batch every ``per_batch_s`` into ``depth`` batches of buffers) until it is dropped,
@@ -98,7 +105,6 @@ class _Source:
     def make(self):
         import queue
         import threading
-        import time
 
         buf: queue.Queue = queue.Queue(maxsize=self.depth)
         stop = threading.Event()
@@ -130,14 +136,8 @@ class _Source:
 
 
 def test_a_pipeline_twice_as_slow_as_the_model_shows_its_gap_once_its_stock_is_flushed(monkeypatch):
-    import time
-
     from pipeprof.rank import measure
     from pipeprof.scenario import TrainConfig
-
-    def device_step(x, y):  # an accelerator: 10 ms, no host CPU
-        time.sleep(0.010)
-        return {"loss": 0.0, "accuracy": 0.0}
 
     def gap(flushed: bool) -> float:
         if not flushed:
@@ -146,7 +146,7 @@ def test_a_pipeline_twice_as_slow_as_the_model_shows_its_gap_once_its_stock_is_f
         twin = iter(lambda: ("x", "y"), None)
         # a batch every 20 ms into 30 batches of buffers: the true gap is 50%
         measured = measure.run_variant(
-            device_step,
+            _device_step,
             _Source(0.020, depth=30).make(),
             np=1,
             variant="real",
@@ -172,8 +172,6 @@ def test_a_pipeline_twice_as_slow_as_the_model_shows_its_gap_once_its_stock_is_f
 
 
 def test_a_flush_takes_the_stock_and_the_first_batch_made_and_stops():
-    import time
-
     from pipeprof.rank.measure import FLUSH_MAX_BATCHES, flush
 
     def stocked(n):
@@ -216,8 +214,6 @@ def test_a_flush_takes_a_large_stock_whole_however_short_the_twin_step(monkeypat
 
 
 def test_a_flush_of_a_pipeline_faster_than_the_model_stops_at_its_first_made_batch():
-    import time
-
     from pipeprof.rank.measure import flush
 
     def stocked(n):
@@ -233,14 +229,8 @@ def test_a_flush_of_a_pipeline_faster_than_the_model_stops_at_its_first_made_bat
 
 
 def test_a_pipeline_that_restocks_while_read_is_flushed_in_the_first_round_only():
-    import time
-
     from pipeprof.rank import measure
     from pipeprof.scenario import TrainConfig
-
-    def device_step(x, y):  # an accelerator: 10 ms, no host CPU
-        time.sleep(0.010)
-        return {"loss": 0.0, "accuracy": 0.0}
 
     def flushing(per_batch_s: float) -> str:
         train = TrainConfig(warmup_steps=4, min_measure_s=1.5, max_measure_s=1.5, target_ci_pct=0.1)
@@ -249,7 +239,7 @@ def test_a_pipeline_that_restocks_while_read_is_flushed_in_the_first_round_only(
             # first round ends within the 1.5 s on any machine (it had 3 s until 2026-11-27)
             mp.setattr(stopping, "check_every", lambda warmup_step_s: 20)
             measured = measure.run_variant(
-                device_step,
+                _device_step,
                 _Source(per_batch_s, depth=30).make(),
                 np=1,
                 variant="real",
@@ -292,14 +282,8 @@ def test_stock_kept_means_restocked_as_much_while_read_as_while_not():
 def _fresh_run(source: _Source, after: int = 0, seconds: float = 1.5):
     """``run_variant`` of ``source`` given ``Fresh`` (its first iterator serves ``after`` real
     steps at least), and the spans of the twin's measured halves from the third round on."""
-    import time
-
     from pipeprof.rank import measure
     from pipeprof.scenario import TrainConfig
-
-    def device_step(x, y):  # an accelerator: 10 ms, no host CPU
-        time.sleep(0.010)
-        return {"loss": 0.0, "accuracy": 0.0}
 
     twin_spans: list[tuple[float, float]] = []  # each twin half's measured steps, start to end
     last = [-10]
@@ -326,7 +310,7 @@ def _fresh_run(source: _Source, after: int = 0, seconds: float = 1.5):
         # halves of 2 settle + 8 measured steps: several rounds in a second, on any machine
         mp.setattr(stopping, "check_every", lambda warmup_step_s: 8)
         measured = measure.run_variant(
-            device_step,
+            _device_step,
             None,
             np=1,
             variant="real",
@@ -341,8 +325,6 @@ def _fresh_run(source: _Source, after: int = 0, seconds: float = 1.5):
 
 
 def test_a_pipeline_slower_than_its_steps_is_made_anew_each_round_and_shows_its_gap():
-    import time
-
     from pipeprof.rank import measure
 
     # a batch every 20 ms into 30 batches of buffers, read every 10 ms: the true gap is 50%
