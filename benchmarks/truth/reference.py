@@ -5,18 +5,20 @@ of the host's cores and calls the gap 0 while the pipeline's CPU fits in it. On 
 host a pipeline that fits still slows the steps beside it (``contention_probe.py``: 7-15% on
 two rows the fluid truth calls 0). This script measures that loss directly, as a user with a
 stopwatch would: the case's emulated-device training loop under ``horovodrun -np N``, fed by
-one repeated batch, then by the case's own pipeline, then by the repeated batch again, in one
-launch (the same step, ``pipeprof.rank.devices.emulated_step``, the same pipeline,
+one repeated batch, then by the case's own pipeline, then by the repeated batch again, R rounds
+of real and repeated in one launch (the same step, ``pipeprof.rank.devices.emulated_step``, the same pipeline,
 ``pipeprof.data.pipeline.build``, and the environment pipeprof's launcher gives emulated
 ranks: the workload, not pipeprof's timing, rounds, twin or statistics). A plain loop times
-its steps with ``time.perf_counter``; the gap is 1 − real samples/s ÷ synthetic samples/s,
-the synthetic phases on both sides of the real one so that drift hits both alike. One launch
-for the three phases, not one each, saves two start-ups of TensorFlow and Horovod a row.
+its steps with ``time.perf_counter``; a round's gap is 1 − real samples/s ÷ the mean of the
+synthetic phases on both sides of it, so that drift hits both alike, and the launch's gap is the
+mean of its rounds', with a 95% interval over them (Student's t). One launch for all the phases,
+not one each, saves the start-ups of TensorFlow and Horovod.
 
 Run by ``run.py`` for each emulated-device row whose fluid truth is under 20%
-(the rows whose class the loss can change); by hand::
+(the rows whose class the loss can change), one launch just before the case's own run and one
+just after; by hand::
 
-    .venv/bin/python benchmarks/truth/reference.py SCENARIO.toml --np N [--rounds R]
+    .venv/bin/python benchmarks/truth/reference.py SCENARIO.toml --np N [--rounds R] [--launches L]
 
 Under horovodrun (``--rank``) it is one launch: rank 0 prints ``TRUTH-REFERENCE {json}``.
 """
@@ -24,6 +26,7 @@ Under horovodrun (``--rank``) it is one launch: rank 0 prints ``TRUTH-REFERENCE 
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import statistics
 import sys
@@ -38,15 +41,16 @@ from pipeprof.launch.horovod import worker_env  # noqa: E402
 TAG = "TRUTH-REFERENCE"
 WARMUP_STEPS = 40  # past the first epoch's cache fill at np=1 (1,024 images, 32 a batch)
 WARMUP_SYNTHETIC = 10  # one repeated batch has no cache to fill: past Horovod's first allreduces
-MEASURE_S = 6.0  # of device time: the steps a launch measures are MEASURE_S / the device's step
+MEASURE_S = 6.0  # of device time: the steps a phase measures are MEASURE_S / the device's step
+ROUNDS = 2  # real phases a launch measures, each between two synthetic ones
 
 
-def rank_main(scenario_path: str, data_root: str) -> None:
-    """One rank of the launch: three phases, synthetic, real, synthetic, each a warm-up and
-    then MEASURE_S of device time in steps (the same count on every rank: the
-    steps allreduce, so the ranks go in lockstep). The real pipeline's iterator is made when
-    its phase starts and deleted when it ends, so no thread of it runs beside a synthetic
-    phase."""
+def rank_main(scenario_path: str, data_root: str, rounds: int) -> None:
+    """One rank of the launch: a synthetic phase, then ``rounds`` times a real phase and a
+    synthetic one, each a warm-up and then MEASURE_S of device time in steps (the same count on
+    every rank: the steps allreduce, so the ranks go in lockstep). Each real phase makes the
+    pipeline's iterator when it starts and deletes it when it ends, so no thread of it runs
+    beside a synthetic phase, and each is warmed as the first (its cache filled anew)."""
     import gc
 
     import horovod.tensorflow as hvd
@@ -85,35 +89,36 @@ def rank_main(scenario_path: str, data_root: str) -> None:
             step(*next(batches))
         return hvd.size() * batch * steps / (time.perf_counter() - t0)
 
-    before = phase(iter(lambda: one, None), WARMUP_SYNTHETIC)
-    real = iter(
-        pipeline.build(
-            s.data,
-            s.variant_pipeline(s.variants[0]),
-            data_root=data_root,
-            shard=pipeline.Shard(hvd.rank(), hvd.size()),
-            batch_size=batch,
+    synthetic = [phase(iter(lambda: one, None), WARMUP_SYNTHETIC)]
+    real_phases = []
+    for _ in range(rounds):
+        real = iter(
+            pipeline.build(
+                s.data,
+                s.variant_pipeline(s.variants[0]),
+                data_root=data_root,
+                shard=pipeline.Shard(hvd.rank(), hvd.size()),
+                batch_size=batch,
+            )
         )
-    )
-    got = phase(real, WARMUP_STEPS)
-    del real  # its threads stop with it
-    gc.collect()
-    after = phase(iter(lambda: one, None), WARMUP_SYNTHETIC)
+        real_phases.append(phase(real, WARMUP_STEPS))
+        del real  # its threads stop with it
+        gc.collect()
+        synthetic.append(phase(iter(lambda: one, None), WARMUP_SYNTHETIC))
     if hvd.rank() == 0:
-        harness.print_tagged(
-            TAG,
-            {"before": before, "real": got, "after": after, "steps": steps},
-        )
+        harness.print_tagged(TAG, {"synthetic": synthetic, "real": real_phases, "steps": steps})
 
 
-def launch(scenario_path: Path, data_root: str, np_: int, log: Path | None) -> dict:
-    """One ``horovodrun -np N`` launch of this script's three phases; rank 0's figures."""
+def launch(scenario_path: Path, data_root: str, np_: int, rounds: int, log: Path | None) -> dict:
+    """One ``horovodrun -np N`` launch of this script's phases; rank 0's figures."""
     argv = [
         *harness.horovodrun(np_),
         sys.executable,
         str(Path(__file__).resolve()),
         str(scenario_path.resolve()),  # the ranks start in another folder
         "--rank",
+        "--rounds",
+        str(rounds),
         "--data-root",
         data_root,
     ]
@@ -130,40 +135,56 @@ def launch(scenario_path: Path, data_root: str, np_: int, log: Path | None) -> d
     return got
 
 
-def measure(scenario_path: Path, np_: int, rounds: int = 1, log: Path | None = None) -> dict:
-    """The reference gap for one case and worker count: per round one launch of synthetic,
-    real, synthetic (the real phase against the mean of the two around it); the gap is the
-    mean over rounds."""
+def measure(
+    scenario_path: Path, np_: int, rounds: int = ROUNDS, launches: int = 1, log: Path | None = None
+) -> dict:
+    """The reference gap for one case and worker count: ``launches`` launches of ``rounds``
+    rounds each, every real phase against the mean of the synthetic phases on both sides of it;
+    the gap is the mean of all rounds', ``ci95_pct`` the half-width of its 95% interval over
+    them (nan for one round)."""
     _, root = harness.prepared(str(scenario_path))
     gaps, real, synth = [], [], []
-    for _ in range(rounds):
-        got = launch(scenario_path, root, np_, log)
-        ceiling = (got["before"] + got["after"]) / 2
-        gaps.append(100.0 * (1.0 - got["real"] / ceiling))
-        real.append(got["real"])
-        synth += [got["before"], got["after"]]
+    for _ in range(launches):
+        got = launch(scenario_path, root, np_, rounds, log)
+        s = got["synthetic"]
+        gaps += [100.0 * (1.0 - r / ((s[i] + s[i + 1]) / 2)) for i, r in enumerate(got["real"])]
+        real += got["real"]
+        synth += s
     return {
         "gap_pct": statistics.fmean(gaps),
+        "ci95_pct": ci95(gaps),
         "round_gaps": gaps,
         "real_samples_per_s": real,
         "synthetic_samples_per_s": synth,
     }
 
 
+def ci95(values: list[float]) -> float:
+    """Half-width of the 95% interval of the mean of ``values`` (Student's t; nan for one)."""
+    from pipeprof.analysis.stats import t975
+
+    if len(values) < 2:
+        return math.nan
+    return t975(len(values) - 1) * statistics.stdev(values) / math.sqrt(len(values))
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("scenario")
     p.add_argument("--np", type=int, default=2)
-    p.add_argument("--rounds", type=int, default=1)
+    p.add_argument("--rounds", type=int, default=ROUNDS, help="real phases a launch measures")
+    p.add_argument("--launches", type=int, default=1)
     p.add_argument("--rank", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--data-root", default="", help=argparse.SUPPRESS)
     args = p.parse_args()
+    if args.rounds < 1 or args.launches < 1:
+        p.error(f"--rounds {args.rounds}, --launches {args.launches}: each must be at least 1")
     if args.rank:
-        rank_main(args.scenario, args.data_root)
+        rank_main(args.scenario, args.data_root, args.rounds)
         return 0
-    got = measure(Path(args.scenario), args.np, args.rounds)
+    got = measure(Path(args.scenario), args.np, args.rounds, args.launches)
     print(
-        f"{args.scenario} np={args.np}: gap {got['gap_pct']:.1f}% "
+        f"{args.scenario} np={args.np}: gap {got['gap_pct']:.1f}% ±{got['ci95_pct']:.1f} "
         f"(rounds {', '.join(f'{g:.1f}' for g in got['round_gaps'])}; real "
         f"{', '.join(f'{v:.0f}' for v in got['real_samples_per_s'])}, synthetic "
         f"{', '.join(f'{v:.0f}' for v in got['synthetic_samples_per_s'])} samples/s)"
