@@ -148,6 +148,10 @@ class Machine:
     # (``reference.py``), for the emulated rows whose fluid truth is under 20%: since the
     # twentieth session just after the case's own run (``main``), not with the figures above
     reference: dict[str, dict[str, dict]] = field(default_factory=dict)
+    # case -> the spin's iterations per µs of CPU measured again just before the case ran: how
+    # far the machine's speed moved during the run (spin_iter_per_us is the start's; the
+    # spins' sizes and the pipelines' CPU were set from that)
+    speed: dict[str, float] = field(default_factory=dict)
 
 
 def saved_machine(saved: dict) -> Machine:
@@ -653,6 +657,15 @@ def report(rows: list[Row], m: Machine, minutes: float) -> tuple[str, dict]:
         + f"; {minutes:.1f} min",
         "spin cases' whole pipeline, CPU-ms per batch run alone (the spin's own is 32 x its µs): "
         + ", ".join(f"{name} {ms:.1f}" for name, ms in m.pipeline_cpu_ms.items()),
+        *(
+            [
+                "the machine's speed, the spin's iterations per µs of CPU just before each case "
+                f"(the figures above: {m.spin_iter_per_us:.3f}): "
+                + ", ".join(f"{name} {v:.3f}" for name, v in m.speed.items())
+            ]
+            if m.speed
+            else []
+        ),
         "the loss a plain loop measured (reference.py; the truth is the larger of it and the fluid "
         "truth): "
         + (
@@ -905,6 +918,9 @@ def main(argv: list[str] | None = None) -> int:
                     continue
                 run_dir = work / case.name
             else:
+                from benchmarks.truth.inject import calibrate
+
+                m.speed[case.name] = calibrate()
                 run_dir = compare_case(case, m, work, log)
             if not args.same_machine:  # the plain loop just after the case's own run
                 try:
