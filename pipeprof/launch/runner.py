@@ -73,7 +73,7 @@ class LaunchResult:
         own), not the first to fail; so was one killed by SIGKILL after a rank that said its own
         error had exited: a launcher sends SIGKILL to a rank that outlives its SIGTERM, and a
         rank under MultiWorkerMirroredStrategy does (TensorFlow's preemption handler catches
-        SIGTERM and only records it)."""
+        SIGTERM and only records it). A remote rank so killed ends its ssh with 255."""
         if self.timed_out:
             return f"timed out after {self.timeout_s:g} s" if self.timeout_s else "timed out"
         said = {rank_of(e) for e in self.errors}
@@ -84,7 +84,7 @@ class LaunchResult:
                 for i, (r, c) in enumerate(self.exits)
                 if c not in (0, 143, -15)
                 and r not in said | skip
-                and not (c in (-9, 137) and any(q in own for q, _ in self.exits[:i]))
+                and not (c in (-9, 137, 255) and any(q in own for q, _ in self.exits[:i]))
             ),
             None,
         )
@@ -112,9 +112,10 @@ class LaunchResult:
 
 _RANK = re.compile(r"rank (\d+)\b")
 # what a rank says when another rank's failure ended the collective it was in
+# (MultiWorkerMirroredStrategy's workers: "Collective ops is aborted by: ..." after a peer's loss)
 _AFTERMATH = re.compile(
     r"Horovod has been shut down|Connection closed by peer|Connection reset by peer|"
-    r"Broken pipe|HorovodInternalError"
+    r"Broken pipe|HorovodInternalError|Collective ops is aborted by"
 )
 
 

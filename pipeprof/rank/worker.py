@@ -13,6 +13,7 @@ import itertools
 import json
 import math
 import os
+import re
 import sys
 import threading
 import time
@@ -79,12 +80,25 @@ def run_job(job: Job) -> int:
             print(me.error_line(ERROR_TAG, line), file=sys.stderr, flush=True)
             return 1
         traceback.print_exc()
-        print(
-            me.error_line(ERROR_TAG, f"{type(exc).__name__}: {' '.join(str(exc).split())[:500]}"),
-            file=sys.stderr,
-            flush=True,
-        )
+        print(me.error_line(ERROR_TAG, one_line(exc)), file=sys.stderr, flush=True)
     return 1
+
+
+# TensorFlow's "Detected at node X defined at (most recent call last):" and the Python frames
+# that built the node, which come before what went wrong in its graph execution errors
+_NODE_TRACE = re.compile(
+    r":?\s*Detected at node '?([\w/.-]+)'? defined at \(most recent call last\):"
+    r"(?:\s*File \"[^\"]*\", line \d+, in \S+)*"
+)
+
+
+def one_line(exc: BaseException, limit: int = 500) -> str:
+    """An exception as one line of at most ``limit`` characters of message: its type, and
+    for a TensorFlow graph execution error what went wrong before where the node was defined
+    (the frames would fill the line: a MultiWorkerMirroredStrategy worker's "Collective ops is
+    aborted by: Connection reset by peer" came after 500 characters of them)."""
+    text = _NODE_TRACE.sub(lambda m: f" at node {m.group(1)}:", str(exc), count=1)
+    return f"{type(exc).__name__}: {' '.join(text.split())[:limit]}"
 
 
 def _bad_files(run_dir: Path, np: int, variant: str, rank: int, telemetry=None):

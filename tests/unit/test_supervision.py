@@ -464,6 +464,26 @@ def test_the_failure_line_blames_the_rank_that_ended_first_not_the_one_that_saw_
         "rank 1 on node-b was killed by SIGKILL (exit -9) and printed no error; then rank 0 on "
         "node-a: ValueError: bad file x.jpg"
     )
+    # a remote rank its launcher killed after another's own failure ends its ssh with 255:
+    # not blamed either
+    assert dataclasses.replace(escalated, exits=[(0, 1), (1, 255)]).reason() == (
+        "rank 0 on node-a: ValueError: bad file x.jpg"
+    )
+    # a MultiWorkerMirroredStrategy worker that lost its peer (the line its rank printed on
+    # this VM, 2026-11-27, with the peer killed -9) comes after the peer's own error
+    peer_lost = dataclasses.replace(
+        killed,
+        errors=[
+            "rank 0 on node-a: UnavailableError: Graph execution error at node "
+            "CollectiveReduceV2: Collective ops is aborted by: Connection reset by peer "
+            "Additional GRPC error information from remote target /job:worker/replica:0/task:1",
+            "rank 1 on node-b: ValueError: bad file x.jpg",
+        ],
+        exits=[(0, 1), (1, 1)],
+    )
+    assert peer_lost.reason().startswith(
+        "rank 1 on node-b: ValueError: bad file x.jpg; then rank 0 on node-a: UnavailableError"
+    )
     # on one host the host is not named; ssh's 255: a remote rank killed, or its link lost
     alone = runner.LaunchResult(returncode=1, exits=[(3, 255)], hosts={3: "localhost"})
     assert alone.reason() == (
@@ -534,3 +554,36 @@ def test_a_rank_that_went_silent_leads_the_failure_line(monkeypatch, tmp_path):
     assert stream.silent() == []
     stream.begin_launch()  # the next launch starts with nobody heard from
     assert stream.silent() == []
+
+
+def test_a_graph_execution_error_keeps_what_went_wrong_not_the_frames_that_built_the_node(
+    tmp_path,
+):
+    # a real TensorFlow error from a function defined in a file (so its node has frames); the
+    # line a rank prints for it keeps the cause, where 500 characters of frames hid it
+    script = tmp_path / "fails.py"
+    script.write_text(
+        textwrap.dedent(
+            """
+            import tensorflow as tf
+            from pipeprof.rank.worker import one_line
+
+            @tf.function
+            def gather(x):
+                return tf.gather(x, tf.constant([5]))
+
+            try:
+                gather(tf.constant([1.0, 2.0, 3.0]))
+            except Exception as exc:
+                assert "Detected at node" in str(exc) and 'File "' in str(exc), str(exc)
+                print(one_line(exc, limit=120))
+            """
+        )
+    )
+    got = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert got.stdout.strip().startswith(
+        "InvalidArgumentError: Graph execution error at node GatherV2: indices[0] = 5 is not in "
+        "[0, 3)"
+    ), got.stdout + got.stderr
