@@ -81,15 +81,21 @@ def rank_main(scenario_path: str, data_root: str, rounds: int) -> None:
     steps = max(60, round(MEASURE_S * 1e3 / device_ms))
     one = (tf.zeros([batch, *shape], tf.float32), tf.zeros([batch], tf.int32))
 
-    def phase(batches, warmup: int) -> float:
+    cores: dict[str, list[float]] = {"synthetic": [], "real": []}
+
+    def phase(batches, warmup: int, kind: str) -> float:
+        """samples/s of the phase's measured steps; the CPU cores this process kept busy over
+        them (all its threads: the loop, Horovod's, the pipeline's) go to ``cores[kind]``."""
         for _ in range(warmup):
             step(*next(batches))
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         for _ in range(steps):
             step(*next(batches))
-        return hvd.size() * batch * steps / (time.perf_counter() - t0)
+        wall = time.perf_counter() - t0
+        cores[kind].append((time.process_time() - c0) / wall)
+        return hvd.size() * batch * steps / wall
 
-    synthetic = [phase(iter(lambda: one, None), WARMUP_SYNTHETIC)]
+    synthetic = [phase(iter(lambda: one, None), WARMUP_SYNTHETIC, "synthetic")]
     real_phases = []
     for _ in range(rounds):
         real = iter(
@@ -101,12 +107,21 @@ def rank_main(scenario_path: str, data_root: str, rounds: int) -> None:
                 batch_size=batch,
             )
         )
-        real_phases.append(phase(real, WARMUP_STEPS))
+        real_phases.append(phase(real, WARMUP_STEPS, "real"))
         del real  # its threads stop with it
         gc.collect()
-        synthetic.append(phase(iter(lambda: one, None), WARMUP_SYNTHETIC))
+        synthetic.append(phase(iter(lambda: one, None), WARMUP_SYNTHETIC, "synthetic"))
     if hvd.rank() == 0:
-        harness.print_tagged(TAG, {"synthetic": synthetic, "real": real_phases, "steps": steps})
+        harness.print_tagged(
+            TAG,
+            {
+                "synthetic": synthetic,
+                "real": real_phases,
+                "steps": steps,
+                "synthetic_cores": cores["synthetic"],
+                "real_cores": cores["real"],
+            },
+        )
 
 
 def launch(scenario_path: Path, data_root: str, np_: int, rounds: int, log: Path | None) -> dict:
@@ -143,19 +158,24 @@ def measure(
     the gap is the mean of all rounds', ``ci95_pct`` the half-width of its 95% interval over
     them (nan for one round)."""
     _, root = harness.prepared(str(scenario_path))
-    gaps, real, synth = [], [], []
+    gaps, real, synth, real_cores, synth_cores = [], [], [], [], []
     for _ in range(launches):
         got = launch(scenario_path, root, np_, rounds, log)
         s = got["synthetic"]
         gaps += [100.0 * (1.0 - r / ((s[i] + s[i + 1]) / 2)) for i, r in enumerate(got["real"])]
         real += got["real"]
         synth += s
+        real_cores += got["real_cores"]
+        synth_cores += got["synthetic_cores"]
     return {
         "gap_pct": statistics.fmean(gaps),
         "ci95_pct": ci95(gaps),
         "round_gaps": gaps,
         "real_samples_per_s": real,
         "synthetic_samples_per_s": synth,
+        # rank 0's CPU cores over each phase (its process: loop, Horovod, pipeline threads)
+        "real_cores_per_rank": real_cores,
+        "synthetic_cores_per_rank": synth_cores,
     }
 
 
@@ -187,7 +207,9 @@ def main() -> int:
         f"{args.scenario} np={args.np}: gap {got['gap_pct']:.1f}% ±{got['ci95_pct']:.1f} "
         f"(rounds {', '.join(f'{g:.1f}' for g in got['round_gaps'])}; real "
         f"{', '.join(f'{v:.0f}' for v in got['real_samples_per_s'])}, synthetic "
-        f"{', '.join(f'{v:.0f}' for v in got['synthetic_samples_per_s'])} samples/s)"
+        f"{', '.join(f'{v:.0f}' for v in got['synthetic_samples_per_s'])} samples/s; rank 0's "
+        f"cores: real {', '.join(f'{v:.3f}' for v in got['real_cores_per_rank'])}, synthetic "
+        f"{', '.join(f'{v:.3f}' for v in got['synthetic_cores_per_rank'])})"
     )
     return 0
 
