@@ -30,8 +30,10 @@ PARTIAL_MARKER = ".pipeprof-partial.json"  # in ``<name>.partial`` while pipepro
 
 
 def default_root() -> Path:
+    """``PIPEPROF_DATA_DIR``, or the user's cache; set but empty counts as unset, as a shell
+    reads it (``Path("")`` would be the current folder: datasets written wherever it runs)."""
     return Path(
-        os.environ.get("PIPEPROF_DATA_DIR", Path.home() / ".cache" / "pipeprof" / "datasets")
+        os.environ.get("PIPEPROF_DATA_DIR") or Path.home() / ".cache" / "pipeprof" / "datasets"
     )
 
 

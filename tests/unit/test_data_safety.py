@@ -175,3 +175,19 @@ def test_image_header_reads_format_and_size_without_decoding(tmp_path):
     assert stored_side(tmp_path) == ("mixed", 300)
     (tmp_path / "a" / "y.png").unlink()
     assert stored_side(tmp_path) == ("jpeg", 300)
+
+
+def test_an_empty_data_dir_variable_means_the_cache_not_the_current_folder(monkeypatch):
+    from pathlib import Path
+
+    from pipeprof.data.generate import default_root
+
+    cache = Path.home() / ".cache" / "pipeprof" / "datasets"
+    monkeypatch.delenv("PIPEPROF_DATA_DIR", raising=False)
+    assert default_root() == cache
+    monkeypatch.setenv(
+        "PIPEPROF_DATA_DIR", ""
+    )  # what `export X=$(a command that printed nothing)` sets
+    assert default_root() == cache
+    monkeypatch.setenv("PIPEPROF_DATA_DIR", "/srv/datasets")
+    assert default_root() == Path("/srv/datasets")
