@@ -6,17 +6,17 @@ host a pipeline that fits still slows the steps beside it (``contention_probe.py
 two rows the fluid truth calls 0). This script measures that loss directly, as a user with a
 stopwatch would: the case's emulated-device training loop under ``horovodrun -np N``, fed by
 one repeated batch, then by the case's own pipeline, then by the repeated batch again, R rounds
-of real and repeated in one launch (the same step, ``pipeprof.rank.devices.emulated_step``, the same pipeline,
-``pipeprof.data.pipeline.build``, and the environment pipeprof's launcher gives emulated
-ranks: the workload, not pipeprof's timing, rounds, twin or statistics). A plain loop times
+of real and repeated in one launch (the same step, ``pipeprof.rank.devices.emulated_step``,
+the same pipeline, ``pipeprof.data.pipeline.build``, and the environment pipeprof's launcher
+gives emulated ranks: the workload, not pipeprof's timing, rounds, twin or statistics). A plain loop times
 its steps with ``time.perf_counter``; a round's gap is 1 − real samples/s ÷ the mean of the
 synthetic phases on both sides of it, so that drift hits both alike, and the launch's gap is the
 mean of its rounds', with a 95% interval over them (Student's t). One launch for all the phases,
 not one each, saves the start-ups of TensorFlow and Horovod.
 
 Run by ``run.py`` for each emulated-device row whose fluid truth is under 20%
-(the rows whose class the loss can change), one launch just before the case's own run and one
-just after; by hand::
+(the rows whose class the loss can change), one launch just after the case's own run; by
+hand::
 
     .venv/bin/python benchmarks/truth/reference.py SCENARIO.toml --np N [--rounds R] [--launches L]
 
