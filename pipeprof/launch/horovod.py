@@ -36,9 +36,13 @@ def horovodrun_argv(
 ) -> list[str]:
     """The horovodrun command line that starts ``np`` copies of ``worker``, placed as
     ``topology.assign`` says (a hostfile is read by pipeprof's parser and passed as ``-H``)."""
-    argv = [horovodrun, "-np", str(np), "-H", topology.assign(np, launch).hosts_arg]
+    placed = topology.assign(np, launch)
+    argv = [horovodrun, "-np", str(np), "-H", placed.hosts_arg]
     argv.append("--gloo" if launch.controller == "gloo" else "--mpi")
-    if launch.network_interface:
+    # A launch that stays on this host talks over loopback, and horovodrun then demands that
+    # the interface named carry 127.0.0.1 ("No interface is found for address 127.0.0.1"):
+    # np=1 of a cluster's compare failed so. The interface is for ranks on other hosts.
+    if launch.network_interface and not all(map(topology.is_this_host, placed.ranks_by_host)):
         argv += ["--network-interface", launch.network_interface]
     return argv + worker
 

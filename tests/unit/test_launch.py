@@ -58,6 +58,17 @@ def test_the_network_interface_goes_to_horovodrun_and_gives_the_stream_address()
     launch = LaunchConfig(hosts="a:1,b:1", network_interface="lo")
     argv = horovod.horovodrun_argv(2, launch, ["w"])
     assert argv[-3:] == ["--network-interface", "lo", "w"]
+    # np=1 of a cluster's compare stays on the first host: on this one, loopback, where
+    # horovodrun refused an interface without 127.0.0.1 on it (two_hosts' hostfile test)
+    here = socket.gethostname()
+    for given, np, named in (
+        (f"{here}:1,b:1", 1, False),
+        (f"{here}:1,b:1", 2, True),
+        ("localhost:2", 2, False),
+        ("b:1,c:1", 1, True),  # one host, not this one: its ranks are reached over the link
+    ):
+        got = horovod.horovodrun_argv(np, LaunchConfig(hosts=given, network_interface="lo"), ["w"])
+        assert ("--network-interface" in got) is named, (given, np, got)
     # the ranks are told the address this host has on that interface
     assert plan.stream_endpoint(True, None, interface="lo") == ("0.0.0.0", "127.0.0.1")
     with pytest.raises(
