@@ -180,30 +180,22 @@ def test_mirrored_with_distribute_datasets_from_function_feeds_each_replica_its_
     out = tmp_path / "run"
     got = run_pipeprof(
         "compare", str(scenario), "--engine", "mirrored", "--set",
-        "train.distribute_input=distribute_datasets_from_function", "--np", "2", "--out", str(out),
+        "train.distribute_input=distribute_datasets_from_function", "--np", "2,", "--out", str(out),
         "--no-report", "--no-dashboard", data=tmp_path / "data",
     )  # fmt: skip
     assert (
         "np=2: ranks up on 2 logical CPU device(s) sharing this host's CPU "
         "(mirrored, distribute_datasets_from_function)" in got.stdout
     ), got.stdout
-    summary = pd.read_csv(out / "summary.csv")  # --np 2: np 1 and 2
-    assert sorted(zip(summary["np"], summary["variant"])) == [
-        (1, "real"),
-        (1, "synthetic"),
-        (2, "real"),
-        (2, "synthetic"),
-    ]
+    summary = pd.read_csv(out / "summary.csv")  # --np 2,: np=2 alone
+    assert sorted(zip(summary["np"], summary["variant"])) == [(2, "real"), (2, "synthetic")]
     real = summary[summary["variant"] == "real"]
     assert summary["samples_per_s"].gt(0).all() and real["gap_pct"].notna().all()
     for variant in ("synthetic", "real"):  # a step counts both replicas' samples
         steps = pd.read_csv(out / "steps" / f"np2-{variant}.csv")
         assert set(steps["batch_size"]) == {16}, (variant, set(steps["batch_size"]))
     variants = [json.loads(x) for x in (out / "variants.jsonl").read_text().splitlines()]
-    assert {(v["np"], v["per_worker_batch"], v["global_batch"]) for v in variants} == {
-        (1, 8, 8),
-        (2, 8, 16),
-    }
+    assert {(v["np"], v["per_worker_batch"], v["global_batch"]) for v in variants} == {(2, 8, 16)}
 
 
 def test_ablation_remedies_predict_and_tunes_confirming_run_under_mirrored(tmp_path):
