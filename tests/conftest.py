@@ -23,7 +23,7 @@ def pytest_xdist_auto_num_workers(config):
     keep both cores busy (and whose files that measure contention hold them alone); one more
     than the cores for the fast tier (``-m "not horovod"``), whose tests mostly wait (fake
     ranks' sleeps, timeouts, subprocesses' start): at two workers it kept the 2 cores 66%
-    busy and took 66-70 s, at three 56-59 s (2026-11-27, four runs each).
+    busy and took 66-70 s, at three 56-59 s (2026-11-27 and 28, four runs each).
     PYTEST_XDIST_AUTO_NUM_WORKERS, where set, decides instead, as xdist's own rule reads it."""
     if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
         return None
