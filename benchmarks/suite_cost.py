@@ -39,7 +39,6 @@ class Seen:
     tensorflow: bool = False
     first_s: float = 0.0
     last_s: float = 0.0
-    cmd: str = ""
 
 
 @dataclass
@@ -76,11 +75,10 @@ def kind_of(cmd: list[str]) -> str:
         return "pytest"
     if len(cmd) > 3 and cmd[1:3] == ["-m", "pipeprof"]:
         return "pipeprof command"
-    if any(word in line for word in LAUNCHERS) or name in ("ssh", "sshd"):
+    if any(word in line for word in LAUNCHERS):
         return "launcher"
-    if name.startswith("pip") or " pip " in line or "setup.sh" in line or "ruff" in line:
-        return "setup"
-    if "mypy" in line or "without_horovod" in line:
+    setup = (" pip ", "setup.sh", "ruff", "mypy", "without_horovod")
+    if name.startswith("pip") or any(word in line for word in setup):
         return "setup"
     return "other"
 
@@ -97,7 +95,7 @@ def sample(seen: dict[int, Seen], t: float, me: int, before: bool = False) -> No
         s = seen.get(pid)
         if s is None:
             cmd = info["cmdline"] or [info["name"] or "?"]
-            s = seen[pid] = Seen(kind_of(cmd), first_s=t, cmd=" ".join(cmd)[:160])
+            s = seen[pid] = Seen(kind_of(cmd), first_s=t)
             s.base_s = cpu if before else 0.0
         s.cpu_s, s.last_s = max(s.cpu_s, cpu - s.base_s), t
         if not s.tensorflow and "python" in (info["name"] or "") and t - s.first_s >= 1.0:

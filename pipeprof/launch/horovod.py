@@ -42,7 +42,7 @@ def horovodrun_argv(
     # A launch that stays on this host talks over loopback, and horovodrun then demands that
     # the interface named carry 127.0.0.1 ("No interface is found for address 127.0.0.1"):
     # np=1 of a cluster's compare failed so. The interface is for ranks on other hosts.
-    if launch.network_interface and not all(map(topology.is_this_host, placed.ranks_by_host)):
+    if launch.network_interface and placed.ranks_here < np:
         argv += ["--network-interface", launch.network_interface]
     return argv + worker
 

@@ -185,9 +185,8 @@ def test_an_empty_data_dir_variable_means_the_cache_not_the_current_folder(monke
     cache = Path.home() / ".cache" / "pipeprof" / "datasets"
     monkeypatch.delenv("PIPEPROF_DATA_DIR", raising=False)
     assert default_root() == cache
-    monkeypatch.setenv(
-        "PIPEPROF_DATA_DIR", ""
-    )  # what `export X=$(a command that printed nothing)` sets
+    # what `export PIPEPROF_DATA_DIR=$(a command that printed nothing)` sets
+    monkeypatch.setenv("PIPEPROF_DATA_DIR", "")
     assert default_root() == cache
     monkeypatch.setenv("PIPEPROF_DATA_DIR", "/srv/datasets")
     assert default_root() == Path("/srv/datasets")
