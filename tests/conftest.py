@@ -45,7 +45,7 @@ def the_cores(request, tmp_path_factory):
     if not os.environ.get("PYTEST_XDIST_WORKER"):
         yield  # one process: nothing runs beside this file
         return
-    shared = tmp_path_factory.getbasetemp().parent  # the session's folder, above each worker's own
+    shared = tmp_path_factory.getbasetemp().parent  # pytest's run folder, above each worker's own
     alone = request.node.get_closest_marker("alone") is not None
     with (
         open(shared / "cores.turnstile", "a") as turnstile,
@@ -61,14 +61,14 @@ def the_cores(request, tmp_path_factory):
 
 
 # Seconds each launch file's tests took (calls and their own set-up, not the wait for the
-# cores) in a run of the whole suite on the 2-core development machine (2026-11-26, eighth
-# session, on e94f054), less the tests that left since (the truth slice's control, now a
-# file that runs alone; two of the three stop signals across hosts), with test_mirrored.py's
-# two new tests and the ninth session's (custom loops, the decode-less remedy, watch of a
-# loop) measured in runs of their own: the order in which the two workers take them,
-# longest first, so that neither is left with a long file while the other has finished. A
-# file not listed counts as short (the truth slice was once missing, and its 147 s came last;
-# it now runs alone, among the first).
+# cores) in a run of the whole suite on the 2-core development machine (2026-11-26, on
+# e94f054), less the tests that left since (the truth slice's control, now a file that runs
+# alone; two of the three stop signals across hosts), with the tests added later that day
+# (test_mirrored.py's two; custom loops, the decode-less remedy, watch of a loop) measured in
+# runs of their own: the order in which the two workers take them, longest first, so that
+# neither is left with a long file while the other has finished. A file not listed counts as
+# short, so a long one missing here comes last (the truth slice's 147 s did; it now runs
+# alone, among the first).
 LAUNCH_FILE_SECONDS = {
     "test_two_hosts.py": 377,
     "test_user_script.py": 165,

@@ -1,5 +1,5 @@
 """The training-engine seam: what a rank needs of the library that makes its training
-data-parallel (Horovod today; tf.distribute next), in one interface, chosen in one place.
+data-parallel (Horovod, tf.distribute), in one interface, chosen in one place.
 
 pipeprof's own ranks (``rank.worker``), a user's ``model.fit`` under ``pipeprof compare --
 CMD`` (``rank.fit``, ``pipeprof.keras``) and the emulated device use only these methods, so

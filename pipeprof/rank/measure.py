@@ -142,21 +142,20 @@ def flush(batches, twin_step_s: float) -> int:
 
     A pipeline the model does not hold back through the twin's steps (its host has cores to
     spare: an accelerator, an emulated device) fills its buffers (shuffle, prefetch: often ten
-    batches and more) meanwhile; real steps would then be served from that stock at the
-    model's pace, and a pipeline up to twice as slow as the model would show no gap at all (the
-    ground-truth suite measured a 50% storage-bound gap as 6%). Taken one after another with
-    no step between, stocked batches come at once; the first that takes ``FLUSH_FRESH`` of a
-    twin step, or ``FLUSH_JUMP`` times the quickest before it (and ``FLUSH_JUMP_MIN_S``), is
-    being made: the stock is gone, and the real steps meet the pipeline as it is in steady
-    state. The second rule ends the flush of a pipeline faster than the model, which hides
-    nothing: taking its batches flat out for ``FLUSH_MAX_STEPS`` twin steps, as the first rule
-    alone did, kept every core busy and left its buffers to refill during the measured steps,
-    a burst of CPU the real pipeline never makes in steady state (the ground-truth suite's
-    cheap spin, true gap 0, measured 23.5% at np=2 that way). A stock can be large: tf.data's
-    autotuned prefetch doubles its buffer after each flush that empties it once it was full,
-    until the twin's half can no longer fill it; capped at two twin steps of 8 ms, a flush left
-    most of such a stock to the real steps, which then waited 0.3 ms for a batch through a
-    whole half (a decode-bound test's real variant, 2026-11-27)."""
+    batches and more) meanwhile; real steps served from that stock run at the model's pace, and
+    a pipeline up to twice as slow as the model shows no gap at all (a 50% storage-bound gap
+    read 6%: docs/validation-archive.md, 2026-11-25, 40b3f71). Taken one after another with no
+    step between, stocked batches come at once; the first that takes ``FLUSH_FRESH`` of a twin
+    step, or ``FLUSH_JUMP`` times the quickest before it (and ``FLUSH_JUMP_MIN_S``), is being
+    made: the stock is gone, and the real steps meet the pipeline as it is in steady state.
+    The second rule ends the flush of a pipeline faster than the model, which hides nothing:
+    taken flat out for ``FLUSH_MAX_STEPS`` twin steps, its batches keep every core busy and
+    its buffers refill during the measured steps, a burst of CPU the pipeline never makes in
+    steady state (a spin of true gap 0 read 23.5% at np=2: 2026-11-25, 244216b). The time cap
+    is at least ``FLUSH_STOCK_S`` a batch: tf.data's autotuned prefetch doubles its buffer
+    after each flush that empties it once it was full, until the twin's half can no longer
+    fill it, and two twin steps of 8 ms left most of such a stock to the real steps, which
+    then waited 0.3 ms for a batch through a whole half (2026-11-27, b9d4df7)."""
     threshold = FLUSH_FRESH * twin_step_s
     limit = max(FLUSH_MAX_STEPS * twin_step_s, FLUSH_STOCK_S * FLUSH_MAX_BATCHES)
     started, taken, quickest = time.perf_counter(), 0, math.inf
@@ -187,16 +186,13 @@ class Fresh:
     new iterator starts from none, as the steps find it in a long run.
 
     Kept across the rounds, the iterator's threads work through the twin's half: on an
-    emulated device (the twin spends no CPU) they filled tf.data's buffers above the batch,
-    which the flush does not reach, and the real half took from that stock. The ground-truth
-    suite's val-spin-2800 at np=1 read 13.5% ±4.9 against a plain loop's 24.7% (2026-11-27,
-    seventeenth session); in three runs of the eighteenth, 18.5% ±9.2 (truth 49.2%), 43.6% ±1.3
-    (31.0%) and 31.4% ±5.8 (31.7%), and its np=2 row 47.0% ±22.7 (74.5%). Made anew at every
-    round once the cache's first epoch was read, in runs alternating with those: 45.8% ±9.1
-    (28.0%), 36.5% ±5.6 (35.6%), 41.2% ±10.5 (27.4%); np=2 within 4.4 points but once (12.0).
-    A pipeline faster than its steps (``keeps_stock``) keeps its iterator: in steady state its
-    buffers are full, and made anew it starts empty (val-spin-650 at np=4, which keeps its
-    stock, read 13-16 points above its truth made anew, 2-9 kept).
+    emulated device (the twin spends no CPU) they fill tf.data's buffers above the batch,
+    which the flush does not reach, and the real half takes from that stock. A pipeline two
+    to three times slower than its steps then read 27-31 points below its truth in one run of
+    three, with intervals up to ±24; made anew, ±1-10.5 (docs/validation-archive.md,
+    2026-11-27, 795714f). A pipeline faster than its steps (``keeps_stock``) keeps its
+    iterator: in steady state its buffers are full, and made anew it starts empty (one such
+    read 13-16 points above its truth made anew, 2-9 kept).
 
     ``make()``: a new iterator over the variant's pipeline. ``drop(held)``: retire the iterator
     the list ``held`` holds, its only reference (its threads wind down off the training thread).
@@ -220,31 +216,24 @@ def keeps_stock(after_twin: float, after_real: float, real_wait: float = 0.0) ->
 
     A pipeline that restocks as much while it is read as while it is not is faster than the
     steps that read it: in steady state its buffers are full, and flushing them at every
-    round is what makes it work harder than it ever does, refilling them during the measured
-    steps. And tf.data's autotuned prefetch doubles its buffer each time a flush finds it
-    empty, so the refill grows round after round: in the ground-truth suite's val-throttle-5.1
-    the flushes took 2, 3, 9, 17, then 33 batches at np=4; the real steps' process CPU was 28
-    ms a step in rounds against 21 in one long stretch, and the gap read 19.1% and 28.8%
-    where a plain loop loses 11.7% (2026-11-27). A pipeline slower than its steps has no stock
-    left at the end of a real half (val-throttle-2.9: 1 batch, the one being made, against 3
-    after the twin's): its flushes go on. So does one that stocked nothing through the twin's
-    steps (1: the flush's first batch was being made): then neither count can tell, and its
-    flushes drop nothing to refill.
+    round makes it work harder than it ever does, refilling them during the measured steps.
+    And tf.data's autotuned prefetch doubles its buffer each time a flush finds it empty, so
+    the refill grows round after round (flushes of 2, 3, 9, 17, then 33 batches at np=4; a
+    gap read 19.1% and 28.8% where a plain loop loses 11.7%: docs/validation-archive.md,
+    2026-11-27, 18d453e). A pipeline slower than its steps has no stock left at the end of a
+    real half (1 batch, the one being made): its flushes go on. So does one that stocked
+    nothing through the twin's steps (1: the flush's first batch was being made): then
+    neither count can tell, and its flushes drop nothing to refill.
 
     The counts are a few batches, and a batch half made when a flush starts comes in time to
-    count as stocked: in the ground-truth suite's run of 2026-11-27 (fifteenth session) three
-    pipelines two to three times slower than their steps at np=2 (cal-spin-1420, val-decode-576,
-    val-spin-2800) were judged to keep their stock, and read 41-45% where the truth was 52-66%
-    (four later runs of val-spin-2800 counted 2.5-4 batches, then 1-2; one of val-decode-576
-    counted 5, then 6). Their first round's real steps said otherwise: a mean wait of 44-79% of
-    a twin step for each batch. In that run every pipeline the counts kept flushing waited
-    25-142% (11.9% the one exception, on 2 cores at np=1), and every one faster than its steps
-    at most 11% (at np=4), mostly 1-3%, the iterator's hand-off. The mean, not the median: at
-    np=2 one rank's waits can show in the other's step instead (val-decode-576 at np=2: rank 0
-    waited a median 0.4 ms, mean 5 ms, rank 1 a median 0.5, mean 13.6, of a 28 ms twin step,
-    while their real steps took 2.8 times the twin's). A real step that waits ``FLUSH_FRESH``
-    of a twin step or more for its batch (the flush's own mark of a batch being made, not
-    stocked) has no stock to keep."""
+    count as stocked: by the counts alone, pipelines two to three times slower than their
+    steps were judged to keep their stock and read 41-45% where the truth was 52-66%. Their
+    first round's real steps waited 44-79% of a twin step for each batch; those of pipelines
+    flushed at every round 25-142% (one 11.9%), of those faster than their steps at most 11%,
+    mostly 1-3%, the iterator's hand-off (2026-11-27, f2d7c65). The mean, not the median: at
+    np=2 one rank's waits can show in the other's step instead. A real step that waits
+    ``FLUSH_FRESH`` of a twin step or more for its batch (the flush's own mark of a batch
+    being made, not stocked) has no stock to keep."""
     return after_twin > 1 and after_real >= after_twin and real_wait < FLUSH_FRESH
 
 

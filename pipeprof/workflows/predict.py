@@ -61,9 +61,10 @@ def cpu_per_step(steps: pd.DataFrame, reference: str) -> tuple[float, float]:
     batch: the real variant's measured steps' CPU less the loop's. In steady state a pipeline
     makes one batch per step; the stock it made through the twin's steps is flushed in the
     settle steps (``rank.measure.flush``), which are not measured, or left for the real steps
-    where it keeps its stock (``rank.measure.keeps_stock``), as in steady state. The
-    telemetry's process CPU over the real halves, used before, gave 20 CPU-ms a batch where
-    the spin's size says 30 (the ground-truth suite's cal-spin-875). (NaN, NaN) without CPU per step (older runs)."""
+    where it keeps its stock (``rank.measure.keeps_stock``), as in steady state. Not the
+    telemetry's process CPU over the real halves: it read 20 CPU-ms a batch where the spin's
+    size says 30 (the ground-truth suite's cal-spin-875). (NaN, NaN) without CPU per step
+    (older runs)."""
     one = steps[(steps["np"] == 1) & ~steps["warmup"].astype(bool)]
     if "cpu_ms" not in one.columns:
         return math.nan, math.nan

@@ -8,8 +8,8 @@ predict sizes the service from what that worker spent there, checked against thi
 How much of the gap each remedy closes moves too much between runs on 2 cores to be pinned
 by a test (docs/validation.md has the runs): one worker core makes about 12,000-13,000 of the
 samples/s the two ranks take at up to 18,000, and the service closed 16-49% of the np=2 gap
-in this session's runs, short of the half the issue asks (blocked: it needs a second core
-for the service, and this machine has two in all).
+in the runs of 2026-11-25 (4fdb7da), short of the half the issue asks (blocked: it needs a
+second core for the service, and this machine has two in all).
 
 It measures throughput on the cores, so it runs alone (tests/conftest.py); its cluster is its
 own, started and torn down while no other file runs."""

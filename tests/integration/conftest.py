@@ -42,7 +42,7 @@ def small_dataset(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def data_cache_dir(tmp_path_factory):
-    """Where tests let pipeprof generate built-in datasets (shared by the session)."""
+    """Where tests let pipeprof generate built-in datasets (shared by the pytest session)."""
     return tmp_path_factory.mktemp("pipeprof-data")
 
 

@@ -2,19 +2,18 @@
 a user runs it (`pipeprof compare --verdict`): a cached pipeline that costs the model nearly
 nothing must be called not input-bound, with no stage named.
 
-The suite calls its truth 0%. It is not quite: the real steps' `next()` on the tf.data
-iterator took 0.61-0.65 ms of a 24 ms step in three runs with nothing else on this machine
-(2026-11-27), where the twin's repeated batch takes 1 µs: about 2.5%, which pipeprof read as
-1.9-2.3% ±1.2-2.0 in those runs. It runs alone (tests/conftest.py): beside another test file
-it read 2.5% ±2.9 in one clean-clone CI run (on the 5% line: a failure), as the neighbour's
-load lands on that `next()` and on the rounds' spread.
+Its truth is about 2.5%, not the suite's 0%: the real steps' `next()` on the tf.data
+iterator takes 0.61-0.65 ms of a 24 ms step, where the twin's repeated batch takes 1 µs, and
+pipeprof read 1.9-2.3% ±1.2-2.0 on an otherwise idle machine (2026-11-27). It runs alone
+(tests/conftest.py): a neighbour's load lands on that `next()` and on the rounds' spread
+(2.5% ±2.9 beside another file in a clean-clone CI run: on the 5% line, a failure).
 
-Alone, a clean-clone CI run (2026-11-27) read 4.0% ±1.7 when the suite's 16 s of measuring
-ran out, its interval across the 5% line. The stopping rule measures such an interval on
-until it is clear of the line or half its 2-point target (±1.0): about 46 s at that run's
-noise (±1.7 at 16 s), so this test gives the variant 64 s, room for ±2.0 at 16 s. It stops as
-soon as the interval is clear, as before. A reading that stays near 4% as the interval
-narrows to ±1.0 still ends on the line, and fails: that would be a bias, not noise."""
+The variant gets 64 s: alone, a clean-clone CI run (2026-11-27) read 4.0% ±1.7 when 16 s of
+measuring ran out, across the 5% line, and the stopping rule measures such an interval on
+until it is clear of the line or half its 2-point target (±1.0), about 46 s at that noise;
+64 s leaves room for ±2.0 at 16 s. It still stops as soon as the interval is clear. A
+reading that stays near 4% as the interval narrows to ±1.0 ends on the line, and fails:
+that would be a bias, not noise."""
 
 import dataclasses
 import sys

@@ -269,9 +269,10 @@ def test_stock_kept_means_restocked_as_much_while_read_as_while_not():
     assert not keeps_stock(3, 2)  # val-spin-2800, np=2: true gap 68%, its steps wait for it
     # nothing stocked through the twin's steps: no evidence either way, and nothing to refill
     assert not keeps_stock(1, 1) and not keeps_stock(1, 3)
-    # counts that say "kept" (the fifteenth session's runs), but the first round's real steps
-    # waited most of a twin step for each batch (val-spin-2800 at np=2: a mean of 79% of it;
-    # val-decode-576 at np=2: 5 batches, then 6, and 80%): slower than its steps
+    # counts that say "kept" (the ground-truth runs of 2026-11-27 on 0c0507e), but the first
+    # round's real steps waited most of a twin step for each batch (val-spin-2800 at np=2: a
+    # mean of 79% of it; val-decode-576 at np=2: 5 batches, then 6, and 80%): slower than its
+    # steps
     assert keeps_stock(2, 2, 0.02) and not keeps_stock(2, 2, 0.79)
     assert not keeps_stock(5, 6, 0.8)
     # the largest mean wait of a pipeline faster than its steps in that run: 11% (val-spin-650

@@ -290,7 +290,7 @@ def test_an_uncrowded_source_travels_whole():
 def test_an_uncrowded_source_whose_steps_took_more_cpu_than_its_stages_takes_the_stages():
     from pipeprof.analysis.predict import transfer
 
-    # the suite's val-spin-650 at np=1 (kept run, eleventh session): 44.8 CPU-ms a real step
+    # the suite's val-spin-650 at np=1 (kept run, 2026-11-26): 44.8 CPU-ms a real step
     # beyond the loop's, its stages alone 32 × 0.769 = 24.6, the host 66% busy
     src, removed = transfer(
         measured(busy=0.66, pipeline_cpu_ms=44.8, pipeline_core_ms_per_sample=0.769)

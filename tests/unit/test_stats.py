@@ -184,7 +184,7 @@ def test_summary_rows_gap_and_scaling_efficiency():
 
 
 def test_a_twin_the_real_pipeline_worked_through_is_not_the_ceiling():
-    """The README's first command, run 4 of 5 (2026-11-26), in round numbers: the synthetic
+    """One of five runs of the README's first command (2026-11-26), in round numbers: the synthetic
     run's steps took 40 ms at 72 CPU-ms (1.8 cores), the real ones 70 ms; the twin's, in
     alternation with them, 65 ms at 128 CPU-ms (1.97 cores). By hand: the twin ran at
     32 / 0.065 = 492.3 samples/s, 38.5% below the synthetic run's 800; against it the gap would
