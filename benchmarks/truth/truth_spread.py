@@ -34,15 +34,15 @@ from benchmarks import harness  # noqa: E402
 from benchmarks.truth.run import CLASSES, LINES, REFERENCE_BELOW, klass  # noqa: E402
 
 # the runs on the plain loop as it is now: three phases in one launch since 0c0507e (np >= 2),
-# np = 1 measured too since ec71c5b; the fourteenth session's and older ran it otherwise. From
-# s20 on it is measured just after the case's own run, the mean of two rounds in one launch
+# np = 1 measured too since ec71c5b; the run on 18d453e and older ran it otherwise. From
+# eeff803 on it is measured just after the case's own run, the mean of two rounds in one launch
 RUNS = (
-    "results-2026-11-27-s15a.txt",
-    "results-2026-11-27-s15b.txt",
-    "results-2026-11-27-s17.txt",
-    "results-2026-11-27-s18-validation.txt",
-    "results-2026-11-27-s19-validation.txt",
-    "results-2026-11-27-s20-validation.txt",
+    "results-2026-11-27-0c0507e.txt",
+    "results-2026-11-27-f2d7c65.txt",
+    "results-2026-11-27-52325ee.txt",
+    "results-2026-11-27-6f90ed9-validation.txt",
+    "results-2026-11-27-ab644bc-validation.txt",
+    "results-2026-11-27-eeff803-validation.txt",
 )
 
 ROW = re.compile(
@@ -51,7 +51,7 @@ ROW = re.compile(
     r"(?P<true_class>not|moderately|highly)\s+(?P<got_class>.+?)\s+"
     r"(?P<true_stage>map|read|none)\s+(?P<got_stage>map|read|none)(?: ✗)?\s"
 )
-# "val-control np=1 1.7% (fluid 0.0%)"; since the twentieth session with the rounds:
+# "val-control np=1 1.7% (fluid 0.0%)"; since eeff803 with the rounds:
 # "val-control np=1 1.3% (rounds 0.9, 1.7; fluid 0.0%)"
 REFERENCE = re.compile(r"([\w.-]+) np=(\d+) -?[\d.]+% \((?:rounds [^;]*; )?fluid -?[\d.]+%\)")
 

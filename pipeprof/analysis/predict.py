@@ -289,15 +289,16 @@ def overflow_ms(ranks: int, cores: float, pipeline_ms: float) -> float:
     coordination cycle, each hop of the ring) wait in it, and a synchronous step waits for
     the rank that waited longest: the whole drain.
 
-    Measured (benchmarks/sync_under_load.py, 2 cores): a burst of B CPU-ms at each step's
-    start adds ``(r − c) × B / c`` within about 10% at np 4, 8 and 16. A real pipeline adds
+    Measured with controlled loads before the allreduce (2 cores; docs/validation-archive.md):
+    a burst of B CPU-ms at each step's start adds ``(r − c) × B / c`` within about 10% at np 4,
+    8 and 16. A real pipeline adds
     0.8–1.0 of that for its P, as not all of its work lands at the step's start: the term
     errs high by up to 20% of itself at np 4–8.
 
     On a node of one core there is one run queue and no core to overflow to: the ranks' bursts
     time-share it and the threads a step wakes get their turn within a scheduler slice. Measured
-    at np=2 on one core (benchmarks/validate_predict_shapes.py's sweep, emulated steps of 15–50
-    ms, P of 12–16 CPU-ms): real steps took 0.26–0.32 × P beyond the synthetic ones where the
+    at np=2 on one core (a sweep across node shapes, emulated steps of 15–50 ms, P of 12–16
+    CPU-ms): real steps took 0.26–0.32 × P beyond the synthetic ones where the
     CPU bound did not set them, against the drain's 1.0 × P: ``busy_sync_ms``'s term, with its
     one-core κ.
     """
@@ -343,8 +344,8 @@ def busy_sync_ms(
     ``predict`` solves for it (``fixed_point``). Taken over the synthetic step instead, ρ
     overstated a pipeline's share where the real step is long, and the term with it.
 
-    Measured with ρ over the synthetic step (benchmarks/validate_predict_shapes.py's sweep,
-    emulated 15–50 ms steps, augmentation and decode pipelines of 12–22 CPU-ms per step, np=2
+    Measured with ρ over the synthetic step (a sweep across node shapes in
+    docs/validation-archive.md; emulated 15–50 ms steps, augmentation and decode pipelines of 12–22 CPU-ms per step, np=2
     with one core per rank and with half a core; over the real step, which was 5-20% longer,
     the same extras give κ that much larger, not refitted from that sweep): the real step's
     extra over the synthetic one was 0.37–0.53 × ρ × P
@@ -358,8 +359,7 @@ def busy_sync_ms(
     holding the one core and waits out the rest of its turn, half of ``min(P, turn)`` on
     average (``SCHED_TURN_MS``). A light pipeline (1.2 CPU-ms per step, ρ ≈ 0.08) added
     0.4–2.1 ms to two ranks' steps on one core over seven runs, where κ × ρ × P gives 0.02;
-    augmentation of 7–15 CPU-ms added 0.8–2.3 ms in the same sweep (benchmarks/
-    validate_predict_shapes.py's shapes), where the floor is 2.0.
+    augmentation of 7–15 CPU-ms added 0.8–2.3 ms in the same sweep, where the floor is 2.0.
     """
     if n < 2 or pipeline_ms <= 0 or step_ms <= 0 or cores_per_rank <= 0:
         return 0.0

@@ -1,5 +1,4 @@
-"""The three ablation cases the suite and benchmarks/verdict_stability.py share, and the check
-of one case's verdict."""
+"""The three ablation cases of the suite, and the check of one case's verdict."""
 
 import json
 import os
@@ -64,8 +63,7 @@ contrast = 0.0
 """,
     # small images, no augmentation, a heavy model: the step, not the pipeline, bounds it. In the
     # suite its device is emulated (80 ms a step that uses no CPU, as a GPU's would; and no
-    # MobileNetV2 to trace): the two cases above train on the CPU, and
-    # benchmarks/verdict_stability.py runs all three CPU-trained (--device auto).
+    # MobileNetV2 to trace): the two cases above train on the CPU.
     "none": """
 name = "model-bound"
 [data]
