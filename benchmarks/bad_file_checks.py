@@ -28,7 +28,6 @@ import tempfile
 import time
 from pathlib import Path
 
-import harness
 import tensorflow as tf
 
 from pipeprof.data import pipeline
@@ -41,6 +40,10 @@ from pipeprof.scenario import (
     PrefetchConfig,
     ShuffleConfig,
 )
+
+# run as a file (python benchmarks/NAME.py): this checkout's benchmarks and pipeprof first
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks import harness  # noqa: E402
 
 PIPE = PipelineConfig(
     augment=AugmentConfig(enabled=False),

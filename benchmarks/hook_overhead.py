@@ -26,9 +26,11 @@ import tempfile
 import textwrap
 from pathlib import Path
 
-import harness
 import numpy
-import timeslice
+
+# run as a file (python benchmarks/NAME.py): this checkout's benchmarks and pipeprof first
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks import harness, timeslice  # noqa: E402
 
 SCRIPT = textwrap.dedent('''
     """The example's pipeline and model, trained for a fixed number of steps, with or without pipeprof."""

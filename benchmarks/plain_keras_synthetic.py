@@ -30,10 +30,14 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import time
+from pathlib import Path
 from typing import Any
 
-import harness
+# run as a file (python benchmarks/NAME.py): this checkout's benchmarks and pipeprof first
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks import harness  # noqa: E402
 
 TAG = "PLAIN-SYNTHETIC"
 

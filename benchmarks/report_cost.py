@@ -18,14 +18,16 @@ from __future__ import annotations
 import argparse
 import os
 import socket
+import sys
 import tempfile
 import threading
 import time
 import urllib.request
 from pathlib import Path
 
-import harness
-import timeslice
+# run as a file (python benchmarks/NAME.py): this checkout's benchmarks and pipeprof first
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks import harness, timeslice  # noqa: E402
 
 
 def free_port() -> int:

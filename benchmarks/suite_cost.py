@@ -27,8 +27,14 @@ from pathlib import Path
 import psutil
 
 KINDS = ("pytest", "pipeprof command", "launcher", "training process", "setup", "other")
-LAUNCHERS = ("pipeprof.launch.hvdrun", "horovodrun", "mpirun", "orted", "srun", "slurmstepd")
-LAUNCHERS += ("ssh", "sshd", "multiprocessing.spawn", "multiprocessing.resource_tracker")
+LAUNCHERS: tuple[str, ...] = ("pipeprof.launch.hvdrun", "horovodrun", "mpirun", "orted", "srun")
+LAUNCHERS += (
+    "slurmstepd",
+    "ssh",
+    "sshd",
+    "multiprocessing.spawn",
+    "multiprocessing.resource_tracker",
+)
 
 
 @dataclass
@@ -143,9 +149,9 @@ def main(argv: list[str] | None = None) -> int:
         if s.tensorflow and s.kind in ("other", "launcher"):
             s.kind = "training process"
     pytest = [s for s in seen.values() if s.kind == "pytest"]
-    start = min((s.first_s for s in pytest), default=None)
-    end = max((s.last_s for s in pytest), default=None)
-    during = [c for t, c in machine if start is not None and start <= t <= end]
+    start = min((s.first_s for s in pytest), default=0.0)
+    end = max((s.last_s for s in pytest), default=0.0)
+    during = [c for t, c in machine if pytest and start <= t <= end]
     cost = Cost(
         wall_s=round(wall, 1),
         returncode=proc.returncode,

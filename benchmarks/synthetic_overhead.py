@@ -50,7 +50,9 @@ from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 
-import harness
+# run as a file (python benchmarks/NAME.py): this checkout's benchmarks and pipeprof first
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks import harness  # noqa: E402
 
 PLAIN_SCRIPT = Path(__file__).resolve().parent / "plain_keras_synthetic.py"
 PLAIN_TAG = "PLAIN-SYNTHETIC"

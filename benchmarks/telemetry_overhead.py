@@ -27,12 +27,14 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
 
-import harness
-import timeslice
+# run as a file (python benchmarks/NAME.py): this checkout's benchmarks and pipeprof first
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks import harness, timeslice  # noqa: E402
 
 
 class Cpu:
@@ -215,7 +217,7 @@ def part3(cpu: dict[str, list[float]], sampler_pct: float) -> None:
 
 def part2(seconds: float) -> float:
     """Prints each sampler's CPU; returns the host-only (no GPU) sampler's % of one core."""
-    first = None
+    first: float | None = None
     from pipeprof.telemetry.agent import RankTelemetry
     from pipeprof.telemetry.nvml import Nvml
     from pipeprof.telemetry.recorder import Recorder
@@ -253,6 +255,7 @@ def part2(seconds: float) -> float:
                 f"({rec.counts.get('gpu', 0)} GPU, {rec.counts.get('host', 0)} host samples)  "
                 f"{'PASS' if pct < 1.0 else 'FAIL'} (< 1%)"
             )
+    assert first is not None
     return first
 
 

@@ -21,11 +21,13 @@ import select
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
-import harness
 import numpy
 import psutil
+
+from benchmarks import harness
 
 
 @dataclass
@@ -35,8 +37,8 @@ class Side:
     env: dict[str, str] | None = None
     terminal: bool = False  # under a pseudo-terminal (a live dashboard really redraws)
     cwd: str | None = None
-    on_resume: object = None  # called with the side each time it starts a window
-    on_pause: object = None  # and each time its window is about to end
+    on_resume: Callable[[Side], None] | None = None  # called each time the side starts a window
+    on_pause: Callable[[Side], None] | None = None  # and each time its window is about to end
     windows: list[tuple[float, float]] = field(
         default_factory=list
     )  # time.time() of each counted window
@@ -79,7 +81,11 @@ class _Running:
                 cwd=side.cwd,
             )
         side.pid = self.proc.pid
-        self.fd = self.master if self.master is not None else self.proc.stdout.fileno()
+        if self.master is not None:
+            self.fd = self.master
+        else:
+            assert self.proc.stdout is not None  # stdout=PIPE
+            self.fd = self.proc.stdout.fileno()
         self.out = bytearray()
         self.family: dict[int, psutil.Process] = {}
 
@@ -126,7 +132,8 @@ def run_sliced(a: Side, b: Side, slice_s: float = 1.0, timeout_s: float = 1800.0
     fills each side's ``windows``, ``returncode`` and ``output``."""
     sides = [_Running(a), _Running(b)]
     sides[1].signal_tree(signal.SIGSTOP)
-    active, start, solo = 0, time.time(), None
+    active, solo = 0, None
+    start: float | None = time.time()
     if a.on_resume:
         a.on_resume(a)
     deadline = time.monotonic() + timeout_s

@@ -20,16 +20,19 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import sys
 import time
 from functools import partial
 from pathlib import Path
-
-import harness
 
 from pipeprof.data.stagebench import StageBench
 from pipeprof.tune import space as sp
 from pipeprof.tune.search import Window, coordinate_descent
 from pipeprof.workflows.tune import bench_evaluate
+
+# run as a file (python benchmarks/NAME.py): this checkout's benchmarks and pipeprof first
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks import harness  # noqa: E402
 
 
 def main() -> None:
@@ -73,6 +76,9 @@ def main() -> None:
             space, sp.point_of(base, space), measure, budget_s=1e9, trial_s=args.trial_seconds
         )
         tune_wall = time.monotonic() - t0
+        if tuned.best is None:
+            raise harness.Failed("the tuner measured no trial")
+        best = tuned.best
         stops = {
             s: sum(t.stop == s for t in tuned.trials)
             for s in dict.fromkeys(t.stop for t in tuned.trials)
@@ -83,7 +89,7 @@ def main() -> None:
                 + " ".join(f"{k}={v}" for k, v in t.point.items())
             )
         print(
-            f"  tuner: {len(tuned.trials)} trials in {tune_wall:.0f}s, best {tuned.best.samples_per_s:,.0f} samples/s "
+            f"  tuner: {len(tuned.trials)} trials in {tune_wall:.0f}s, best {best.samples_per_s:,.0f} samples/s "
             f"(trials ended: {', '.join(f'{k} {v}' for k, v in stops.items())}; same-setting spread "
             f"{tuned.noise_pct:.1f}%, so moves needed +{tuned.margin_pct:.1f}%)",
             flush=True,
@@ -104,7 +110,7 @@ def main() -> None:
         )
 
         contenders = {
-            "tuner's winner": tuned.best.point,
+            "tuner's winner": best.point,
             "grid's winner": grid_best,
             "AUTOTUNE": sp.autotune_point(base, space),
             "scenario default": sp.point_of(base, space),
@@ -147,7 +153,7 @@ def main() -> None:
         f"  tuner / grid wall time:      {wall:.3f}  (target <= 0.25)  {'PASS' if wall <= 0.25 else 'FAIL'}"
     )
     print(
-        f"  in the search itself: tuner {tuned.best.samples_per_s:,.0f} vs grid {grid_best_sps:,.0f} samples/s"
+        f"  in the search itself: tuner {best.samples_per_s:,.0f} vs grid {grid_best_sps:,.0f} samples/s"
     )
 
 

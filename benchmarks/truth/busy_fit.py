@@ -85,8 +85,12 @@ def main() -> int:
     kappa = args.kappa if args.kappa is not None else statistics.median(per_row["calibration"])
     print(f"κ = {kappa:.2f} (the code's: {in_code:.2f})\n")
     for k in dict.fromkeys((in_code, kappa)):
+
+        def at_kappa(case: str, n: int, k: float = k) -> model.Prediction:
+            return at(kept, case, n, k)
+
         for s in SETS:
-            kept.score(s, f"κ {k:.2f}", lambda case, n, k=k: at(kept, case, n, k), args.v)
+            kept.score(s, f"κ {k:.2f}", at_kappa, args.v)
     model.BUSY_SYNC = in_code
     return 0
 

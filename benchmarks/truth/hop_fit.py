@@ -123,13 +123,12 @@ def main() -> int:
     alpha = args.hop if args.hop is not None else statistics.median(per_step["calibration"])
     print(f"α = {alpha:.2f} ms\n")
     for hop in (0.0, alpha):
+
+        def at_hop(case: str, n: int, hop: float = hop) -> model.Prediction:
+            return predicted(case, hop)[n]
+
         for s in SETS:
-            kept.score(
-                s,
-                f"α {hop:4.2f} ms",
-                lambda case, n, hop=hop: predicted(case, hop)[n],
-                args.v and hop,
-            )
+            kept.score(s, f"α {hop:4.2f} ms", at_hop, bool(args.v and hop))
     return 0
 
 

@@ -80,6 +80,7 @@ import time
 import tomllib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1]))  # the repository, for benchmarks.harness
@@ -631,7 +632,7 @@ def predict_scores(rows: list[Row]) -> dict | None:
     if not scored:
         return None
     mean_gap = sum(r.gap for r in scored) / len(scored)
-    out = {"rows": len(scored), "constant_gap": mean_gap}
+    out: dict[str, Any] = {"rows": len(scored), "constant_gap": mean_gap}
     for name, guess in (
         ("predict", lambda r: r.predicted_gap),
         ("np1_carried", lambda r: r.np1_gap),

@@ -74,8 +74,8 @@ def read_run(path: Path) -> tuple[list[Row], set[tuple[str, int]]]:
     plain: set[tuple[str, int]] = set()
     for line in path.read_text().splitlines():
         if "the loss a plain loop measured" in line:
-            for m in REFERENCE.finditer(line):
-                plain.add((m.group(1), int(m.group(2))))
+            for ref in REFERENCE.finditer(line):
+                plain.add((ref.group(1), int(ref.group(2))))
         elif m := ROW.match(line):
             got = m.group("got_class").removesuffix(" ✗").strip()
             rows.append(

@@ -1,0 +1,53 @@
+"""The maintained benchmarks: scripts that print figures measured side by side, each for a
+target that docs/validation.md states with its latest figure.
+
+Every benchmark has a smoke mode, ``--smoke``: its real code path at tiny sizes, ending with a
+check of the figures it printed (exit 1, one line, where one is missing or absurd). CI runs
+every smoke mode (``tests/unit/test_benchmarks.py``): those that start no ranks in the fast
+tier, those that do in the slow one. A smoke mode says the benchmark still runs, never whether
+its target is met: that takes the full run, on a quiet machine.
+
+``BENCHMARKS`` lists them, ``HELPERS`` the modules they share or run; a file of benchmarks/ in
+neither fails the test.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    path: str  # under benchmarks/
+    launches: bool  # starts ranks (horovodrun, a compare): the slow tier
+    # a benchmark whose smoke run leaves what this one reads: its smoke runs first, and this
+    # one's ``--smoke`` is given the directory it kept
+    reads: str = ""
+
+
+BENCHMARKS: tuple[Benchmark, ...] = (
+    Benchmark("synthetic_overhead.py", launches=True),
+    Benchmark("hook_overhead.py", launches=True),
+    Benchmark("telemetry_overhead.py", launches=True),
+    Benchmark("report_cost.py", launches=True),
+    Benchmark("engines.py", launches=True),
+    Benchmark("truth/run.py", launches=True),
+    Benchmark("truth/hop_fit.py", launches=False, reads="truth/run.py"),
+    Benchmark("truth/busy_fit.py", launches=False, reads="truth/run.py"),
+    Benchmark("truth/truth_spread.py", launches=False),
+    Benchmark("collector.py", launches=False),
+    Benchmark("tune_vs_grid.py", launches=False),
+    Benchmark("bad_file_checks.py", launches=False),
+    Benchmark("suite_cost.py", launches=False),
+    Benchmark("nvml_real_gpu.py", launches=False),
+)
+
+HELPERS: tuple[str, ...] = (
+    "__init__.py",
+    "harness.py",  # paths, runs, results, rounds
+    "timeslice.py",  # two runs taking turns on the machine
+    "plain_keras_synthetic.py",  # synthetic_overhead's plain side, run under horovodrun
+    "truth/__init__.py",
+    "truth/inject.py",  # the truth suite's injected costs
+    "truth/reference.py",  # the truth suite's plain loop, run under horovodrun
+)
