@@ -8,7 +8,8 @@ tier, those that do in the slow one. A smoke mode says the benchmark still runs,
 its target is met: that takes the full run, on a quiet machine.
 
 ``BENCHMARKS`` lists them, ``HELPERS`` the modules they share or run; a file of benchmarks/ in
-neither fails the test.
+neither fails the test. A benchmark that only reads what another one's run leaves (the fits on
+a kept truth run) runs its smoke mode after that one's, in the same tier.
 """
 
 from __future__ import annotations
@@ -20,8 +21,10 @@ from dataclasses import dataclass
 class Benchmark:
     path: str  # under benchmarks/
     launches: bool  # starts ranks (horovodrun, a compare): the slow tier
-    # a benchmark whose smoke run leaves what this one reads: its smoke runs first, and this
-    # one's ``--smoke`` is given the directory it kept
+    # the smoke run's arguments besides ``--smoke``: ``{out}`` is a new folder for it to write
+    # in, ``{kept}`` the ``{out}`` of the benchmark it ``reads``
+    args: tuple[str, ...] = ()
+    # a benchmark whose smoke run leaves what this one reads: its smoke runs first
     reads: str = ""
 
 
@@ -31,15 +34,15 @@ BENCHMARKS: tuple[Benchmark, ...] = (
     Benchmark("telemetry_overhead.py", launches=True),
     Benchmark("report_cost.py", launches=True),
     Benchmark("engines.py", launches=True),
-    Benchmark("truth/run.py", launches=True),
-    Benchmark("truth/hop_fit.py", launches=False, reads="truth/run.py"),
-    Benchmark("truth/busy_fit.py", launches=False, reads="truth/run.py"),
+    Benchmark("truth/run.py", launches=True, args=("--keep", "--out", "{out}")),
+    Benchmark("truth/hop_fit.py", launches=False, args=("{kept}",), reads="truth/run.py"),
+    Benchmark("truth/busy_fit.py", launches=False, args=("{kept}",), reads="truth/run.py"),
     Benchmark("truth/truth_spread.py", launches=False),
     Benchmark("collector.py", launches=False),
     Benchmark("tune_vs_grid.py", launches=False),
     Benchmark("bad_file_checks.py", launches=False),
     Benchmark("suite_cost.py", launches=False),
-    Benchmark("nvml_real_gpu.py", launches=False),
+    Benchmark("nvml_real_gpu.py", launches=False, args=("--out", "{out}")),
 )
 
 HELPERS: tuple[str, ...] = (

@@ -16,6 +16,11 @@ batches and then ``--batches`` measured ones from each: the process's CPU time p
 (every tf.data thread included). One pipeline at a time: tf.data's threads work ahead, so
 two open pipelines would charge each other's work. The result is the median over rounds of
 the per-round ratio checked / unchecked, and the medians of each.
+
+    .venv/bin/python benchmarks/bad_file_checks.py [--source folder|tfrecord] [--rounds 16]
+
+``--smoke`` (CI): both sources, 100 images, one round of 4 batches each, then a check that
+every figure printed is a finite cost above 0.
 """
 
 from __future__ import annotations
@@ -133,38 +138,56 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--source", choices=["folder", "tfrecord"], default="folder")
     ap.add_argument("--rounds", type=int, default=16)
     ap.add_argument("--batches", type=int, default=60)
+    ap.add_argument("--images", type=int, default=1000)
+    ap.add_argument("--smoke", action="store_true", help="tiny sizes, then check the figures (CI)")
     args = ap.parse_args(argv)
+    if args.smoke:
+        args.rounds, args.batches, args.images = 1, 4, 100
+    for source in ("folder", "tfrecord") if args.smoke else (args.source,):
+        figures = measure(source, args.images, args.rounds, args.batches)
+        if args.smoke:
+            harness.smoke_check(
+                all(harness.finite_positive(v) for v in figures), f"{source}: costs {figures}"
+            )
+    return 0
+
+
+def measure(source: str, images: int, rounds: int, batches: int) -> tuple[float, float, float]:
+    """Print and return the checked and unchecked costs (CPU-ms a sample) and their ratio."""
     with tempfile.TemporaryDirectory(prefix="pipeprof-bench-") as tmp:
         root = str(
-            generate(GenerateConfig(images=1000, size=96, classes=10, seed=3), Path(tmp) / "images")
+            generate(
+                GenerateConfig(images=images, size=96, classes=10, seed=3), Path(tmp) / "images"
+            )
         )
         data = DataConfig(source="folder", image_size=SIZE, num_classes=10)
-        if args.source == "tfrecord":
+        if source == "tfrecord":
             make_tfrecords(root, Path(tmp) / "records")
             data = DataConfig(
                 source="tfrecord", path=str(Path(tmp) / "records"), image_size=SIZE, num_classes=10
             )
         got = harness.in_rounds(  # unchecked first in even rounds, checked first in odd ones
-            args.rounds,
+            rounds,
             {
-                "unchecked": lambda: cpu_ms_per_sample(unchecked(data, root), args.batches),
+                "unchecked": lambda: cpu_ms_per_sample(unchecked(data, root), batches),
                 "checked": lambda: cpu_ms_per_sample(
                     pipeline.build(
                         data, PIPE, data_root=root, shard=pipeline.Shard(0, 1), batch_size=50
                     ),
-                    args.batches,
+                    batches,
                 ),
             },
         )
     ratios = sorted(c / u for c, u in zip(got["checked"], got["unchecked"]))
     c, u = statistics.median(got["checked"]), statistics.median(got["unchecked"])
+    ratio = statistics.median(ratios)
     print(
-        f"{args.source}: checked {c:.4f}, unchecked {u:.4f} CPU-ms/sample (medians, {args.rounds} rounds); "
-        f"ratio checked/unchecked {statistics.median(ratios):.3f} (rounds {ratios[0]:.3f}..{ratios[-1]:.3f}); "
+        f"{source}: checked {c:.4f}, unchecked {u:.4f} CPU-ms/sample (medians, {rounds} rounds); "
+        f"ratio checked/unchecked {ratio:.3f} (rounds {ratios[0]:.3f}..{ratios[-1]:.3f}); "
         f"{1e3 * (c - u):+.1f} µs per sample"
     )
-    return 0
+    return c, u, ratio
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    harness.entry(main)

@@ -47,6 +47,9 @@ frame, Python's own memory), so they read high at a few dozen ranks. It is a ben
 a test: it exits 0 whatever the figures, 1 only when it could not measure.
 
     .venv/bin/python -m benchmarks.collector [--ranks 256,1024] [--seconds 20] [--senders 4]
+
+``--smoke`` (CI): 16 ranks from one sender for 2 s after 1 s of warm-up, scraped every
+second, then a check that records were sent and written, frames drawn and scrapes answered.
 """
 
 from __future__ import annotations
@@ -785,7 +788,10 @@ def main() -> int:
     ap.add_argument("--warmup", type=float, default=3.0, help="seconds before the window")
     ap.add_argument("--senders", type=int, default=4, help="processes the ranks are shared by")
     ap.add_argument("--scrape-s", type=float, default=5.0, help="Prometheus's scrape interval")
+    ap.add_argument("--smoke", action="store_true", help="tiny sizes, then check the figures (CI)")
     args = ap.parse_args()
+    if args.smoke:
+        args.ranks, args.seconds, args.warmup, args.senders, args.scrape_s = "16", 2.0, 1.0, 1, 1.0
     counts = [int(x) for x in args.ranks.split(",") if x.strip()]
     ctx = multiprocessing.get_context("spawn")
     for n in counts:
@@ -811,7 +817,21 @@ def main() -> int:
                 f"{n} ranks: the launcher process ended (exit {proc.exitcode}) without figures"
             )
         print_block(figures)
+        if args.smoke:
+            smoke_checks(figures)
     return 0
+
+
+def smoke_checks(f: Figures) -> None:
+    """``--smoke``: every rank connected, records went out and were written, none malformed,
+    the dashboard drew and the exporter answered: the path ran, whatever its figures' targets."""
+    check = harness.smoke_check
+    check(f.connected == f.ranks, f"{f.connected} of {f.ranks} ranks connected")
+    check(_records(f.sent) > 0 and f.written > 0, f"sent {f.sent}, written {f.written}")
+    check(f.malformed == 0, f"{f.malformed} malformed records")
+    check(bool(f.frames), "the dashboard drew no frame in the window")
+    check(bool(f.scrapes) and all(size > 0 for _, size in f.scrapes), f"scrapes {f.scrapes}")
+    check(harness.finite_positive(f.cpu_cores), f"the launcher's CPU {f.cpu_cores}")
 
 
 if __name__ == "__main__":

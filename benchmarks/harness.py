@@ -318,3 +318,43 @@ def in_rounds(rounds: int, sides: Mapping[str, Callable[[], R]]) -> dict[str, li
         for name in turns(list(sides), r):
             got[name].append(sides[name]())
     return got
+
+
+# --- smoke modes -----------------------------------------------------------------------------
+
+
+def smoke_check(ok: bool, what: str) -> None:
+    """End a ``--smoke`` run (exit 1, one line) where a figure it printed is missing or absurd:
+    ``what`` says which. A smoke run checks that the benchmark runs and prints sane figures,
+    never whether its target is met."""
+    if not ok:
+        raise Failed(f"smoke: {what}")
+
+
+def finite_positive(value: float) -> bool:
+    """A measured rate or ratio a smoke run can accept: a number, finite, above 0."""
+    return isinstance(value, (int, float)) and value == value and 0 < value < float("inf")
+
+
+SMOKE_SCENARIO = """name = "smoke"
+description = "a smoke run's scenario: 96 generated 48 px JPEGs, 3 classes, the small CNN at 32 px"
+[data]
+source = "generated"
+image_size = 32
+num_classes = 3
+[data.generate]
+images = 96
+size = 48
+classes = 3
+[train]
+batch_size = 8
+warmup_steps = 3
+"""
+
+
+def smoke_scenario(folder: str | Path, extra: str = "") -> Path:
+    """A tiny scenario for a smoke run, written into ``folder`` (``extra``: more TOML, e.g. a
+    [train] device); its data is generated on first use, as any scenario's."""
+    path = Path(folder) / "smoke.toml"
+    path.write_text(SMOKE_SCENARIO + extra)
+    return path

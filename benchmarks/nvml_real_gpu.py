@@ -16,6 +16,11 @@ cost and the sampler thread's CPU. The run directory is kept (``--out``) so the 
 recomputed elsewhere with the project's pinned pandas.
 
     python benchmarks/nvml_real_gpu.py --out DIR [--phase-s 4] [--period-ms 100]
+
+``--smoke`` (CI, no GPU needed): the same rank, telemetry, collector, recorder, summary and
+dashboard, with the load made on the CPU (numpy products timed by the process clock) for three
+shares of 0.6 s; NVML is sampled where a driver answers, and where none does the check asks
+that the summary leaves GPU utilisation blank and the output says why.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks import harness  # noqa: E402
 from pipeprof.records import StepRecord  # noqa: E402
 from pipeprof.telemetry.agent import RankTelemetry  # noqa: E402
 from pipeprof.telemetry.nvml import Nvml  # noqa: E402
@@ -108,10 +114,36 @@ class Load:
         return s.elapsed_time(e)
 
 
-def run_phases(load: Load, agent: RankTelemetry, phase_s: float, period_ms: float) -> dict:
+class CpuLoad:
+    """The smoke run's stand-in for ``Load``: products of two numpy matrices on the CPU, the
+    busy milliseconds timed by the process's own clock."""
+
+    kernel_ms = 0.0
+
+    def __init__(self) -> None:
+        import numpy
+
+        self.a = numpy.ones((128, 128), numpy.float32)
+
+    def busy(self, ms: float) -> float:
+        if ms <= 0:
+            return 0.0
+        t0 = time.perf_counter()
+        while (time.perf_counter() - t0) * 1e3 < ms:
+            self.a @ self.a
+        return (time.perf_counter() - t0) * 1e3
+
+
+def run_phases(
+    load: Load | CpuLoad,
+    agent: RankTelemetry,
+    phase_s: float,
+    period_ms: float,
+    duties: tuple[float, ...] = DUTIES,
+) -> dict:
     truth = {}
     step = 0
-    for duty in DUTIES:
+    for duty in duties:
         busy_total = wall_total = 0.0
         t_end = time.monotonic() + phase_s
         n = 0
@@ -184,7 +216,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", required=True, help="a new folder for the run directory and results")
     ap.add_argument("--phase-s", type=float, default=4.0)
     ap.add_argument("--period-ms", type=float, default=100.0)
+    ap.add_argument("--smoke", action="store_true", help="on the CPU, then check the figures (CI)")
     args = ap.parse_args(argv)
+    if args.smoke:
+        smoke(Path(args.out))
+        return 0
     try:
         import torch
     except ImportError:
@@ -367,5 +403,66 @@ def main(argv: list[str] | None = None) -> int:
     return 0 if ok else 1
 
 
+def smoke(out: Path) -> None:
+    """``--smoke``: a rank's telemetry beside a CPU load of three busy shares, through the
+    collector and recorder to the summary and the dashboard, then checks of what came out."""
+    import pandas as pd
+    from rich.console import Console
+
+    from pipeprof.tui.dashboard import render
+    from pipeprof.tui.state import LiveState
+    from pipeprof.workflows.summary import write_summary
+
+    duties = (0.0, 0.5, 1.0)
+    run_dir = out / "run"
+    run_dir.mkdir(parents=True)
+    nvml = Nvml()
+    state = LiveState(scenario="nvml-smoke")
+    rec = Recorder(run_dir, flush_interval_s=0.2)
+
+    def on_record(r: dict) -> None:
+        rec.write(r)
+        state.apply(r)
+
+    try:
+        with Collector(on_record) as col:
+            agent = RankTelemetry(
+                StreamClient(col.address, rank=0),
+                rank=0,
+                local_rank=0,
+                local_size=1,
+                size=1,
+                gpu_interval_s=0.1,
+                host_interval_s=0.2,
+            ).start()
+            truth = run_phases(CpuLoad(), agent, 0.6, 50.0, duties)
+            agent.stop()
+            time.sleep(0.3)
+    finally:
+        rec.close()
+    summary = write_summary(run_dir, set())
+    console = Console(record=True, width=140, color_system=None)
+    console.print(render(state.snapshot()))
+    print(console.export_text())
+    print(f"NVML: {'available' if nvml.available else nvml.reason}")
+    print(f"{'share':>9} {'truth %':>8} {'gpu util %':>11} {'wait %':>7}")
+    check = harness.smoke_check
+    for v, true_pct in truth.items():
+        rows = summary[summary["variant"] == v]
+        check(len(rows) == 1, f"{v}: {len(rows)} summary rows")
+        s = rows.iloc[0]
+        print(
+            f"{v:>9} {true_pct:8.1f} {float(s['gpu_util_pct']):11.1f} "
+            f"{float(s['input_wait_pct']):7.1f}"
+        )
+        check(0 <= true_pct <= 100, f"{v}: a busy share of {true_pct}%")
+        check(0 <= float(s["input_wait_pct"]) <= 100, f"{v}: input wait {s['input_wait_pct']}")
+        if not nvml.available:  # no driver: the figure is blank, and the output said why
+            check(
+                bool(pd.isna(s["gpu_util_pct"])), f"{v}: GPU util {s['gpu_util_pct']} with no GPU"
+            )
+    check(nvml.available or bool(nvml.reason), "NVML unavailable and no reason given")
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    harness.entry(main)

@@ -10,6 +10,9 @@ each kind of process spent, how many processes imported TensorFlow, and what imp
 costs one process here (measured at the end, three times). From those, the wall time no
 scheduling of the same work can beat on this machine's cores. Run it on an otherwise idle
 machine: everything the machine does is counted.
+
+``--smoke`` (CI) measures a command of its own instead, a second of CPU in a child process,
+samples it every 0.2 s without the import's cost, and checks that the CPU it spent was seen.
 """
 
 from __future__ import annotations
@@ -25,6 +28,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import psutil
+
+# run as a file (python benchmarks/NAME.py): this checkout's benchmarks and pipeprof first
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks import harness  # noqa: E402
 
 KINDS = ("pytest", "pipeprof command", "launcher", "training process", "setup", "other")
 LAUNCHERS: tuple[str, ...] = ("pipeprof.launch.hvdrun", "horovodrun", "mpirun", "orted", "srun")
@@ -111,7 +118,7 @@ def sample(seen: dict[int, Seen], t: float, me: int, before: bool = False) -> No
 def import_cost(python: str, times: int = 3) -> float:
     """CPU seconds one process spends on ``import tensorflow`` here (the median of ``times``)."""
     got = []
-    for _ in range(times):
+    for _ in range(times):  # none: not measured (nan)
         r = subprocess.run(
             [python, "-c", "import os, tensorflow; t = os.times(); print(t.user + t.system)"],
             capture_output=True,
@@ -128,9 +135,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--interval", type=float, default=1.0)
     ap.add_argument("--python", default=str(Path(".venv/bin/python").absolute()))
     ap.add_argument("--out", type=Path)
+    ap.add_argument("--import-times", type=int, default=3, help="times to import TensorFlow")
+    ap.add_argument("--smoke", action="store_true", help="a command of its own, then checks (CI)")
     ap.add_argument("command", nargs=argparse.REMAINDER)
     args = ap.parse_args(argv)
     cmd = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if args.smoke:
+        cmd, args.interval, args.import_times = [sys.executable, "-c", SPIN], 0.2, 0
     if not cmd:
         ap.error("give the command to measure after --")
     me = os.getpid()
@@ -162,14 +173,25 @@ def main(argv: list[str] | None = None) -> int:
         tensorflow_processes_cpu_s=sorted(
             round(s.cpu_s, 2) for s in seen.values() if s.kind == "training process"
         ),
-        import_tensorflow_cpu_s=round(import_cost(args.python), 2),
+        import_tensorflow_cpu_s=round(import_cost(args.python, args.import_times), 2),
         pytest_wall_s=round(end - start, 1) if pytest else None,
         pytest_machine_cpu_s=round(during[-1] - during[0], 1) if len(during) > 1 else None,
     )
     report(cost)
     if args.out:
         args.out.write_text(json.dumps(asdict(cost), indent=1) + "\n")
+    if args.smoke:
+        counted = sum(cost.by_kind.values())
+        harness.smoke_check(cost.returncode == 0, f"the smoke command exited {cost.returncode}")
+        harness.smoke_check(
+            cost.machine_cpu_s >= 0.5 and counted >= 0.5,
+            f"a second of CPU measured as {cost.machine_cpu_s} s (machine), {counted} s "
+            "(processes)",
+        )
     return proc.returncode
+
+
+SPIN = "import time\nt = time.process_time()\nwhile time.process_time() - t < 1.0: pass"
 
 
 def report(c: Cost) -> None:
@@ -202,4 +224,4 @@ def report(c: Cost) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    harness.entry(main)

@@ -13,11 +13,15 @@ one ran in a fast spell of the machine. Targets: tuner >= 95% of the grid's best
 tuner wall time <= 25% of the grid's.
 
     .venv/bin/python benchmarks/tune_vs_grid.py [--cores 1] [--trial-seconds 1.0]
+
+``--smoke`` (CI): a tiny scenario, one knob of two values, trials of 0.2 s and one
+head-to-head round, then a check that every trial and contender measured a rate.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import statistics
 import sys
@@ -46,10 +50,16 @@ def main() -> None:
     ap.add_argument(
         "--final-seconds", type=float, default=2.0, help="length of a head-to-head trial"
     )
+    ap.add_argument("--smoke", action="store_true", help="tiny sizes, then check the figures (CI)")
     args = ap.parse_args()
+    if args.smoke:
+        args.scenario = str(harness.smoke_scenario(harness.out_dir(None, "pipeprof-tvg-smoke-")))
+        args.trial_seconds, args.rounds, args.final_seconds = 0.2, 1, 0.2
     s, data_root = harness.prepared(args.scenario)
     base = s.variant_pipeline(s.variants[0])
     space = [d for d in sp.default_space(args.cores, shuffle=False)]
+    if args.smoke:  # one knob of two values: two grid points
+        space = [dataclasses.replace(d, values=d.values[:2]) for d in space[:1]]
     points = sp.grid(space)
     print(
         f"tune vs grid · {s.name} · {args.cores} core(s) · {len(points)} grid points · {args.trial_seconds}s per trial"
@@ -155,7 +165,13 @@ def main() -> None:
     print(
         f"  in the search itself: tuner {best.samples_per_s:,.0f} vs grid {grid_best_sps:,.0f} samples/s"
     )
+    if args.smoke:
+        check, positive = harness.smoke_check, harness.finite_positive
+        check(all(positive(t.samples_per_s) for t in tuned.trials), "a tuner's trial measured 0")
+        check(all(positive(r) for r, _ in grid_results), f"the grid's rates {grid_results}")
+        check(all(positive(v) for v in med.values()), f"the head-to-head rates {med}")
+        check(positive(ratio) and positive(wall), f"the ratios {ratio}, {wall}")
 
 
 if __name__ == "__main__":
-    main()
+    harness.entry(main)

@@ -10,7 +10,11 @@ measured one (bisected in [0, KAPPA_MAX]); κ is the median of these. The valida
 figures are printed beside, never used. Then predict's gaps on both sets with the κ in the
 code and with the fitted one (or ``--kappa``), judged as ``run.py`` judges them.
 
-    .venv/bin/python benchmarks/truth/busy_fit.py KEPT_DIR [--kappa K] [-v]
+    .venv/bin/python benchmarks/truth/busy_fit.py KEPT_DIR [--kappa K] [-v] [--smoke]
+
+``--smoke`` (CI, on the directory ``run.py --smoke --keep`` left): as above, but where no
+calibration row has the term set its step (a smoke run's one light case) κ is the code's; then
+a check that the rows were scored.
 """
 
 from __future__ import annotations
@@ -21,7 +25,8 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from benchmarks.truth.hop_fit import SETS, Kept, fit_args  # noqa: E402
+from benchmarks import harness  # noqa: E402
+from benchmarks.truth.hop_fit import SETS, Kept, fit_args, smoke_checks  # noqa: E402
 from pipeprof.analysis import predict as model  # noqa: E402
 
 KAPPA_MAX = 2.0
@@ -78,22 +83,28 @@ def main() -> int:
             )
             + ("  <- κ is fitted here" if s == "calibration" else "  (not used)")
         )
+    if args.kappa is None and not per_row["calibration"] and args.smoke:
+        args.kappa = in_code  # a smoke run's light case: the code's κ, to score with it
     if args.kappa is None and not per_row["calibration"]:
         raise SystemExit(
             f"busy_fit.py: no calibration row in {args.kept} where the term sets the step"
         )
     kappa = args.kappa if args.kappa is not None else statistics.median(per_row["calibration"])
     print(f"κ = {kappa:.2f} (the code's: {in_code:.2f})\n")
+    scores = []
     for k in dict.fromkeys((in_code, kappa)):
 
         def at_kappa(case: str, n: int, k: float = k) -> model.Prediction:
             return at(kept, case, n, k)
 
         for s in SETS:
-            kept.score(s, f"κ {k:.2f}", at_kappa, args.v)
+            scored = kept.score(s, f"κ {k:.2f}", at_kappa, args.v)
+            scores += [scored] if s == "calibration" else []
     model.BUSY_SYNC = in_code
+    if args.smoke:
+        smoke_checks(None, scores, "κ")
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    harness.entry(main)

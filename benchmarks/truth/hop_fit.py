@@ -9,7 +9,10 @@ nothing: predict is re-run in-process from each case's np=1 measurements.
 2. predict's gaps at np 2 and 4 on both sets, without α and with the fitted one (or ``--hop``),
    judged as ``run.py`` judges them: within max(5 points, 20% of the measured gap).
 
-    .venv/bin/python benchmarks/truth/hop_fit.py KEPT_DIR [--hop MS] [-v]
+    .venv/bin/python benchmarks/truth/hop_fit.py KEPT_DIR [--hop MS] [-v] [--smoke]
+
+``--smoke`` (CI, on the directory ``run.py --smoke --keep`` left) fits and scores as above,
+then checks that a fit and a score were printed for the calibration set.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from pathlib import Path
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from benchmarks import harness  # noqa: E402
 from benchmarks.truth.run import predict_within as within  # noqa: E402
 from pipeprof.analysis import predict as model  # noqa: E402
 from pipeprof.workflows.predict import load_source  # noqa: E402
@@ -90,7 +94,21 @@ def fit_args(doc: str, option: str, constant: str) -> argparse.Namespace:
     p.add_argument("kept", type=Path, help="a run.py --keep directory")
     p.add_argument(option, type=float, help=f"score this {constant} instead of the fitted one")
     p.add_argument("-v", action="store_true", help="every row")
+    p.add_argument("--smoke", action="store_true", help="check the figures printed (CI)")
     return p.parse_args()
+
+
+def smoke_checks(
+    fitted: list[float] | None, scores: list[tuple[int, float]], constant: str
+) -> None:
+    """``--smoke``: the calibration set gave ``constant`` a figure (unless ``fitted`` is None:
+    not asked of it), and every score of it an error."""
+    if fitted is not None:
+        harness.smoke_check(bool(fitted), f"no calibration figure to fit {constant} on")
+    harness.smoke_check(
+        bool(scores) and all(not math.isnan(mae) for _, mae in scores),
+        f"predict's errors with each {constant}: {scores}",
+    )
 
 
 def main() -> int:
@@ -122,15 +140,19 @@ def main() -> int:
         raise SystemExit(f"hop_fit.py: no calibration case at np 2 or 4 in {args.kept}")
     alpha = args.hop if args.hop is not None else statistics.median(per_step["calibration"])
     print(f"α = {alpha:.2f} ms\n")
+    scores = []
     for hop in (0.0, alpha):
 
         def at_hop(case: str, n: int, hop: float = hop) -> model.Prediction:
             return predicted(case, hop)[n]
 
         for s in SETS:
-            kept.score(s, f"α {hop:4.2f} ms", at_hop, bool(args.v and hop))
+            scored = kept.score(s, f"α {hop:4.2f} ms", at_hop, bool(args.v and hop))
+            scores += [scored] if s == "calibration" else []
+    if args.smoke:
+        smoke_checks(per_step["calibration"], scores, "α")
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    harness.entry(main)

@@ -45,10 +45,11 @@ MEASURE_S = 6.0  # of device time: the steps a phase measures are MEASURE_S / th
 ROUNDS = 2  # real phases a launch measures, each between two synthetic ones
 
 
-def rank_main(scenario_path: str, data_root: str, rounds: int) -> None:
+def rank_main(scenario_path: str, data_root: str, rounds: int, steps: int = 0) -> None:
     """One rank of the launch: a synthetic phase, then ``rounds`` times a real phase and a
-    synthetic one, each a warm-up and then MEASURE_S of device time in steps (the same count on
-    every rank: the steps allreduce, so the ranks go in lockstep). Each real phase makes the
+    synthetic one, each a warm-up and then MEASURE_S of device time in steps (``steps``, where
+    given: a smoke run's few; the same count on every rank: the steps allreduce, so the ranks
+    go in lockstep). Each real phase makes the
     pipeline's iterator when it starts and deletes it when it ends, so no thread of it runs
     beside a synthetic phase, and each is warmed as the first (its cache filled anew)."""
     import gc
@@ -78,7 +79,7 @@ def rank_main(scenario_path: str, data_root: str, rounds: int) -> None:
 
     step = emulated_step(tf, Allreduce, device_ms, floats, seed=hvd.rank())
     batch = s.train.batch_size
-    steps = max(60, round(MEASURE_S * 1e3 / device_ms))
+    steps = steps or max(60, round(MEASURE_S * 1e3 / device_ms))
     one = (tf.zeros([batch, *shape], tf.float32), tf.zeros([batch], tf.int32))
 
     cores: dict[str, list[float]] = {"synthetic": [], "real": []}
@@ -124,7 +125,9 @@ def rank_main(scenario_path: str, data_root: str, rounds: int) -> None:
         )
 
 
-def launch(scenario_path: Path, data_root: str, np_: int, rounds: int, log: Path | None) -> dict:
+def launch(
+    scenario_path: Path, data_root: str, np_: int, rounds: int, log: Path | None, steps: int = 0
+) -> dict:
     """One ``horovodrun -np N`` launch of this script's phases; rank 0's figures."""
     argv = [
         *harness.horovodrun(np_),
@@ -136,6 +139,8 @@ def launch(scenario_path: Path, data_root: str, np_: int, rounds: int, log: Path
         str(rounds),
         "--data-root",
         data_root,
+        "--steps",
+        str(steps),
     ]
     # the environment pipeprof's launcher gives emulated ranks (Horovod's cycle time among it:
     # 5 ms, where Horovod's own 1 ms would poll a core's worth more at np=4 on 2 cores)
@@ -151,16 +156,21 @@ def launch(scenario_path: Path, data_root: str, np_: int, rounds: int, log: Path
 
 
 def measure(
-    scenario_path: Path, np_: int, rounds: int = ROUNDS, launches: int = 1, log: Path | None = None
+    scenario_path: Path,
+    np_: int,
+    rounds: int = ROUNDS,
+    launches: int = 1,
+    log: Path | None = None,
+    steps: int = 0,
 ) -> dict:
     """The reference gap for one case and worker count: ``launches`` launches of ``rounds``
     rounds each, every real phase against the mean of the synthetic phases on both sides of it;
     the gap is the mean of all rounds', ``ci95_pct`` the half-width of its 95% interval over
-    them (nan for one round)."""
+    them (nan for one round). ``steps``: each phase's measured steps (0: MEASURE_S's worth)."""
     _, root = harness.prepared(str(scenario_path))
     gaps, real, synth, real_cores, synth_cores = [], [], [], [], []
     for _ in range(launches):
-        got = launch(scenario_path, root, np_, rounds, log)
+        got = launch(scenario_path, root, np_, rounds, log, steps)
         s = got["synthetic"]
         gaps += [100.0 * (1.0 - r / ((s[i] + s[i + 1]) / 2)) for i, r in enumerate(got["real"])]
         real += got["real"]
@@ -194,15 +204,16 @@ def main() -> int:
     p.add_argument("--np", type=int, default=2)
     p.add_argument("--rounds", type=int, default=ROUNDS, help="real phases a launch measures")
     p.add_argument("--launches", type=int, default=1)
+    p.add_argument("--steps", type=int, default=0, help="each phase's steps (0: 6 s of device)")
     p.add_argument("--rank", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--data-root", default="", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.rounds < 1 or args.launches < 1:
         p.error(f"--rounds {args.rounds}, --launches {args.launches}: each must be at least 1")
     if args.rank:
-        rank_main(args.scenario, args.data_root, args.rounds)
+        rank_main(args.scenario, args.data_root, args.rounds, args.steps)
         return 0
-    got = measure(Path(args.scenario), args.np, args.rounds, args.launches)
+    got = measure(Path(args.scenario), args.np, args.rounds, args.launches, steps=args.steps)
     print(
         f"{args.scenario} np={args.np}: gap {got['gap_pct']:.1f}% ±{got['ci95_pct']:.1f} "
         f"(rounds {', '.join(f'{g:.1f}' for g in got['round_gaps'])}; real "

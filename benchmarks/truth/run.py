@@ -17,15 +17,15 @@ use). Kinds:
   rank's pipeline needs P = batch × spin_us / c ms per step on the c cores left to it (the
   host's usable cores over its ranks, less u), and the true gap is max(0, 1 − S / P); the
   stage to blame is ``map``. That fluid truth counts as 0 what a pipeline's CPU costs the
-  steps beside it while it fits in that share: ``contention_probe.py`` measured the ceiling
+  steps beside it while it fits in that share: a probe (since removed) measured the ceiling
   7-15% slower beside loads running val-spin-160's pipeline at np=4 and val-spin-650's at
-  np=2, both fluid 0 here (docs/validation.md, "Where the np 2 and 4 misses come from"). So
+  np=2, both fluid 0 here (docs/validation-archive.md, 2026-11-26, fd253b9). So
   for every emulated row whose fluid truth is under 20% (the rows that loss can move to
   another class), the suite measures that loss without pipeprof (``reference.py``: the case's
   training loop fed by its pipeline between phases of the same loop fed one repeated batch,
-  timed by a plain loop), and the truth is the larger of the two. It is measured just after the case's own run (until the
-  twentieth session it was measured for every case before any case ran, up to 25 minutes
-  before the run it judged), in two rounds of real and repeated in one launch. A row is
+  timed by a plain loop), and the truth is the larger of the two. It is measured just after
+  the case's own run (before eeff803 it was measured for every case before any case ran, up
+  to 25 minutes before the run it judged), in two rounds of real and repeated in one launch. A row is
   *settled* when its truth is known before the run (no plain loop) or when the truths its two
   rounds give fall in one class; the report scores the class on every row and on the settled
   rows, and lists the others with their rounds.
@@ -110,7 +110,7 @@ class Case:
     # CPU-trained model without spin_us: P_cpu = load × the model's CPU per step
     load: float = 0.0
     # how long a variant may measure: a user's default (the stopping rule ends most sooner).
-    # It was 16 s until the nineteenth session, to fit the suite in 30 minutes: rows a point
+    # It was 16 s before ab644bc, to fit the suite in 30 minutes: rows a point
     # or two from a line then ended "on the line" at 16 s, where a user's run measures on
     max_measure_s: float = TrainConfig().max_measure_s
 
@@ -146,8 +146,8 @@ class Machine:
     # around it: the cache's reads, the shuffle, batching, its threads), run alone flat out
     pipeline_cpu_ms: dict[str, float] = field(default_factory=dict)
     # case -> np -> what training lost to the case's pipeline, measured by a plain loop
-    # (``reference.py``), for the emulated rows whose fluid truth is under 20%: since the
-    # twentieth session just after the case's own run (``main``), not with the figures above
+    # (``reference.py``), for the emulated rows whose fluid truth is under 20%: since
+    # eeff803 just after the case's own run (``main``), not with the figures above
     reference: dict[str, dict[str, dict]] = field(default_factory=dict)
     # case -> the spin's iterations per µs of CPU measured again just before the case ran: how
     # far the machine's speed moved during the run (spin_iter_per_us is the start's; the
@@ -296,7 +296,7 @@ name = "small_cnn"
 batch_size = {BATCH}
 device = "{device}"
 warmup_steps = 10
-min_measure_s = 4
+min_measure_s = {min(4.0, case.max_measure_s):g}
 max_measure_s = {case.max_measure_s:g}
 
 [[variants]]
@@ -380,7 +380,14 @@ def measure_machine(cases: list[Case], work: Path, log: Path) -> Machine:
         if (d := device_ms(c, m)) is not None:
             emulated.setdefault(f"{d:g}", set()).update(c.np)
     for device, nps in sorted(emulated.items()):
-        control = Case(f"ceiling-{device}", "", "control", f"emulated:{device}", tuple(sorted(nps)))
+        control = Case(
+            f"ceiling-{device}",
+            "",
+            "control",
+            f"emulated:{device}",
+            tuple(sorted(nps)),
+            max_measure_s=min(c.max_measure_s for c in cases),  # a smoke run's few seconds
+        )
         (work / f"{control.name}.toml").write_text(scenario_toml(control, m))
         pipeprof(
             [
@@ -426,8 +433,17 @@ def measure_machine(cases: list[Case], work: Path, log: Path) -> Machine:
     return m
 
 
+# a smoke run's plain loop: one round of a few steps a phase (``--smoke``)
+SMOKE_REFERENCE = {"rounds": 1, "steps": 20}
+
+
 def measure_references(
-    cases: list[Case], m: Machine, work: Path, log: Path, added: bool = False
+    cases: list[Case],
+    m: Machine,
+    work: Path,
+    log: Path,
+    added: bool = False,
+    sizes: dict[str, int] | None = None,
 ) -> int:
     """The plain loop's loss (``reference.py``) for each emulated row whose fluid truth is under
     ``REFERENCE_BELOW`` and that ``m`` has none for yet; returns how many it measured. At np=1
@@ -436,7 +452,8 @@ def measure_references(
     fluid truth counts neither (runs saved before 2026-11-27 have np >= 2 only: ``--rescore
     --same-machine --add-references`` adds np=1's). ``added``: to a saved run, so each entry
     records when and on which host, and a row whose launch fails is left without one (its
-    truth the fluid one) while the others go on."""
+    truth the fluid one) while the others go on. ``sizes``: ``reference.measure``'s rounds and
+    steps, where not its own (a smoke run's)."""
     import socket
 
     from benchmarks.truth import reference
@@ -452,7 +469,7 @@ def measure_references(
                 path = work / f"{case.name}.toml"
                 path.write_text(scenario_toml(case, m))
                 try:
-                    got = reference.measure(path, n, log=log)
+                    got = reference.measure(path, n, log=log, **(sizes or {}))
                 except harness.Failed as exc:
                     if not added:
                         raise
@@ -490,7 +507,7 @@ class Row:
     nominal_gap: float = math.nan  # the truth's first version (``nominal_gap``)
     fluid_gap: float = math.nan  # the truth before the plain loop's measured loss (``fluid_gap``)
     # the truth is known before the run, or its plain loop's rounds all give one class (True);
-    # they give two (False); one round, as runs before the twentieth session measured (None)
+    # they give two (False); one round, as runs before eeff803 measured (None)
     truth_settled: bool | None = True
 
     @property
@@ -718,7 +735,7 @@ def report(rows: list[Row], m: Machine, minutes: float) -> tuple[str, dict]:
         results["sets"][name]["class_right_nominal_truth"] = nominal / len(sub)
         settled = [r for r in sub if r.truth_settled]
         unsettled = [r for r in sub if r.truth_settled is False]
-        unknown = [r for r in sub if r.truth_settled is None]  # one round: saved before s20
+        unknown = [r for r in sub if r.truth_settled is None]  # one round: saved before eeff803
         cls_settled = sum(r.class_right for r in settled) / len(settled) if settled else math.nan
         results["sets"][name].update(
             class_right_settled=cls_settled,
@@ -838,7 +855,7 @@ def rereport(out: Path) -> int:
     machine = saved_machine(saved["machine"])
     rows = [
         Row(**r)
-        if "truth_settled" in r  # saved before the twentieth session: known from its rounds
+        if "truth_settled" in r  # saved before eeff803: known from its rounds
         else Row(**r, truth_settled=truth_settled(r["case"], r["np"], r["fluid_gap"], machine))
         for r in saved["rows"]
     ]
@@ -847,6 +864,41 @@ def rereport(out: Path) -> int:
     (out / "report.txt").write_text(text + "\n")
     (out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
     return 0
+
+
+SMOKE_CASE = "cal-spin-875"  # a spin the plain loop measures (fluid truth 0 at np 1 and 2)
+
+
+def smoke_case(cases: list[Case]) -> Case:
+    """``--smoke``'s one case: a calibration spin at np 1 and 2 on 256 images, each variant
+    measured 2 s, so every path runs (the machine's figures, the ceilings, compare --verdict,
+    the plain loop, predict, the report) in about a minute."""
+    (case,) = [c for c in cases if c.name == SMOKE_CASE]
+    return dataclasses.replace(case, np=(1, 2), images=256, max_measure_s=2.0)
+
+
+def smoke_checks(rows: list[Row], m: Machine, results: dict[str, Any]) -> None:
+    """What ``--smoke`` asks of the figures it reported: the machine measured, a row per np
+    with a gap and a class, the plain loop's loss where the truth asks for it, predict's gap
+    at np 2, and the scores computed. Never whether a row is right: that is the suite's."""
+    check, positive = harness.smoke_check, harness.finite_positive
+    check(positive(m.spin_iter_per_us), f"the spin's rate {m.spin_iter_per_us}")
+    check(
+        bool(m.ceilings) and all(positive(s) for d in m.ceilings.values() for s, _ in d.values()),
+        f"the ceilings {m.ceilings}",
+    )
+    check(sorted(r.np for r in rows) == [1, 2], f"rows at np {[r.np for r in rows]}, not 1 and 2")
+    for r in rows:
+        said = f"{r.case} np={r.np}"
+        check(r.got_class not in ("", "failed"), f"{said}: no class ({r.got_class!r})")
+        check(not math.isnan(r.gap) and positive(r.gap_ci95), f"{said}: gap {r.gap} ±{r.gap_ci95}")
+        check(r.got_stage in ("map", "read", "none"), f"{said}: stage {r.got_stage!r}")
+        check(not math.isnan(r.expected_gap), f"{said}: no truth")
+        if r.fluid_gap < REFERENCE_BELOW:
+            check(str(r.np) in m.reference.get(r.case, {}), f"{said}: no plain loop measured")
+    check(not math.isnan(next(r for r in rows if r.np == 2).predicted_gap), "no predicted gap")
+    scores = results["sets"].get("calibration", {}).get("predict")
+    check(bool(scores) and not math.isnan(scores["predict"]["mae"]), f"predict's scores {scores}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -881,6 +933,12 @@ def main(argv: list[str] | None = None) -> int:
         metavar="DIR",
         help="write DIR/report.txt again from DIR/results.json (nothing run or measured)",
     )
+    p.add_argument(
+        "--smoke",
+        action="store_true",
+        help=f"CI's check that the suite runs: {SMOKE_CASE} alone at np 1 and 2, measured "
+        "briefly, then a check of the figures it reports (none of its targets)",
+    )
     args = p.parse_args(argv)
     if args.report:
         if not (Path(args.report) / "results.json").is_file():
@@ -893,6 +951,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.add_references and not args.same_machine:
         p.error("--add-references: only with --rescore DIR --same-machine")
     cases = load_cases(args.set)
+    if args.smoke:
+        if args.only or args.rescore:
+            p.error("--smoke runs its own case: no --only or --rescore with it")
+        cases = [smoke_case(cases)]
     if args.only:
         wanted = set(args.only.split(","))
         if unknown := wanted - {c.name for c in cases}:
@@ -935,7 +997,8 @@ def main(argv: list[str] | None = None) -> int:
                 run_dir = compare_case(case, m, work, log)
             if not args.same_machine:  # the plain loop just after the case's own run
                 try:
-                    measure_references([case], m, machine_work, log)
+                    sizes = SMOKE_REFERENCE if args.smoke else None
+                    measure_references([case], m, machine_work, log, sizes=sizes)
                 except harness.Failed as exc:  # the case's own run is kept and scored
                     print(
                         f"{case.set}/{case.name}: the plain loop FAILED ({exc}); its rows' truth "
@@ -978,6 +1041,8 @@ def main(argv: list[str] | None = None) -> int:
     (out / "report.txt").write_text(text + "\n")
     (out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
     print(f"\nwritten: {out / 'report.txt'}, {out / 'results.json'}")
+    if args.smoke:
+        smoke_checks(rows, m, results)
     if not args.keep and not args.rescore:
         import shutil
 

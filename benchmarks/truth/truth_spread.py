@@ -16,6 +16,9 @@ settled rows only. It changes no truth and no score of ``run.py``'s; it only say
 the recorded runs could judge. ::
 
     .venv/bin/python benchmarks/truth/truth_spread.py [--score FILE] [FILE ...]
+
+``--smoke`` reads the recorded runs as the default does (it is quick) and checks that every
+one gave rows, that some row is settled and that the scored run's rows were scored.
 """
 
 from __future__ import annotations
@@ -105,6 +108,7 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("runs", nargs="*", help=f"run.py reports (default: {', '.join(RUNS)})")
     p.add_argument("--score", help="the run whose verdicts to score (default: the last)")
+    p.add_argument("--smoke", action="store_true", help="check the figures printed (CI)")
     args = p.parse_args()
     paths = [Path(r) for r in args.runs] or [HERE / r for r in RUNS]
     for path in paths + ([Path(args.score)] if args.score else []):
@@ -142,10 +146,12 @@ def main() -> int:
         return counts(r, scored_plain) and (r.set, r.case, r.np) in settled
 
     name = Path(args.score).name if args.score else paths[-1].name
+    scored_sets = 0
     for which in ("calibration", "validation"):
         rows = [r for r in scored if r.set == which]
         if not rows:
             continue
+        scored_sets += 1
         mine = [r for r in rows if settled_here(r)]
         right = sum(r.got_class == klass(r.truth) for r in rows)
         right_settled = sum(r.got_class == klass(r.truth) for r in mine)
@@ -170,6 +176,10 @@ def main() -> int:
                 )
             elif r.got_class != klass(r.truth):
                 print(f"  wrong: {r.case} np={r.np}: truth {r.truth:.1f}%, pipeprof {r.got_class}")
+    if args.smoke:
+        harness.smoke_check(bool(truths), "no row's truth read from the recorded runs")
+        harness.smoke_check(bool(settled), "no row settled across the recorded runs")
+        harness.smoke_check(scored_sets > 0, f"no row of {name} scored")
     return 0
 
 
