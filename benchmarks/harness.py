@@ -33,6 +33,7 @@ cheap: pipeprof, and pandas with it, is imported only when a scenario or a resul
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import shutil
@@ -337,7 +338,7 @@ def finite_positive(value: float) -> bool:
 
 
 SMOKE_SCENARIO = """name = "smoke"
-description = "a smoke run's scenario: 96 generated 48 px JPEGs, 3 classes, the small CNN at 32 px"
+description = "a smoke run's: 96 generated 48 px JPEGs, 3 classes, no augmentation, the small CNN at 32 px"
 [data]
 source = "generated"
 image_size = 32
@@ -346,6 +347,10 @@ num_classes = 3
 images = 96
 size = 48
 classes = 3
+[pipeline.shuffle]
+buffer_size = 16
+[pipeline.augment]
+enabled = false
 [train]
 batch_size = 8
 warmup_steps = 3
@@ -358,3 +363,26 @@ def smoke_scenario(folder: str | Path, extra: str = "") -> Path:
     path = Path(folder) / "smoke.toml"
     path.write_text(SMOKE_SCENARIO + extra)
     return path
+
+
+def parse_smoke(
+    parser: argparse.ArgumentParser, smoke: Mapping[str, Any], argv: Sequence[str] | None = None
+) -> argparse.Namespace:
+    """A script's arguments. With its ``--smoke`` flag (``args.smoke``) given, ``smoke`` (dest:
+    value) becomes the default of its other flags, so that a flag given explicitly still wins."""
+    args = parser.parse_args(argv)
+    if args.smoke:
+        parser.set_defaults(**smoke)
+        args = parser.parse_args(argv)
+    return args
+
+
+def prepared_with(name: str, sets: Sequence[str] = ()) -> tuple[Scenario, str]:
+    """``prepared``, with the scenario overridden by ``KEY=VALUE`` strings as pipeprof's
+    ``--set`` overrides it: the data that runs given those ``--set`` flags will want."""
+    from pipeprof import scenario
+    from pipeprof.workflows.data import prepare_data
+    from pipeprof.workflows.events import Reporter
+
+    loaded = scenario.load(name, [scenario.parse_override(s) for s in sets])
+    return loaded, prepare_data(loaded, Reporter())

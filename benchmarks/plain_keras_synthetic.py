@@ -33,6 +33,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 # run as a file (python benchmarks/NAME.py): this checkout's benchmarks and pipeprof first
@@ -109,9 +110,10 @@ def main(argv: list[str] | None = None) -> int:
     from pipeprof.rank.devices import setup_devices
 
     hvd.init()
-    device = setup_devices(
-        tf, hvd, args.intra_op_threads
-    )  # the ranks' own set-up: the baseline cannot drift from it
+    # the ranks' own set-up, so the baseline cannot drift from it; it reads the rank's place
+    # as pipeprof's engine gives it (attributes, where the hvd module has functions)
+    place = SimpleNamespace(local_rank=hvd.local_rank(), local_size=hvd.local_size())
+    device = setup_devices(tf, place, args.intra_op_threads)
 
     model = build_model(args.model, (args.image_size, args.image_size, 3), args.classes)
     opt = hvd.DistributedOptimizer(

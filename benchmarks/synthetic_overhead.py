@@ -32,6 +32,8 @@ round still loaded after that is marked ``*`` and left out of the medians and th
 (unless every round is, and then the verdict carries a warning).
 
 The script always exits 0 once both sides have measured; it exits 1 if a launch fails.
+
+``--smoke``: one tiny round at np=1 (32 px, batch 8, 3 + 20 steps), then a check of its figures.
 """
 
 from __future__ import annotations
@@ -59,6 +61,8 @@ PLAIN_TAG = "PLAIN-SYNTHETIC"
 NOISY_SPREAD = (
     0.05  # per-round ratios spread wider than this and straddling the threshold: unresolved
 )
+# --smoke: the defaults it gives the other flags (one given explicitly still wins)
+SMOKE = dict(np="1", rounds=1, image_size=32, batch_size=8, warmup=3, steps=20, retries=0)
 
 
 @dataclass(frozen=True)
@@ -343,7 +347,12 @@ def main(argv: list[str] | None = None) -> int:
         help="pause before repeating a loaded round (default: 20)",
     )
     p.add_argument("--keep", action="store_true", help="keep pipeprof's run directories")
-    args = p.parse_args(argv)
+    p.add_argument(
+        "--smoke",
+        action="store_true",
+        help="one tiny round at np=1, then a check of its figures (CI)",
+    )
+    args = harness.parse_smoke(p, SMOKE, argv)
     nps = [int(n) for n in args.np.split(",") if n.strip()]
     cfg = Config(
         args.scenario,
@@ -357,6 +366,8 @@ def main(argv: list[str] | None = None) -> int:
     )
 
     work = Path(tempfile.mkdtemp(prefix="pipeprof-overhead-"))
+    if args.smoke and args.scenario == p.get_default("scenario"):  # no 3,000 JPEGs to make
+        cfg = replace(cfg, scenario=str(harness.smoke_scenario(work)))
     rounds: list[Round] = []
     try:
         for np in nps:
@@ -398,8 +409,33 @@ def main(argv: list[str] | None = None) -> int:
         else:
             shutil.rmtree(work, ignore_errors=True)
     report(cfg, rounds, args.threshold, args.max_other_load)
+    if args.smoke:
+        smoke_check(rounds, nps)
     return 0
 
 
+def smoke_check(rounds: list[Round], nps: list[int]) -> None:
+    """The figures the table printed: a round per worker count, each side's samples/s (both
+    ways) and both ratios finite and > 0. Not the threshold: that takes a full, quiet run."""
+    for np in nps:
+        mine = [r for r in rounds if r.np == np]
+        harness.smoke_check(bool(mine), f"no round measured at np={np}")
+        for r in mine:
+            where = f"np={np} round {r.index}"
+            for side in ("plain", "pipeprof"):
+                m: Measurement = getattr(r, side)
+                for field in ("samples_per_s", "samples_per_s_p50"):
+                    harness.smoke_check(
+                        harness.finite_positive(getattr(m, field)),
+                        f"{where}: {side} {field} = {getattr(m, field)!r}",
+                    )
+            for name in ("ratio", "ratio_p50"):
+                harness.smoke_check(
+                    harness.finite_positive(getattr(r, name)),
+                    f"{where}: {name} = {getattr(r, name)!r}",
+                )
+    print(f"smoke: ok ({len(rounds)} round(s) of both sides measured, figures finite and > 0)")
+
+
 if __name__ == "__main__":
-    raise SystemExit(main())
+    harness.entry(main)

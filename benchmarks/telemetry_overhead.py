@@ -10,14 +10,16 @@ ratios. Target: >= 0.99.
 
 Part 2: the sampler thread's own CPU time at 10 Hz GPU sampling (the default: GPUs every
 100 ms, host and process every 500 ms), from ``time.thread_time`` inside the thread, over a
-fixed wall time. Without a GPU on this machine, the GPU path is exercised with the test
-fake of NVML (two GPUs), so the figure covers pipeprof's own work and psutil, not the
-driver's ioctl cost. Target: under 1% of one core.
+fixed wall time. Without a GPU on this machine, the GPU path is exercised with a stand-in
+for NVML (``StandInNvml``: two GPUs, and eight), so the figure covers pipeprof's own work and
+psutil, not the driver's ioctl cost. Target: under 1% of one core.
 
 Part 3: the same comparison in CPU time, which machine drift barely moves: the launcher's
 extra CPU in the ON runs of part 1 over the OFF runs (collector, recorder, dashboard), the
 rank's per-step put into the record stream (timed here) and its sampler thread (part 2),
 against the ranks' own CPU. Training that keeps the cores busy loses at most that share.
+
+``--smoke``: all parts, tiny (1 round, 32 px, batch 8, 30 steps, 1 s sampling), then checks figures.
 
     .venv/bin/python benchmarks/telemetry_overhead.py [--rounds 6] [--steps 300] [--slice-s 1]
 """
@@ -30,11 +32,84 @@ import statistics
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 
 # run as a file (python benchmarks/NAME.py): this checkout's benchmarks and pipeprof first
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks import harness, timeslice  # noqa: E402
+
+# --smoke: the defaults it gives the other flags (one given explicitly still wins)
+SMOKE = dict(
+    rounds=1,
+    steps=30,
+    warmup=3,
+    slice_s=0.5,
+    sampler_seconds=1.0,
+    sets=[
+        "train.batch_size=8",
+        "data.image_size=32",
+        "data.generate.images=64",
+        "data.generate.size=96",
+    ],
+)
+
+
+@dataclass(frozen=True)
+class StandInGpu:
+    """What a stand-in GPU answers (a busy H100's figures); also its NVML handle."""
+
+    uuid: str
+    util_pct: int = 50
+    mem_util_pct: int = 20
+    mem_used: int = 4 * 2**30
+    mem_total: int = 80 * 2**30
+    sm_clock_mhz: int = 1980
+    power_mw: int = 300_000
+    temp_c: int = 60
+
+
+class StandInNvml:
+    """The functions of the ``pynvml`` module that pipeprof's GPU sampler calls (through
+    ``pipeprof.telemetry.nvml.Nvml``), answered from memory for ``n`` GPUs: the GPU path on a
+    host without one. Every query answers, so none is marked unsupported and each sample makes
+    as many calls as on a real GPU; what it leaves out is the driver's own cost."""
+
+    NVML_ERROR_NOT_SUPPORTED = 3  # read by Nvml only when a query raises; none does here
+
+    def __init__(self, n: int) -> None:
+        self.gpus = [StandInGpu(uuid=f"GPU-{i}") for i in range(n)]
+
+    def nvmlInit(self) -> None:
+        pass
+
+    def nvmlShutdown(self) -> None:
+        pass
+
+    def nvmlDeviceGetCount(self) -> int:
+        return len(self.gpus)
+
+    def nvmlDeviceGetHandleByIndex(self, i: int) -> StandInGpu:
+        return self.gpus[i]
+
+    def nvmlDeviceGetHandleByUUID(self, uuid: str) -> StandInGpu:
+        return next(g for g in self.gpus if g.uuid == uuid)
+
+    def nvmlDeviceGetUtilizationRates(self, h: StandInGpu) -> SimpleNamespace:
+        return SimpleNamespace(gpu=h.util_pct, memory=h.mem_util_pct)
+
+    def nvmlDeviceGetMemoryInfo(self, h: StandInGpu) -> SimpleNamespace:
+        return SimpleNamespace(used=h.mem_used, total=h.mem_total, free=h.mem_total - h.mem_used)
+
+    def nvmlDeviceGetClockInfo(self, h: StandInGpu, clock_type: int) -> int:
+        return h.sm_clock_mhz
+
+    def nvmlDeviceGetPowerUsage(self, h: StandInGpu) -> int:
+        return h.power_mw
+
+    def nvmlDeviceGetTemperature(self, h: StandInGpu, sensor: int) -> int:
+        return h.temp_c
 
 
 class Cpu:
@@ -64,8 +139,18 @@ class Cpu:
         return sum(self.ranks.values())
 
 
-def part1(rounds: int, steps: int, slice_s: float) -> dict[str, list[float]]:
-    """Throughput ON/OFF per round; returns the launcher's and ranks' CPU per side for part 3."""
+def part1(
+    rounds: int,
+    steps: int,
+    slice_s: float,
+    warmup: int = 20,
+    sets: list[str] | None = None,
+    ratios: dict[str, list[float]] | None = None,
+) -> dict[str, list[float]]:
+    """Throughput ON/OFF per round; returns the launcher's and ranks' CPU per side for part 3.
+    ``sets``: ``--set KEY=VALUE`` overrides of every run; ``ratios``, where given, receives
+    each variant's per-round ratios."""
+    sets = sets or []
     base = [
         *harness.PIPEPROF,
         "run",
@@ -76,11 +161,13 @@ def part1(rounds: int, steps: int, slice_s: float) -> dict[str, list[float]]:
         "--steps",
         str(steps),
         "--warmup",
-        "20",
+        str(warmup),
         "--no-report",
+        *(arg for s in sets for arg in ("--set", s)),
     ]
     env = dict(os.environ, TERM="xterm-256color", COLUMNS="150", LINES="50")
-    ratios: dict[str, list[float]] = {"synthetic": [], "real": []}
+    ratios = {} if ratios is None else ratios
+    ratios.update(synthetic=[], real=[])
     cpu: dict[str, list[float]] = {
         "launcher ON": [],
         "launcher OFF": [],
@@ -89,7 +176,7 @@ def part1(rounds: int, steps: int, slice_s: float) -> dict[str, list[float]]:
         "running OFF": [],
         "step ms ON": [],
     }
-    harness.prepared("quickstart")  # once, before two runs would both want to
+    harness.prepared_with("quickstart", sets)  # once, before two runs would both want to
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(rounds):
             used = {"ON": Cpu(), "OFF": Cpu()}
@@ -176,7 +263,7 @@ def put_cost(n: int = 20000) -> float:
     return spent / n
 
 
-def part3(cpu: dict[str, list[float]], sampler_pct: float) -> None:
+def part3(cpu: dict[str, list[float]], sampler_pct: float) -> dict[str, float]:
     """The instrument's CPU against the training's, per second of an ON run: the launcher's
     extra CPU over an OFF run (collector, recorder, dashboard), the rank's sampler thread and
     its per-step puts. On a host whose cores training keeps busy, that CPU is what training
@@ -198,6 +285,14 @@ def part3(cpu: dict[str, list[float]], sampler_pct: float) -> None:
     sampler = sampler_pct / 100
     instrument = launcher + puts + sampler
     bound = 1 - instrument / (ranks + instrument)
+    figures = dict(
+        launcher=extra,
+        put=per_put,
+        sampler=sampler,
+        ranks=ranks,
+        steps_per_s=steps_per_s,
+        bound=bound,
+    )
     print(
         f"  launcher's extra CPU (ON - OFF, median)   {1e3 * extra:7.1f} ms per s of run "
         f"(ON {1e3 * statistics.median(on):.1f}, OFF {1e3 * statistics.median(off):.1f}: start-up and summary "
@@ -213,19 +308,19 @@ def part3(cpu: dict[str, list[float]], sampler_pct: float) -> None:
         f"  ON/OFF at worst: 1 - {1e3 * instrument:.1f} / ({1e3 * ranks:.1f} + {1e3 * instrument:.1f}) = {bound:.3f}"
         f"   {'PASS' if bound >= 0.99 else 'FAIL'} (target >= 0.99)"
     )
+    return figures
 
 
-def part2(seconds: float) -> float:
-    """Prints each sampler's CPU; returns the host-only (no GPU) sampler's % of one core."""
+def part2(seconds: float, samplers: list[tuple[str, float, int, int]] | None = None) -> float:
+    """Prints each sampler's CPU; returns the host-only (no GPU) sampler's % of one core.
+    ``samplers``, where given, receives each one's (label, % of a core, GPU and host samples)."""
     first: float | None = None
     from pipeprof.telemetry.agent import RankTelemetry
     from pipeprof.telemetry.nvml import Nvml
     from pipeprof.telemetry.recorder import Recorder
     from pipeprof.telemetry.stream import Collector, StreamClient
-    from tests.fakes.nvml import FakeGpu, FakeNvml
 
-    fake2 = FakeNvml(gpus=[FakeGpu(uuid=f"GPU-{i}") for i in range(2)])
-    fake8 = FakeNvml(gpus=[FakeGpu(uuid=f"GPU-{i}") for i in range(8)])
+    fake2, fake8 = StandInNvml(2), StandInNvml(8)
     for label, factory, local in (
         ("real NVML (none on this host) + psutil", Nvml, 2),
         ("fake 2-GPU NVML + psutil", lambda: Nvml(fake2), 2),
@@ -250,6 +345,8 @@ def part2(seconds: float) -> float:
             rec.close()
             pct = 100 * agent.cpu_time_s / wall
             first = pct if first is None else first
+            if samplers is not None:
+                samplers.append((label, pct, rec.counts.get("gpu", 0), rec.counts.get("host", 0)))
             print(
                 f"  {label:<42} {agent.cpu_time_s * 1e3:7.1f} ms CPU in {wall:4.1f} s = {pct:5.2f}% of one core "
                 f"({rec.counts.get('gpu', 0)} GPU, {rec.counts.get('host', 0)} host samples)  "
@@ -266,8 +363,23 @@ def main() -> None:
     ap.add_argument("--slice-s", type=float, default=1.0, help="each side's turn on the machine")
     ap.add_argument("--sampler-seconds", type=float, default=20.0)
     ap.add_argument("--sampler-only", action="store_true", help="part 2 alone")
-    args = ap.parse_args()
+    ap.add_argument("--warmup", type=int, default=20, help="warm-up steps of each variant")
+    ap.add_argument(
+        "--set",
+        dest="sets",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a scenario override given to every run of part 1 (repeatable)",
+    )
+    ap.add_argument(
+        "--smoke", action="store_true", help="every part, tiny, then a check of its figures (CI)"
+    )
+    args = harness.parse_smoke(ap, SMOKE)
     cpu = None
+    ratios: dict[str, list[float]] = {}
+    samplers: list[tuple[str, float, int, int]] = []
+    figures: dict[str, float] = {}
     if not args.sampler_only:
         print(
             f"telemetry overhead · {os.cpu_count()} cores · quickstart, np=1, {args.steps} measured steps per variant"
@@ -275,16 +387,57 @@ def main() -> None:
         print(
             f"part 1: training samples/s, telemetry + live dashboard ON vs OFF (taking turns every {args.slice_s:g} s)"
         )
-        cpu = part1(args.rounds, args.steps, args.slice_s)
+        cpu = part1(args.rounds, args.steps, args.slice_s, args.warmup, args.sets, ratios)
         print()
     print(f"part 2: the sampler thread's own CPU at 10 Hz, over {args.sampler_seconds:.0f} s")
-    sampler_pct = part2(args.sampler_seconds)
+    sampler_pct = part2(args.sampler_seconds, samplers)
     if cpu is not None:
         print()
         print(
             "part 3: the instrument's CPU against the training's (CPU time: none of part 1's machine drift)"
         )
-        part3(cpu, sampler_pct)
+        figures = part3(cpu, sampler_pct)
+    if args.smoke:
+        smoke_check(ratios, samplers, figures, parts=2 if args.sampler_only else 3)
+
+
+def smoke_check(
+    ratios: dict[str, list[float]],
+    samplers: list[tuple[str, float, int, int]],
+    figures: dict[str, float],
+    parts: int,
+) -> None:
+    """The figures the parts printed, there and sane: each variant's ON/OFF ratio finite and
+    > 0 (part 1), each sampler's CPU share finite and >= 0 with host samples taken, and GPU
+    samples from the stand-in GPUs (part 2), part 3's CPU figures finite, its bound in (0, 1].
+    Not the targets: those take a full run on a quiet machine."""
+    if parts == 3:
+        for variant in ("synthetic", "real"):
+            got = ratios.get(variant, [])
+            harness.smoke_check(bool(got), f"part 1: no ON/OFF ratio of {variant}")
+            for r, ratio in enumerate(got, 1):
+                harness.smoke_check(
+                    harness.finite_positive(ratio),
+                    f"part 1 round {r}: {variant} ON/OFF = {ratio!r}",
+                )
+    harness.smoke_check(len(samplers) == 3, f"part 2: {len(samplers)} of 3 samplers measured")
+    for i, (label, pct, gpu, host) in enumerate(samplers):
+        harness.smoke_check(pct == pct and 0 <= pct < float("inf"), f"part 2: {label}: {pct!r}%")
+        harness.smoke_check(host > 0, f"part 2: {label}: no host sample")
+        # the first is this host's own NVML, none here; the others are the stand-in's GPUs
+        harness.smoke_check(gpu > 0 or i == 0, f"part 2: {label}: no GPU sample")
+    if parts == 3:
+        for name in ("launcher", "put", "sampler", "ranks", "steps_per_s", "bound"):
+            value = figures.get(name, float("nan"))
+            harness.smoke_check(
+                value == value and abs(value) < float("inf"), f"part 3: {name} = {value!r}"
+            )
+        for name in ("put", "ranks", "steps_per_s"):
+            harness.smoke_check(
+                harness.finite_positive(figures[name]), f"part 3: {name} = {figures[name]!r}"
+            )
+        harness.smoke_check(0 < figures["bound"] <= 1, f"part 3: bound = {figures['bound']!r}")
+    print(f"smoke: ok ({'parts 1 to 3' if parts == 3 else 'part 2'}: every figure there, finite)")
 
 
 if __name__ == "__main__":

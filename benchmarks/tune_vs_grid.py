@@ -25,6 +25,7 @@ import dataclasses
 import os
 import statistics
 import sys
+import tempfile
 import time
 from functools import partial
 from pathlib import Path
@@ -53,9 +54,12 @@ def main() -> None:
     ap.add_argument("--smoke", action="store_true", help="tiny sizes, then check the figures (CI)")
     args = ap.parse_args()
     if args.smoke:
-        args.scenario = str(harness.smoke_scenario(harness.out_dir(None, "pipeprof-tvg-smoke-")))
-        args.trial_seconds, args.rounds, args.final_seconds = 0.2, 1, 0.2
-    s, data_root = harness.prepared(args.scenario)
+        with tempfile.TemporaryDirectory(prefix="pipeprof-tvg-") as tmp:
+            args.scenario = str(harness.smoke_scenario(tmp))
+            args.trial_seconds, args.rounds, args.final_seconds = 0.2, 1, 0.2
+            s, data_root = harness.prepared(args.scenario)
+    else:
+        s, data_root = harness.prepared(args.scenario)
     base = s.variant_pipeline(s.variants[0])
     space = [d for d in sp.default_space(args.cores, shuffle=False)]
     if args.smoke:  # one knob of two values: two grid points

@@ -1,5 +1,6 @@
 import fcntl
 import os
+import re
 import threading
 
 import pytest
@@ -27,7 +28,7 @@ def pytest_xdist_auto_num_workers(config):
     PYTEST_XDIST_AUTO_NUM_WORKERS, where set, decides instead, as xdist's own rule reads it."""
     if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
         return None
-    if "".join(config.option.markexpr.split()) == "nothorovod":
+    if fast_tier(config):
         return (os.cpu_count() or 2) + 1
     return 2
 
@@ -87,6 +88,23 @@ LAUNCH_FILE_SECONDS = {
     "test_diff.py": 21,
     "test_horovod_np2.py": 40,
     "test_rank_external.py": 10,
+    "test_benchmark_smokes.py": 190,  # the smoke runs of the slow tier's benchmarks
+}
+
+# Seconds each of the fast tier's longer files took alone on the 2-core development machine
+# (2026-11-28, pytest -n 0 per file): the order in which its workers take them, longest first,
+# as for the launch files. A file not listed counts as short. Files whose tests time threads
+# against sleeps (test_plan.py, test_supervision.py) are left out on purpose: they come after
+# the CPU-heavy ones, whose load would slow those threads.
+FAST_FILE_SECONDS = {
+    "test_seams.py": 22,  # mostly its fake ranks' sleeps: best beside the CPU-heavy files
+    "test_pipeline.py": 24,
+    "test_renderers.py": 22,
+    "test_stagebench.py": 15,
+    "test_two_hosts.py": 19,
+    "test_bad_records.py": 12,
+    "test_bad_files.py": 12,
+    "test_benchmarks.py": 14,
 }
 
 
@@ -97,20 +115,42 @@ def pytest_collection_modifyitems(config, items):
     stay together and in order: the sort is stable and its key is the file's. xdist keeps this
     order only with --no-loadscope-reorder (pyproject.toml); by default it hands out the files
     with the most tests first, which put the alone files in the middle and left one worker
-    waiting for the other's long file before each."""
+    waiting for the other's long file before each. In the fast tier the horovod tests, about
+    to be deselected, rank nothing: its files go longest first by FAST_FILE_SECONDS."""
 
     def marked(item, name: str) -> bool:
         return item.get_closest_marker(name) is not None
 
+    fast = fast_tier(config)
     # a file's rank from its tests' markers, so its tests keep the order they are written in
     # (a file's last tests may rely on it: the Slurm tests start daemons the others would see)
     ranks: dict[str, tuple[int, float]] = {}
     for item in items:
         key = str(item.path)
+        if fast and marked(item, "horovod"):
+            continue
         if marked(item, "alone"):
             ranks[key] = (0, 0.0)
         elif marked(item, "horovod") and ranks.get(key, (2, 0.0))[0] > 1:
             ranks[key] = (1, -LAUNCH_FILE_SECONDS.get(item.path.name, 0))
         else:
-            ranks.setdefault(key, (2, 0.0))
-    items.sort(key=lambda item: ranks[str(item.path)])
+            ranks.setdefault(key, (2, -FAST_FILE_SECONDS.get(item.path.name, 0)))
+    items.sort(key=lambda item: ranks.get(str(item.path), (3, 0.0)))
+
+
+def fast_tier(config) -> bool:
+    """Whether this run is the fast tier, ``-m "not horovod"``."""
+    return "".join(config.option.markexpr.split()) == "nothorovod"
+
+
+def pytest_ignore_collect(collection_path, config):
+    """The fast tier (``-m "not horovod"``) does not import a test file whose every test is
+    marked horovod (its module's ``pytestmark``): each worker imports every file it collects,
+    and the launch files import TensorFlow, a few seconds of CPU a worker for tests it would
+    deselect."""
+    if not fast_tier(config):
+        return None
+    if collection_path.suffix != ".py" or not collection_path.name.startswith("test_"):
+        return None
+    marks = re.search(r"^pytestmark = (.+)$", collection_path.read_text(), re.M)
+    return True if marks and "horovod" in marks.group(1) else None

@@ -435,6 +435,9 @@ def measure_machine(cases: list[Case], work: Path, log: Path) -> Machine:
 
 # a smoke run's plain loop: one round of a few steps a phase (``--smoke``)
 SMOKE_REFERENCE = {"rounds": 1, "steps": 20}
+# ``inject.calibrate``'s sizes for the speed check before each case, which no truth rests on:
+# its own (3 s a repeat here), or a smoke run's tenth of them
+SPEED_CHECK: dict[str, int] = {}
 
 
 def measure_references(
@@ -866,28 +869,34 @@ def rereport(out: Path) -> int:
     return 0
 
 
-SMOKE_CASE = "cal-spin-875"  # a spin the plain loop measures (fluid truth 0 at np 1 and 2)
+# a map stage of 3.1 ms an element (true gap about 60%) and storage of 4.9 MB/s (about 35%):
+# each far from a line, so 16 s of measuring at np=1 settles them
+SMOKE_CASES = ("cal-spin-3100", "cal-throttle-4.9")
 
 
-def smoke_case(cases: list[Case]) -> Case:
-    """``--smoke``'s one case: a calibration spin at np 1 and 2 on 256 images, each variant
-    measured 2 s, so every path runs (the machine's figures, the ceilings, compare --verdict,
-    the plain loop, predict, the report) in about a minute."""
-    (case,) = [c for c in cases if c.name == SMOKE_CASE]
-    return dataclasses.replace(case, np=(1, 2), images=256, max_measure_s=2.0)
+def smoke_cases(cases: list[Case]) -> list[Case]:
+    """``--smoke``'s cases, the suite's CI slice: two input-bound calibration cases at np=1,
+    16 s a variant, through the suite's whole path but the plain loop (their fluid truths are
+    over 20%: none is measured) and predict (np=1 alone). tests/integration/test_truth_slice.py
+    runs it and asks each its class and stage; the fits' smoke runs read a kept run of np 1 and
+    2 instead (``fixtures/``)."""
+    return [
+        dataclasses.replace(c, np=(1,), max_measure_s=16.0) for c in cases if c.name in SMOKE_CASES
+    ]
 
 
 def smoke_checks(rows: list[Row], m: Machine, results: dict[str, Any]) -> None:
-    """What ``--smoke`` asks of the figures it reported: the machine measured, a row per np
-    with a gap and a class, the plain loop's loss where the truth asks for it, predict's gap
-    at np 2, and the scores computed. Never whether a row is right: that is the suite's."""
+    """What ``--smoke`` asks of the figures it reported: the machine measured, each row with a
+    gap, a class and a stage, the plain loop's loss where the truth asks for it, and the set
+    scored. Never whether a row is right: test_truth_slice asks that."""
     check, positive = harness.smoke_check, harness.finite_positive
     check(positive(m.spin_iter_per_us), f"the spin's rate {m.spin_iter_per_us}")
     check(
         bool(m.ceilings) and all(positive(s) for d in m.ceilings.values() for s, _ in d.values()),
         f"the ceilings {m.ceilings}",
     )
-    check(sorted(r.np for r in rows) == [1, 2], f"rows at np {[r.np for r in rows]}, not 1 and 2")
+    got = sorted((r.case, r.np) for r in rows)
+    check(got == [(c, 1) for c in sorted(SMOKE_CASES)], f"rows {got}, not {SMOKE_CASES} at np=1")
     for r in rows:
         said = f"{r.case} np={r.np}"
         check(r.got_class not in ("", "failed"), f"{said}: no class ({r.got_class!r})")
@@ -896,9 +905,7 @@ def smoke_checks(rows: list[Row], m: Machine, results: dict[str, Any]) -> None:
         check(not math.isnan(r.expected_gap), f"{said}: no truth")
         if r.fluid_gap < REFERENCE_BELOW:
             check(str(r.np) in m.reference.get(r.case, {}), f"{said}: no plain loop measured")
-    check(not math.isnan(next(r for r in rows if r.np == 2).predicted_gap), "no predicted gap")
-    scores = results["sets"].get("calibration", {}).get("predict")
-    check(bool(scores) and not math.isnan(scores["predict"]["mae"]), f"predict's scores {scores}")
+    check(bool(results["sets"].get("calibration")), "no score of the calibration set")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -936,8 +943,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--smoke",
         action="store_true",
-        help=f"CI's check that the suite runs: {SMOKE_CASE} alone at np 1 and 2, measured "
-        "briefly, then a check of the figures it reports (none of its targets)",
+        help=f"the suite's CI slice: {' and '.join(SMOKE_CASES)} at np=1, then a check of the "
+        "figures it reports (none of its targets)",
     )
     args = p.parse_args(argv)
     if args.report:
@@ -954,7 +961,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.smoke:
         if args.only or args.rescore:
             p.error("--smoke runs its own case: no --only or --rescore with it")
-        cases = [smoke_case(cases)]
+        cases = smoke_cases(cases)
+        SPEED_CHECK.update(iterations=20_000, repeats=3)
     if args.only:
         wanted = set(args.only.split(","))
         if unknown := wanted - {c.name for c in cases}:
@@ -993,7 +1001,7 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 from benchmarks.truth.inject import calibrate
 
-                m.speed[case.name] = calibrate()
+                m.speed[case.name] = calibrate(**SPEED_CHECK)
                 run_dir = compare_case(case, m, work, log)
             if not args.same_machine:  # the plain loop just after the case's own run
                 try:
