@@ -410,12 +410,12 @@ def measure(n: int, senders: int, seconds: float, warmup_s: float, scrape_s: flo
     import psutil
     from rich.console import Console
 
-    from pipeprof.events import Launch, Plan, VariantStart
+    from pipeprof.progress import Launch, Plan, VariantStart
     from pipeprof.renderers.metrics import MetricsExporter
+    from pipeprof.reporting import FanOut, Reporter
     from pipeprof.tui.dashboard import LiveDashboard
     from pipeprof.tui.reporter import DashboardReporter
     from pipeprof.tui.state import DashboardState
-    from pipeprof.workflows.events import FanOut, Reporter
     from pipeprof.workflows.live import RecordStream
 
     class Tally(Reporter):

@@ -83,8 +83,8 @@ def prepared(name: str) -> tuple[Scenario, str]:
     is not there yet, as compare makes it. A script calls it once before two runs that would
     both want to make the data."""
     from pipeprof import scenario
+    from pipeprof.reporting import Reporter
     from pipeprof.workflows.data import prepare_data
-    from pipeprof.workflows.events import Reporter
 
     loaded = scenario.load(name)
     return loaded, prepare_data(loaded, Reporter())
@@ -381,8 +381,8 @@ def prepared_with(name: str, sets: Sequence[str] = ()) -> tuple[Scenario, str]:
     """``prepared``, with the scenario overridden by ``KEY=VALUE`` strings as pipeprof's
     ``--set`` overrides it: the data that runs given those ``--set`` flags will want."""
     from pipeprof import scenario
+    from pipeprof.reporting import Reporter
     from pipeprof.workflows.data import prepare_data
-    from pipeprof.workflows.events import Reporter
 
     loaded = scenario.load(name, [scenario.parse_override(s) for s in sets])
     return loaded, prepare_data(loaded, Reporter())

@@ -106,8 +106,8 @@ def main(argv: list[str] | None = None) -> int:
     import horovod.tensorflow.keras as hvd
     import tensorflow as tf
 
+    from pipeprof.frameworks.keras2 import setup_devices
     from pipeprof.models import build_model
-    from pipeprof.rank.devices import setup_devices
 
     hvd.init()
     # the ranks' own set-up, so the baseline cannot drift from it; it reads the rank's place

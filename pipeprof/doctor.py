@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from pipeprof import __version__
+from pipeprof import __version__, plugins
 from pipeprof.errors import PipeprofError
 from pipeprof.launch.horovod import BUILD_PROBE
 from pipeprof.scenario import LaunchConfig, Scenario
@@ -64,6 +64,20 @@ try:
     out["tf_gpus"] = [d.name for d in tf.config.list_physical_devices("GPU")]
 except Exception as exc:
     out["tensorflow_error"] = f"{type(exc).__name__}: {exc}"
+try:
+    import keras
+    out["keras"] = keras.__version__
+    out["keras_backend"] = keras.backend.backend()
+except Exception as exc:
+    out["keras_error"] = f"{type(exc).__name__}: {exc}"
+try:
+    import jax
+    out["jax"] = jax.__version__
+    out["jax_devices"] = [f"{d.platform}:{d.id}" for d in jax.devices()]
+except ImportError:
+    pass
+except Exception as exc:
+    out["jax_error"] = f"{type(exc).__name__}: {exc}"
 """
 _PROBE = _TF_PROBE + BUILD_PROBE + 'print("PIPEPROF-DOCTOR " + json.dumps(out))\n'
 
@@ -129,8 +143,12 @@ def diagnose(scenario: Scenario | None, *, scenario_error: str = "", nvml: Any =
         "ok",
         f"{platform.python_version()} ({sys.executable}); pipeprof {__version__}",
     )
+    engine = _engine(report, scenario)
     _frameworks(report, probe)
-    _horovod(report, horovodrun, parsed, build_error, scenario)
+    if horovodrun or plugins.capability(plugins.DISTRIBUTION, engine, "horovod_build", False):
+        _horovod(report, horovodrun, parsed, build_error, scenario)
+    else:
+        report.add("horovod", "Horovod", "note", f"not installed; train.engine {engine} needs none")
     _gpus(report, gpus, nvml_reason, probe)
     _cpu(report)
     if scenario_error:
@@ -140,6 +158,17 @@ def diagnose(scenario: Scenario | None, *, scenario_error: str = "", nvml: Any =
         report.findings += found
         report.bad_files = bad
     return report
+
+
+def _engine(report: Report, scenario: Scenario | None) -> str:
+    """The engine the scenario asks for, or the one "auto" takes on this host, said."""
+    asked = scenario.train.engine if scenario is not None else plugins.AUTO
+    if asked != plugins.AUTO:
+        report.add("engine", "engine", "ok", f"{asked} (as the scenario asks)")
+        return asked
+    engine, why = plugins.choose_engine()
+    report.add("engine", "engine", "ok", f"auto: {why}")
+    return engine
 
 
 def _frameworks(report: Report, probe: dict[str, Any]) -> None:
@@ -160,8 +189,21 @@ def _frameworks(report: Report, probe: dict[str, Any]) -> None:
             "fail",
             f"cannot be imported with TensorFlow: {probe['horovod_error']}",
         )
-    elif "horovod" in probe:
-        report.add("horovod", "Horovod", "ok", f"{probe['horovod']} (horovod.tensorflow imports)")
+    elif "horovod_version" in probe:
+        report.add(
+            "horovod", "Horovod", "ok", f"{probe['horovod_version']} (horovod.tensorflow imports)"
+        )
+    if "keras" in probe:
+        report.add("keras", "Keras", "ok", f"{probe['keras']} (backend {probe['keras_backend']})")
+    elif "keras_error" in probe:
+        report.add("keras", "Keras", "note", f"cannot be imported: {probe['keras_error']}")
+    if "jax" in probe:
+        devices = probe.get("jax_devices", [])
+        report.add(
+            "jax", "JAX", "ok", f"{probe['jax']}: {len(devices)} device(s) ({', '.join(devices)})"
+        )
+    elif "jax_error" in probe:
+        report.add("jax", "JAX", "fail", f"cannot be imported: {probe['jax_error']}")
 
 
 def _built(section: dict[str, bool]) -> str:

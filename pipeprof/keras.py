@@ -38,11 +38,12 @@ import logging
 import math
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 import tensorflow as tf
 
 from pipeprof.errors import PipeprofError
+from pipeprof.frameworks import keras2_compat as compat
 from pipeprof.launch.job import ScriptJob
 from pipeprof.rank import in_script
 from pipeprof.rank.identity import identity
@@ -59,16 +60,18 @@ ADD_INSTRUMENT = "add `dataset = pipeprof.keras.instrument(dataset)` before mode
 
 
 def _make_replicas() -> None:
-    """Under ``compare --engine mirrored -- CMD`` on a host without GPUs: the CPU split into
-    the job's np logical devices, now, before the script's strategy looks for devices
-    (importing pipeprof.keras is the script's first use of it)."""
+    """Under ``compare --engine E -- CMD``: what the distribution sets up before the script's
+    own (mirrored, on a host without GPUs: the CPU split into the job's np logical devices,
+    before the script's strategy looks for devices; importing pipeprof.keras is the script's
+    first use of TensorFlow)."""
     job = in_script.job()
-    if job is None or job.engine != "mirrored":
+    if job is None:
         return
-    from pipeprof.rank.mirrored_engine import make_replicas
-
+    prepare = getattr(in_script.distribution_of(job), "prepare_script", None)
+    if prepare is None:
+        return
     try:
-        make_replicas(tf, job.np)
+        prepare(job.np)
     except PipeprofError as exc:
         in_script.fail(exc.message)
 
@@ -176,16 +179,20 @@ class PipeprofCallback(tf.keras.callbacks.Callback):
 
     # -- the timestamp inside the train step, and the source of each step's batch ----------
     def _wrap_train_step(self) -> None:
+        """The step's timestamp (the batch has left the iterator) returned with its logs; not
+        under XLA, which compiles no host timestamp (input wait is then not measured)."""
         model = self.model
-        if getattr(model, "_pipeprof_wrapped", False) or getattr(model, "_jit_compile", False):
-            return  # XLA compiles no host timestamp: input wait is then not measured
-        original = model.train_step
+        if compat.jit_compiled(model) or compat.train_step_wrapped(model):
+            return
         # fit runs its callbacks inside the model's strategy scope: none, or a tf.distribute
         # one, whose replicas would each need their own copy (not measured there)
-        if _steps_per_execution(model) > 1 and not tf.distribute.has_strategy():
+        if compat.steps_per_execution(model) > 1 and not tf.distribute.has_strategy():
             self._waited = tf.Variable(0.0, dtype=tf.float64, trainable=False)
             self._left = tf.Variable(0.0, dtype=tf.float64, trainable=False)
-        waited, left = self._waited, self._left
+        compat.wrap_train_step(model, self._timed)
+
+    def _timed(self, original: Callable[[Any], Any]) -> Callable[[Any], Any]:
+        model, waited, left = self.model, self._waited, self._left
 
         def timed_train_step(data: Any) -> Any:
             flat = tf.nest.flatten(data)
@@ -214,33 +221,37 @@ class PipeprofCallback(tf.keras.callbacks.Callback):
                 batch = batch * n
             return {**logs, ENTERED: entered, BATCH: batch}
 
-        model.train_step = timed_train_step
-        model._pipeprof_wrapped = True
+        return timed_train_step
 
     def _wrap_train_function(self) -> None:
         """Keras calls ``model.train_function(iterator)`` once a step (fit has just made it): the
         wrapper hands it the twin's iterator on the twin's steps, and takes the timestamp out
         of the step's logs before any callback sees them."""
-        model = self.model
-        original = getattr(model.train_function, "_pipeprof_original", model.train_function)
         from pipeprof.rank.fit import CHOICE
 
-        def train_function(iterator: Any) -> Any:
-            if self._waited is not None and self._left is not None:  # an execution starts
-                self._waited.assign(0.0)
-                self._left.assign(time.time())
-            logs = original(CHOICE.iterator(iterator))
-            if isinstance(logs, dict):
-                self._entered, self._batch_size = logs.pop(ENTERED, None), logs.pop(BATCH, None)
-            return logs
+        def wrapper(original: Callable[[Any], Any]) -> Callable[[Any], Any]:
+            def train_function(iterator: Any) -> Any:
+                if self._waited is not None and self._left is not None:  # an execution starts
+                    self._waited.assign(0.0)
+                    self._left.assign(time.time())
+                logs = original(CHOICE.iterator(iterator))
+                if isinstance(logs, dict):
+                    self._entered = logs.pop(ENTERED, None)
+                    self._batch_size = logs.pop(BATCH, None)
+                return logs
 
-        cast(Any, train_function)._pipeprof_original = original  # a function attribute
-        model.train_function = train_function
+            return train_function
+
+        compat.wrap_train_function(self.model, wrapper)
 
     # -- Keras hooks ------------------------------------------------------------------------
     def on_train_begin(self, logs: dict | None = None) -> None:
         if not self.active:
             return  # outside pipeprof: nothing to measure, nothing started
+        try:
+            compat.require("pipeprof.keras.PipeprofCallback")
+        except PipeprofError as exc:
+            in_script.fail(exc.message)
         rank, size, _, _ = in_script.ranks()
         self.rank, self.size = rank, size
         self.host = identity().host
@@ -273,8 +284,9 @@ class PipeprofCallback(tf.keras.callbacks.Callback):
             self.model.distribute_strategy,
             "the script must build and compile its model under",
         )
-        if job.engine == "mirrored":
-            CHOICE.distribute = engine.strategy.experimental_distribute_dataset
+        # the twin's batches reach the replicas as fit hands them the dataset's (a strategy's
+        # split of each batch; one replica a process: as they are)
+        CHOICE.distribute = engine.distribute
         try:
             CHOICE.ready()
         except StopIteration:
@@ -345,12 +357,6 @@ class PipeprofCallback(tf.keras.callbacks.Callback):
         if self.telemetry is not None:
             self.telemetry.stop()
             self.telemetry = None
-
-
-def _steps_per_execution(model: Any) -> int:
-    """The steps ``model.compile(steps_per_execution=N)`` runs per call of its train function."""
-    variable = getattr(model, "_steps_per_execution", None)
-    return int(variable.numpy()) if variable is not None else 1
 
 
 _make_replicas()

@@ -35,16 +35,24 @@ def resolve_callable(spec: str, key: str) -> Callable[..., Any]:
     return fn
 
 
-def build_model(name: str, input_shape: tuple[int, int, int], num_classes: int):
-    """A Keras 2 model producing logits."""
-    import tensorflow as tf
+def build_model(name: str, input_shape: tuple[int, int, int], num_classes: int, keras: Any = None):
+    """A Keras model producing logits: of ``keras`` (the ``keras`` package of Keras 3), or by
+    default of TensorFlow's ``tf.keras`` (Keras 2 in TensorFlow 2.15)."""
+    if keras is None:
+        import tensorflow as tf
 
-    keras = tf.keras
+        keras = tf.keras
+    three = str(getattr(keras, "__version__", "2")).startswith("3")
+    first = (
+        keras.Input(shape=input_shape)
+        if three
+        else keras.layers.InputLayer(input_shape=input_shape)
+    )
     if name == "small_cnn":
         # The tiny CNN of the Horovod chips write-up: two conv blocks and a dense head.
         model = keras.Sequential(
             [
-                keras.layers.InputLayer(input_shape=input_shape),
+                first,
                 keras.layers.Conv2D(32, 3, activation="relu"),
                 keras.layers.MaxPooling2D(),
                 keras.layers.Conv2D(64, 3, activation="relu"),
@@ -68,7 +76,7 @@ def build_model(name: str, input_shape: tuple[int, int, int], num_classes: int):
         model = resolve_callable(name, "model.name")(input_shape, num_classes)
         if not isinstance(model, keras.Model):
             raise PipeprofError(
-                f"model.name {name} returned {type(model).__name__}, not a tf.keras.Model"
+                f"model.name {name} returned {type(model).__name__}, not a keras.Model"
             )
     else:
         raise PipeprofError(

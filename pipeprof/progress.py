@@ -2,7 +2,7 @@
 
 Ranks print them on their output as ``PIPEPROF-PROGRESS {json}`` lines (the launcher merges
 every rank's output into one stream; ``emit``); workflows hand them to their ``Reporter``
-(``workflows.events``) directly; the dashboard, the plain terminal lines and the Prometheus
+(``pipeprof.reporting``) directly; the dashboard, the plain terminal lines and the Prometheus
 exporter receive the same dataclasses. One discriminator, ``kind``, as in the records ranks
 stream (``telemetry.stream``), and every kind here is emitted by someone: a kind nobody
 emits has no class.

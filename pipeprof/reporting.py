@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from pipeprof.events import Event
+from pipeprof.progress import Event
 
 
 class Reporter:
@@ -16,7 +16,7 @@ class Reporter:
     def warning(self, text: str) -> None: ...
 
     def progress(self, event: Event) -> None:
-        """A progress event (``pipeprof.events``): from the workflow, or a rank's line."""
+        """A progress event (``pipeprof.progress``): from the workflow, or a rank's line."""
 
     def data_progress(self, done: int, total: int) -> None: ...
 

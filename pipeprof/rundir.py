@@ -34,9 +34,8 @@ from typing import Any, cast
 
 import pandas as pd
 
-from pipeprof import __version__, atomic
+from pipeprof import __version__, atomic, host
 from pipeprof.errors import PipeprofError
-from pipeprof.launch import topology
 from pipeprof.records import STEP_COLUMNS, StepRecord, VariantRun
 
 
@@ -78,9 +77,12 @@ def manifest(
         "python": platform.python_version(),
         "tensorflow": _version("tensorflow", "tensorflow-cpu", "tensorflow-gpu"),
         "horovod": _version("horovod"),
+        "keras": _version("keras"),
+        "jax": _version("jax"),
+        "torch": _version("torch"),
         "host": socket.gethostname(),
         "platform": platform.platform(),
-        "cpu_cores": topology.usable_cores(),  # the cores this run could use (its CPU affinity)
+        "cpu_cores": host.usable_cores(),  # the cores this run could use (its CPU affinity)
         "gpus": gpus,
         "started_unix_s": time.time(),
         "command_line": [Path(sys.argv[0]).name, *argv],

@@ -54,6 +54,8 @@ class DataConfig:
     # it, counted and listed in the run directory; or "fail" the run, naming it
     on_bad_file: Literal["skip", "fail"] = "skip"
     generate: GenerateConfig = field(default_factory=GenerateConfig)
+    # what builds the pipeline (pipeprof.plugins: tfdata); "auto": the framework's first
+    library: str = "auto"
 
 
 @dataclass(frozen=True)
@@ -163,8 +165,12 @@ class ModelConfig:
 
 @dataclass(frozen=True)
 class TrainConfig:
-    # what makes training data-parallel (pipeprof.rank.engine.ENGINES)
-    engine: str = "horovod"
+    # what makes training data-parallel: a distribution (pipeprof.plugins: horovod, mirrored,
+    # multi_worker_mirrored, data_parallel); "auto": the first of horovod, data_parallel and
+    # mirrored whose packages are installed
+    engine: str = "auto"
+    # what builds and trains the model (pipeprof.plugins: keras2); "auto": the engine's first
+    framework: str = "auto"
     # how a tf.distribute engine feeds its replicas: "auto" (mirrored: global batches split by
     # experimental_distribute_dataset; multi_worker_mirrored: each worker's own shard through
     # distribute_datasets_from_function), or either function by name (mirrored takes both)
@@ -201,9 +207,9 @@ class VariantConfig:
 @dataclass(frozen=True)
 class LaunchConfig:
     np: list[int] = field(default_factory=lambda: [1, 2])  # worker counts, in order (--np)
-    # what starts the ranks (pipeprof.launch.launcher.LAUNCHERS; --launcher); "auto": srun
-    # inside a Slurm allocation, else horovodrun; "external": a launcher of yours starts
-    # `pipeprof rank`
+    # what starts the ranks (pipeprof.plugins: horovodrun, mpirun, srun, local; --launcher);
+    # "auto": srun inside a Slurm allocation, else the engine's own (launch.choose);
+    # "external": a launcher of yours starts `pipeprof rank`
     launcher: str = "auto"
     hosts: str = ""  # the hosts and their slots, e.g. "node1:8,node2:8" (-H)
     hostfile: str = ""  # lines "node1 slots=8" (--hostfile)
@@ -352,36 +358,45 @@ def validate(s: Scenario, base_dir: Path | None = None) -> None:
         "variants",
         "must not be named 'synthetic' (that one is always run)",
     )
-    from pipeprof.launch.launcher import (  # the launch package reads scenarios: import late
-        AUTO,
-        EXTERNAL,
-        LAUNCHERS,
-    )
-    from pipeprof.rank.engine import DISTRIBUTE_INPUTS, ENGINES, PER_REPLICA
+    from pipeprof import plugins
+    from pipeprof.distributions import DISTRIBUTE_INPUTS
 
+    launchers = plugins.names(plugins.LAUNCHER)
     need(
-        s.launch.launcher in LAUNCHERS or s.launch.launcher in (AUTO, EXTERNAL),
+        s.launch.launcher in launchers or s.launch.launcher in (plugins.AUTO, plugins.EXTERNAL),
         "launch.launcher",
-        f"must be {AUTO}, {EXTERNAL} or one of {', '.join(sorted(LAUNCHERS))}, "
+        f"must be {plugins.AUTO}, {plugins.EXTERNAL} or one of {', '.join(launchers)}, "
         f"got {s.launch.launcher!r}",
     )
     t = s.train
+    for axis, value in ((plugins.DISTRIBUTION, t.engine), (plugins.FRAMEWORK, t.framework)):
+        known = plugins.names(axis)
+        need(
+            value in known or value == plugins.AUTO,
+            plugins.KEYS[axis],
+            f"must be auto or one of {', '.join(known)}, got {value!r}",
+        )
+    known = plugins.names(plugins.INPUTS)
     need(
-        t.engine in ENGINES,
-        "train.engine",
-        f"must be one of {', '.join(sorted(ENGINES))}, got {t.engine!r}",
+        s.data.library == plugins.AUTO or s.data.library in known,
+        "data.library",
+        f"must be auto or one of {', '.join(known)}, got {s.data.library!r}",
     )
     need(
         t.distribute_input in DISTRIBUTE_INPUTS,
         "train.distribute_input",
         f"must be one of {', '.join(DISTRIBUTE_INPUTS)}, got {t.distribute_input!r}",
     )
-    takes = {"horovod": ("auto",), "multi_worker_mirrored": ("auto", PER_REPLICA)}
+    takes = (
+        DISTRIBUTE_INPUTS
+        if t.engine == plugins.AUTO
+        else plugins.capability(plugins.DISTRIBUTION, t.engine, "input_modes", DISTRIBUTE_INPUTS)
+    )
     need(
-        t.distribute_input in takes.get(t.engine, DISTRIBUTE_INPUTS),
+        t.distribute_input in takes,
         "train.distribute_input",
         f"{t.distribute_input!r} is not for train.engine {t.engine}, which takes "
-        f"{' or '.join(takes.get(t.engine, DISTRIBUTE_INPUTS))}",
+        f"{' or '.join(takes)}",
     )
     need(t.batch_size >= 1, "train.batch_size", f"must be at least 1, got {t.batch_size}")
     need(t.learning_rate > 0, "train.learning_rate", f"must be positive, got {t.learning_rate}")

@@ -70,7 +70,7 @@ fi
 pip=(.venv/bin/python -m pip --disable-pip-version-check)
 echo "setup: installing TensorFlow ($TF_REQ) and the build tools Horovod needs" >&2
 "${pip[@]}" install -q --upgrade pip 'setuptools<70' wheel 'cmake<4'
-"${pip[@]}" install -q "$TF_REQ" 'numpy<2' 'pandas>=2.0,<2.3' 'nvidia-ml-py>=12' 'psutil>=5.9' 'rich>=13' 'pytest>=7' 'pytest-xdist>=3.6' \
+"${pip[@]}" install -q "$TF_REQ" 'numpy<2' 'pandas>=2.0,<2.3' 'scipy>=1.10,<1.14' 'nvidia-ml-py>=12' 'psutil>=5.9' 'rich>=13' 'pytest>=7' 'pytest-xdist>=3.6' \
   'matplotlib>=3.7,<3.10' 'prometheus-client>=0.17' 'jsonschema>=4' 'ruff==0.8.4' 'mypy==1.13.0'
 
 if [ $want_mpi = 1 ] && ! has_mpi; then

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # CI's second step: pipeprof installed WITHOUT Horovod (pip install pipeprof, the cpu extra
 # for TensorFlow, no horovod extra), in a venv of its own that is removed afterwards. It must
-# run a compare under tf.distribute's MirroredStrategy (train.engine mirrored) and, where
+# run a compare under tf.distribute's MirroredStrategy (train.engine auto takes mirrored) and, where
 # Open MPI is installed, MultiWorkerMirroredStrategy with mpirun starting its workers, and
 # give the Horovod engine's one-line error naming what to install. pip's cache keeps this
 # quick.
@@ -33,9 +33,12 @@ warmup_steps = 3
 measure_steps = 12
 TOML
 export PIPEPROF_DATA_DIR="$work/data"
-"$work/venv/bin/pipeprof" compare "$work/s.toml" --engine mirrored --np 1,2 \
+# no --engine: auto takes mirrored where TensorFlow is and Horovod is not, and says so first
+"$work/venv/bin/pipeprof" compare "$work/s.toml" --np 1,2 \
   --out "$work/run" --no-report --no-dashboard > "$work/mirrored.log" 2>&1 \
   || { cat "$work/mirrored.log" >&2; exit 1; }
+head -1 "$work/mirrored.log" | grep -q "engine mirrored (TensorFlow installed), launcher local" \
+  || { echo "without_horovod: the first line did not say auto took mirrored:" >&2; head -3 "$work/mirrored.log" >&2; exit 1; }
 "$work/venv/bin/python" - "$work/run/summary.csv" <<'PY'
 import sys
 import pandas as pd
@@ -63,7 +66,7 @@ PY
   mwms=", a multi_worker_mirrored compare at np 1, 2 under mpirun"
 fi
 set +e
-"$work/venv/bin/pipeprof" compare "$work/s.toml" --np 1 --out "$work/refused" \
+"$work/venv/bin/pipeprof" compare "$work/s.toml" --engine horovod --np 1 --out "$work/refused" \
   --no-report --no-dashboard > "$work/horovod.out" 2> "$work/horovod.err"
 code=$?
 set -e

@@ -6,7 +6,7 @@ host a pipeline that fits still slows the steps beside it (``contention_probe.py
 two rows the fluid truth calls 0). This script measures that loss directly, as a user with a
 stopwatch would: the case's emulated-device training loop under ``horovodrun -np N``, fed by
 one repeated batch, then by the case's own pipeline, then by the repeated batch again, R rounds
-of real and repeated in one launch (the same step, ``pipeprof.rank.devices.emulated_step``,
+of real and repeated in one launch (the same step, ``pipeprof.frameworks.keras2.emulated_step``,
 the same pipeline, ``pipeprof.data.pipeline.build``, and the environment pipeprof's launcher
 gives emulated ranks: the workload, not pipeprof's timing, rounds, twin or statistics). A plain loop times
 its steps with ``time.perf_counter``; a round's gap is 1 − real samples/s ÷ the mean of the
@@ -59,9 +59,9 @@ def rank_main(scenario_path: str, data_root: str, rounds: int, steps: int = 0) -
 
     from pipeprof import scenario as scen
     from pipeprof.data import pipeline
+    from pipeprof.frameworks.keras2 import emulated_step
     from pipeprof.launch import topology
     from pipeprof.models import build_model
-    from pipeprof.rank.devices import emulated_step
 
     hvd.init()
     tf.config.threading.set_intra_op_parallelism_threads(topology.cores_per_rank(hvd.local_size()))

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from pipeprof.launch.topology import is_this_host
+from pipeprof.host import is_this_host
 
 SHOWN = 3  # paths named in the terminal; the rest are in bad_files.csv
 

@@ -16,10 +16,10 @@ from pipeprof.launch import signals
 from pipeprof.launch.launcher import worker_counts
 from pipeprof.renderers.diagnosis import print_diagnosis
 from pipeprof.renderers.table import print_summary
+from pipeprof.reporting import FanOut, Reporter
 from pipeprof.rundir import RunDir
 from pipeprof.tui.reporter import DashboardReporter, PlainReporter
 from pipeprof.workflows.compare import CompareResult
-from pipeprof.workflows.events import FanOut, Reporter
 
 # --flag → (dotted scenario key, value); value None means "the flag's argument"
 STAGE_SWITCHES = {
@@ -166,16 +166,18 @@ def add_common_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--engine",
         metavar="NAME",
-        help="what makes training data-parallel (train.engine): horovod (the default), "
-        "mirrored (tf.distribute's MirroredStrategy: one process, one replica per GPU, or per "
-        "logical CPU device on a host without one), or multi_worker_mirrored (a worker per slot "
-        "of the hosts); a list such as horovod,mirrored compares the engines side by side",
+        help="what makes training data-parallel (train.engine): auto (the default: horovod, "
+        "data_parallel or mirrored, the first whose packages are installed), horovod, mirrored "
+        "(tf.distribute's MirroredStrategy: one process, one replica per GPU, or per logical "
+        "CPU device on a host without one), multi_worker_mirrored (a worker per slot of the "
+        "hosts), data_parallel (Keras 3's DataParallel on JAX: one process, one replica per "
+        "device); a list such as horovod,mirrored compares the engines side by side",
     )
     p.add_argument(
         "--launcher",
         metavar="NAME",
         help="what starts the ranks (launch.launcher): auto (the default: srun inside a Slurm "
-        "allocation, else horovodrun), horovodrun, srun (a job step of the allocation per "
+        "allocation, else the engine's own), horovodrun, local (pipeprof's own, on this host), srun (a job step of the allocation per "
         "worker count), mpirun (Open MPI's, directly; Horovod's MPI controller joins the ranks); "
         "external: your launcher starts `pipeprof rank` (see pipeprof rank --help)",
     )
@@ -356,9 +358,17 @@ def finish(result: CompareResult, console: Console, title: str) -> int:
 
 
 def with_launcher(scenario: scen.Scenario) -> tuple[scen.Scenario, str]:
-    """The scenario with its launcher chosen (``launch.launcher.choose``: auto resolved from
-    the environment), and the words the command's first line says it with."""
-    from pipeprof.launch import launcher as launchers
+    """The scenario with its launcher chosen (``launch.choose``: auto resolved from the
+    engine and the environment), and the words the command's first line says it with."""
+    from pipeprof import plugins
+    from pipeprof.launch.choose import choose
 
-    launch, how = launchers.choose(scenario.launch, engine=scenario.train.engine)
+    said = ""
+    if scenario.train.engine == plugins.AUTO:  # the first line says which the stack gave
+        engine, said = plugins.choose_engine()
+        scenario = dataclasses.replace(
+            scenario, train=dataclasses.replace(scenario.train, engine=engine)
+        )
+    launch, how = choose(scenario.launch, engine=scenario.train.engine)
+    how = f"{said}, {how}" if said else how
     return dataclasses.replace(scenario, launch=launch), escape(how)

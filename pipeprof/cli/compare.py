@@ -167,7 +167,7 @@ def run_engines(args: argparse.Namespace, argv: list[str]) -> int:
     import copy
 
     from pipeprof.tui.reporter import PlainReporter
-    from pipeprof.workflows import engines as side
+    from pipeprof.workflows import engine_comparison as side
 
     if getattr(args, "script_cmd", None):
         raise PipeprofError(

@@ -42,9 +42,9 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
     from pipeprof.rank.identity import identity
 
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TensorFlow's start-up chatter, per rank
+    from pipeprof.reporting import Reporter
     from pipeprof.tui.reporter import PlainReporter
-    from pipeprof.workflows.events import Reporter
-    from pipeprof.workflows.rank import run_rank
+    from pipeprof.workflows.external_rank import run_rank
 
     scenario = scen.load(args.scenario, overrides_from_args(args))
     me = identity()

@@ -14,8 +14,8 @@ from pipeprof.cli.common import (
     metrics_exporter,
 )
 from pipeprof.errors import PipeprofError
+from pipeprof.reporting import FanOut, Reporter
 from pipeprof.tui.reporter import DashboardReporter, PlainReporter
-from pipeprof.workflows.events import FanOut, Reporter
 from pipeprof.workflows.watch import watch
 
 

@@ -1,12 +1,13 @@
-"""Horovod, pipeprof's first training engine (``train.engine = "horovod"``): the only
-module of the rank side that imports Horovod."""
+"""Horovod, pipeprof's first distribution (``train.engine = "horovod"``), with Keras 2 on
+TensorFlow: the only module of the rank side that imports Horovod. Its rendezvous is the
+launcher's (horovodrun's, mpirun's, or the one ``launch.srun`` serves)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
+from pipeprof.distributions import PerProcess
 from pipeprof.errors import PipeprofError
-from pipeprof.rank.engine import PerProcess
 
 
 def check_controller(controller: str, built: bool) -> None:
@@ -25,8 +26,22 @@ def check_controller(controller: str, built: bool) -> None:
         )
 
 
-class HorovodEngine(PerProcess):
+class Horovod(PerProcess):
     name = "horovod"
+    launchers: ClassVar[tuple[str, ...]] = ("horovodrun",)
+    joins_over_mpi: ClassVar[bool] = True
+    started_by: ClassVar[str] = "Horovod (hvd.init())"  # what a user's script calls to join
+    stack: ClassVar[str] = "Horovod with Keras 2"
+    predict_calibrated: ClassVar[bool] = True  # predict's constants were fitted on its ranks
+    horovod_build: ClassVar[bool] = True  # its ranks need Horovod's build (doctor checks it)
+
+    @staticmethod
+    def installed() -> bool:
+        from importlib.util import find_spec
+
+        from pipeprof.frameworks.keras2 import Keras2
+
+        return find_spec("horovod") is not None and Keras2.installed()
 
     def __init__(self) -> None:
         try:
@@ -40,7 +55,9 @@ class HorovodEngine(PerProcess):
 
         self.hvd, self.keras = hvd_tf, hvd_keras
 
-    def start(self, controller: str = "", np: int = 1) -> None:
+    def start(
+        self, controller: str = "", np: int = 1, rendezvous: dict[str, Any] | None = None
+    ) -> None:
         if controller:
             check_controller(
                 controller,

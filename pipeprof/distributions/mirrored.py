@@ -1,4 +1,4 @@
-"""tf.distribute's MirroredStrategy as a training engine (``train.engine = "mirrored"``): one
+"""tf.distribute's MirroredStrategy as a distribution (``train.engine = "mirrored"``): one
 process on one host drives every replica, one per GPU; on a host without GPUs, one per
 logical CPU device (TensorFlow splits the CPU into that many devices, which share its cores:
 said as such wherever the device is named). Its launcher starts that one process
@@ -17,29 +17,28 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
+from pipeprof.distributions import PER_REPLICA, SPLIT, labelled, refuse_input
 from pipeprof.errors import PipeprofError
-from pipeprof.rank.engine import PER_REPLICA, SPLIT, refuse_input
 
 
-def strategy_train_step(
-    tf: Any, strategy: Any, model: Any, prepare: Callable[[Any, Any], Any] | None = None
-) -> Any:
-    """Keras's ``train_step`` on every replica of a tf.distribute ``strategy``, compiled, the
-    logs averaged over the replicas; ``prepare(x, y)``: what becomes x first."""
+def strategy_runner(tf: Any, strategy: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """A replica's step (x, y → logs) run on every replica of a tf.distribute ``strategy``,
+    compiled, the logs averaged over the replicas."""
 
-    def replica_step(x: Any, y: Any) -> Any:
-        return model.train_step((prepare(x, y) if prepare else x, y))
+    def runner(replica_step: Callable[..., Any]) -> Callable[..., Any]:
+        @tf.function
+        def step(x: Any, y: Any) -> Any:
+            logs = strategy.run(replica_step, args=(x, y))
+            return {
+                k: strategy.reduce(tf.distribute.ReduceOp.MEAN, v, axis=None)
+                for k, v in logs.items()
+            }
 
-    @tf.function
-    def step(x: Any, y: Any) -> Any:
-        logs = strategy.run(replica_step, args=(x, y))
-        return {
-            k: strategy.reduce(tf.distribute.ReduceOp.MEAN, v, axis=None) for k, v in logs.items()
-        }
+        return step
 
-    return step
+    return runner
 
 
 def make_replicas(tf: Any, np: int) -> tuple[list[str], str]:
@@ -68,8 +67,20 @@ def make_replicas(tf: Any, np: int) -> tuple[list[str], str]:
     return [f"/cpu:{i}" for i in range(np)], f"{np} logical CPU device(s) sharing this host's CPU"
 
 
-class MirroredEngine:
+class Mirrored:
     name = "mirrored"
+    frameworks: ClassVar[tuple[str, ...]] = ("keras2", "keras3")
+    input_modes: ClassVar[tuple[str, ...]] = ("auto", SPLIT, PER_REPLICA)
+    one_process: ClassVar[bool] = True
+    launchers: ClassVar[tuple[str, ...]] = ("local",)
+    joins_over_mpi: ClassVar[bool] = False
+    stack: ClassVar[str] = "TensorFlow"
+
+    @staticmethod
+    def installed() -> bool:
+        from importlib.util import find_spec
+
+        return find_spec("tensorflow") is not None
 
     def __init__(self) -> None:
         import tensorflow as tf
@@ -82,15 +93,44 @@ class MirroredEngine:
         self.device_kind = ""
         self.input = SPLIT
 
-    def start(self, controller: str = "", np: int = 1) -> None:
+    @classmethod
+    def prepare_script(cls, np: int) -> None:
+        """Before a user's script makes its strategy: ``np`` logical CPU devices on a host
+        without GPUs (importing pipeprof.keras is the script's first use of TensorFlow)."""
+        import tensorflow as tf
+
+        make_replicas(tf, np)
+
+    def start(
+        self, controller: str = "", np: int = 1, rendezvous: dict[str, Any] | None = None
+    ) -> None:
         """Make ``np`` replicas: the first ``np`` GPUs, else ``np`` logical CPU devices (which
         must be set before TensorFlow starts its runtime: the strategy is made later)."""
         self._devices, self.device_kind = make_replicas(self.tf, np)
         self._replicas = np
 
     @classmethod
-    def attach(cls, strategy: Any) -> MirroredEngine:
-        """The engine of a user's script that made its own MirroredStrategy."""
+    def attach_script(cls, strategy: Any, np: int, where: str) -> Mirrored:
+        """The distribution of a user's script under ``compare --engine mirrored``: the
+        MirroredStrategy it made, checked to drive the ``np`` replicas compare asked for;
+        ``where``: what the script must build under it (its model, or the loop's dataset)."""
+        import tensorflow as tf
+
+        if not isinstance(strategy, tf.distribute.MirroredStrategy):
+            raise PipeprofError(
+                f"--engine {cls.name}: {where} tf.distribute.MirroredStrategy, and it did not"
+            )
+        if strategy.num_replicas_in_sync != np:
+            raise PipeprofError(
+                f"--engine {cls.name}: np={np} but the script's MirroredStrategy has "
+                f"{strategy.num_replicas_in_sync} replica(s): make it with the devices pipeprof "
+                "gives the script (all it sees: MirroredStrategy() with no devices named)"
+            )
+        return cls.attach(strategy)
+
+    @classmethod
+    def attach(cls, strategy: Any) -> Mirrored:
+        """The distribution of a user's script that made its own MirroredStrategy."""
         engine = cls()
         engine._strategy = strategy
         engine._replicas = int(strategy.num_replicas_in_sync)
@@ -193,5 +233,8 @@ class MirroredEngine:
 
         return values(part(x)), values(part(y))
 
-    def train_step(self, model: Any, prepare: Callable[[Any, Any], Any] | None = None) -> Any:
-        return strategy_train_step(self.tf, self.strategy, model, prepare)
+    def replica_runner(self) -> Callable[[Callable[..., Any]], Callable[..., Any]] | None:
+        return strategy_runner(self.tf, self.strategy)
+
+    def describe(self, device: str, how: str) -> str:
+        return labelled(device, self.name, how)

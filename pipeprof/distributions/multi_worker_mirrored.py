@@ -1,4 +1,4 @@
-"""tf.distribute's MultiWorkerMirroredStrategy as a training engine (``train.engine =
+"""tf.distribute's MultiWorkerMirroredStrategy as a distribution (``train.engine =
 "multi_worker_mirrored"``): one process per slot of the hosts, as Horovod's ranks are placed,
 each a worker of the strategy's cluster; the workers' collectives go over the hosts' network
 (gRPC, ring all-reduce on CPUs).
@@ -18,12 +18,16 @@ import contextlib
 import json
 import os
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
+from pipeprof.distributions import PER_REPLICA, labelled, refuse_input
+from pipeprof.distributions.mirrored import strategy_runner
 from pipeprof.errors import PipeprofError
-from pipeprof.rank.engine import PER_REPLICA, refuse_input
 from pipeprof.rank.identity import identity
-from pipeprof.rank.mirrored_engine import strategy_train_step
+
+# its workers listen from this port up, one port per local rank; a launch moves on by the
+# hosts' most ranks, so back-to-back launches never ask for a port just freed
+WORKER_PORT = 23456
 
 
 def tf_config(workers: list[str], index: int) -> str:
@@ -31,8 +35,33 @@ def tf_config(workers: list[str], index: int) -> str:
     return json.dumps({"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}})
 
 
-class MultiWorkerEngine:
+class MultiWorkerMirrored:
     name = "multi_worker_mirrored"
+    frameworks: ClassVar[tuple[str, ...]] = ("keras2",)
+    # why not another framework: Keras 3's fit reduces each step's scalar logs over the
+    # workers along an axis they do not have (keras-team/keras#20585, open)
+    refuses: ClassVar[dict[str, str]] = {
+        "keras3": (
+            "Keras 3 does not train under MultiWorkerMirroredStrategy (keras-team/keras#20585); "
+            "use --engine data_parallel (Keras 3 on JAX, one process per host), or Keras 2: "
+            "TensorFlow 2.15 with Horovod (bash scripts/setup.sh)"
+        )
+    }
+    input_modes: ClassVar[tuple[str, ...]] = ("auto", PER_REPLICA)
+    one_process: ClassVar[bool] = False
+    # horovodrun, or mpirun where Horovod is not installed: either only starts the workers
+    launchers: ClassVar[tuple[str, ...]] = ("horovodrun", "mpirun")
+    joins_over_mpi: ClassVar[bool] = False
+
+    @staticmethod
+    def rendezvous(np: int, launch: Any, run_dir: str = "") -> dict[str, Any]:
+        """Each worker's host:port (TF_CONFIG's cluster, in rank order, as the launch places
+        the ranks): made by the launching process, given to every worker with the job."""
+        from pipeprof.launch import topology
+
+        placed = topology.assign(np, launch)
+        base = WORKER_PORT + 64 * (np % 16)
+        return {"workers": [f"{s.host}:{base + s.local_rank}" for s in placed.slots]}
 
     def __init__(self) -> None:
         import tensorflow as tf
@@ -43,7 +72,11 @@ class MultiWorkerEngine:
         self._rank, self._size = 0, 1
         self.device_kind = ""
 
-    def start(self, controller: str = "", np: int = 1) -> None:
+    def start(
+        self, controller: str = "", np: int = 1, rendezvous: dict[str, Any] | None = None
+    ) -> None:
+        if rendezvous and rendezvous.get("workers"):  # this rank's place in the cluster
+            os.environ["TF_CONFIG"] = tf_config(rendezvous["workers"], identity().rank)
         text = os.environ.get("TF_CONFIG", "")
         if not text:
             raise PipeprofError(
@@ -164,5 +197,8 @@ class MultiWorkerEngine:
         x, y = batch
         return values(lambda ctx: x), values(lambda ctx: y)
 
-    def train_step(self, model: Any, prepare: Callable[[Any, Any], Any] | None = None) -> Any:
-        return strategy_train_step(self.tf, self.strategy, model, prepare)
+    def replica_runner(self) -> Callable[[Callable[..., Any]], Callable[..., Any]] | None:
+        return strategy_runner(self.tf, self.strategy)
+
+    def describe(self, device: str, how: str) -> str:
+        return labelled(device, self.name, how)

@@ -13,6 +13,7 @@ import re
 import shutil
 import sys
 from pathlib import Path
+from typing import Any
 
 from pipeprof.errors import PipeprofError
 from pipeprof.launch import hosts, topology
@@ -95,7 +96,7 @@ BUILD_PROBE = r"""
 try:
     import glob
     import horovod
-    out["horovod"] = horovod.__version__
+    out["horovod_version"] = horovod.__version__
     import horovod.tensorflow as hvd
     root = os.path.dirname(horovod.__file__)
     controllers = {"MPI": bool(hvd.mpi_built()), "Gloo": bool(hvd.gloo_built())}
@@ -145,12 +146,21 @@ class HorovodLauncher:
     """``launch.launcher = "horovodrun"``: Gloo or MPI as ``launch.controller`` says."""
 
     name = "horovodrun"
+    needs = "Horovod"  # what a host without horovodrun lacks
+
+    @staticmethod
+    def available() -> bool:
+        try:
+            find_horovodrun()
+        except PipeprofError:
+            return False
+        return True
 
     def __init__(self) -> None:
         self._hosts_checked = hosts.CheckedOnce()
         self.rank_exit = ExitLines()
 
-    def check(self, np: int, launch: LaunchConfig, gpu_count: int, engine: str = "horovod") -> None:
+    def check(self, np: int, launch: LaunchConfig, gpu_count: int, distribution: Any) -> None:
         check_slots(np, launch, gpu_count)
         find_horovodrun()
         self._hosts_checked(np, launch)

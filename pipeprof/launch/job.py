@@ -15,7 +15,7 @@ from typing import Any
 from pipeprof.config import build
 
 # The line a failing rank prints for the launcher (which merges every rank's output into one
-# stream); progress lines are pipeprof.events'.
+# stream); progress lines are pipeprof.progress'.
 ERROR_TAG = "PIPEPROF-ERROR"
 
 
@@ -42,9 +42,11 @@ class Job:
     progress_every: int = 5
     stream: str = ""  # host:port of the launcher's collector; "" streams nothing
     stream_token: str = ""
-    # train.engine multi_worker_mirrored: every worker's host:port, in rank order (TF_CONFIG's
-    # cluster, written by each rank for itself before its strategy starts)
-    tf_workers: list[str] = field(default_factory=list)
+    # what the distribution's ranks meet by, made by the launching process (its class's
+    # ``rendezvous``: multi_worker_mirrored's workers' addresses, for TF_CONFIG)
+    rendezvous: dict[str, Any] = field(default_factory=dict)
+    # the points registered at run time by "module:Class", by axis (``plugins.added``)
+    plugins: dict[str, dict[str, str]] = field(default_factory=dict)
 
     def encode(self) -> str:
         return base64.urlsafe_b64encode(

@@ -1,5 +1,5 @@
-"""The launcher seam: what starts the ranks of one worker count, and the one place a
-launcher is chosen (``launch.launcher`` in a scenario, ``--launcher`` on the command line).
+"""The launcher axis: what starts the ranks of one worker count (``launch.launcher`` in a
+scenario, ``--launcher`` on the command line; ``launch.choose`` resolves "auto").
 
 A launcher turns a worker count, the scenario's placement (``launch.hosts``,
 ``launch.hostfile``) and a rank command into one command line and its environment; the
@@ -8,18 +8,16 @@ failing rank and host. pipeprof's own ranks (``python -m pipeprof.rank JOB``) an
 training script are both started this way.
 
 Adding a launcher is one module with a class that has ``Launcher``'s methods, and one line
-in ``LAUNCHERS`` below (or a call to ``register``, as the tests' fake does).
+in ``pipeprof.plugins`` (or a call to ``register``, as the tests' fake does).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import os
-import shutil
-from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Protocol
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol
 
-from pipeprof import registry
+from pipeprof import plugins
 from pipeprof.errors import PipeprofError
 from pipeprof.launch import topology
 
@@ -32,10 +30,10 @@ class Launcher(Protocol):
 
     name: str  # what the manifest records and a failure line names ("horovodrun exited with 1")
 
-    def check(self, np: int, launch: LaunchConfig, gpu_count: int, engine: str = "horovod") -> None:
+    def check(self, np: int, launch: LaunchConfig, gpu_count: int, distribution: Any) -> None:
         """Refuse, with one line, what this launcher cannot start, before anything is spent:
-        its program missing, too few slots for ``np``, what ``engine`` (train.engine) would
-        need of it that is not there."""
+        its program missing, too few slots for ``np``, what ``distribution`` (the class of
+        train.engine's point: its capabilities) would need of it that is not there."""
 
     def env(
         self, base: dict[str, str], cwd: str, *, emulated: bool = False, local_ranks: int = 1
@@ -53,103 +51,19 @@ class Launcher(Protocol):
         None otherwise. The failure line names the first rank to end badly from these."""
 
 
-# name → "module:factory"; imported only when chosen, so a launcher's package (Horovod, an
-# MPI binding) is needed only by the runs that use it
-LAUNCHERS: dict[str, str | Callable[[], Launcher]] = {
-    "horovodrun": "pipeprof.launch.horovod:HorovodLauncher",
-    "mpirun": "pipeprof.launch.mpirun:MpirunLauncher",
-    "srun": "pipeprof.launch.srun:SrunLauncher",
-    "local": "pipeprof.launch.local:LocalLauncher",
-}
-# engines whose one process drives every replica on its host: their launcher is "local"
-ONE_PROCESS_ENGINES = ("mirrored",)
-AUTO = "auto"  # the default: srun inside a Slurm allocation, else horovodrun (``choose``)
-# ranks started by a launcher pipeprof does not drive, each running `pipeprof rank`
-# (workflows.rank); compare and run start ranks, so they refuse it with the way to go
-EXTERNAL = "external"
-
-
-def choose(
-    launch: LaunchConfig, env: Mapping[str, str] | None = None, engine: str = "horovod"
-) -> tuple[LaunchConfig, str]:
-    """The launch as it will run, and the words that say so on the first line of output:
-    ``auto`` resolved from the environment (inside a Slurm allocation, srun over the
-    allocation's nodes, unless hosts are named with -H or --hostfile; otherwise horovodrun),
-    and srun's hosts filled in from the allocation. Choosing again from what it returns gives
-    the same launch. srun outside an allocation, or with hosts of the user's, is a one-line
-    error."""
-    from pipeprof.launch import srun
-
-    env = os.environ if env is None else env
-    named = bool(launch.hosts or launch.hostfile)
-    name = launch.launcher
-    if name == EXTERNAL:
-        raise PipeprofError(
-            "--launcher external: pipeprof starts no ranks then; start `pipeprof rank SCENARIO "
-            "--run-dir DIR` with your launcher (mpirun, an MPIJob, srun) at each worker count, "
-            "then `pipeprof report DIR` (docs/cluster.md)"
-        )
-    if engine in ONE_PROCESS_ENGINES:
-        if name not in (AUTO, "local"):
-            raise PipeprofError(
-                f"--launcher {name}: train.engine {engine} runs one process that drives every "
-                "replica; leave --launcher out (it is local then)"
-            )
-        why = f"train.engine {engine}: one process drives every replica"
-        return dataclasses.replace(launch, launcher="local"), f"launcher local ({why})"
-    if name not in (AUTO, "srun"):  # Slurm's variables are not read: they cannot fail it
-        return dataclasses.replace(launch, launcher=name), f"launcher {name} (as asked)"
-    alloc = srun.allocation(env)
-    if name == AUTO:
-        if alloc is None:
-            why = "the default outside a Slurm allocation"
-        elif named:
-            why = "the default where -H/--hostfile (launch.hosts, launch.hostfile) names the hosts"
-        elif shutil.which("srun") is None:
-            why = f"inside Slurm allocation {alloc.job_id}, but srun is not on PATH"
-        else:
-            name, why = "srun", "the default inside a Slurm allocation"
-        if name == AUTO and engine != "horovod" and not horovodrun_found():
-            if shutil.which("mpirun") is not None:  # tf.distribute's workers need no Horovod
-                why = f"train.engine {engine} with no Horovod installed: mpirun starts its workers"
-                return dataclasses.replace(launch, launcher="mpirun"), f"launcher mpirun ({why})"
-        if name == AUTO:
-            return dataclasses.replace(
-                launch, launcher="horovodrun"
-            ), f"launcher horovodrun ({why})"
-    else:
-        why = "as asked"
-    alloc = srun.required_allocation(env)
-    if launch.hostfile or launch.hosts not in ("", alloc.hosts_arg):  # the latter: chosen already
-        raise PipeprofError(
-            "--launcher srun places ranks on the Slurm allocation's nodes: drop -H/--hostfile "
-            "(and launch.hosts, launch.hostfile), or use --launcher horovodrun or mpirun"
-        )
-    return (
-        dataclasses.replace(launch, launcher=name, hosts=alloc.hosts_arg),
-        f"launcher srun ({why}; {alloc.describe()})",
-    )
-
-
-def horovodrun_found() -> bool:
-    from pipeprof.launch.horovod import find_horovodrun
-
-    try:
-        find_horovodrun()
-    except PipeprofError:
-        return False
-    return True
+AUTO, EXTERNAL = plugins.AUTO, plugins.EXTERNAL  # launch.launcher's words for no launcher named
 
 
 def register(name: str, factory: str | Callable[[], Launcher]) -> None:
     """Make ``launch.launcher = NAME`` start ranks with ``factory()`` (a callable, or its
-    "module:attribute" path)."""
-    LAUNCHERS[name] = factory
+    "module:attribute" path, which ranks in other processes can import too)."""
+    plugins.register(plugins.LAUNCHER, name, factory)
 
 
 def get(name: str) -> Launcher:
     """The launcher called ``name``; an unknown name is a one-line error listing the known ones."""
-    return registry.make(LAUNCHERS, name, "launch.launcher", "launcher")
+    launcher: Launcher = plugins.make(plugins.LAUNCHER, name)
+    return launcher
 
 
 def worker_counts(spec: str | int | list[int]) -> list[int]:

@@ -1,25 +1,52 @@
-"""One process on this host, started as is (``launch.launcher = "local"``): the launcher of an
-engine that drives every replica from one process (``train.engine = "mirrored"``), chosen for
-it by ``launcher.choose``. The process's own replicas are the worker count."""
+"""Processes on this host, started by pipeprof itself (``launch.launcher = "local"``).
+
+For a distribution whose one process drives every replica (``one_process``: mirrored) it
+starts that process as is: the worker count is its replicas. For one of a replica a process it
+starts ``np`` copies of the command, each told who it is by ``IDENTITY`` (read by
+``rank.identity``), and supervises them as a launcher does: their output merged, each one's
+end said in one line (``rank_exit``), and the others ended once one fails.
+
+    python -m pipeprof.launch.local NP CMD...
+"""
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
+import time
+from typing import Any
+
 from pipeprof.errors import PipeprofError
-from pipeprof.launch.launcher import base_env
-from pipeprof.launch.topology import usable_cores
+from pipeprof.host import usable_cores
+from pipeprof.launch.launcher import base_env, check_slots
 from pipeprof.scenario import LaunchConfig
+
+# what each process is told: rank, size, local rank, local size (torchrun's names)
+IDENTITY = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE")
+ENDED = "pipeprof local launcher: rank {rank} exited with {code}"
+STOP_WAIT_S = 10.0  # a rank asked to stop, before it is killed
 
 
 class LocalLauncher:
     name = "local"
 
-    def check(self, np: int, launch: LaunchConfig, gpu_count: int, engine: str = "horovod") -> None:
+    def __init__(self) -> None:
+        self.one_process = True
+
+    def check(self, np: int, launch: LaunchConfig, gpu_count: int, distribution: Any) -> None:
+        engine = getattr(distribution, "name", "")
+        self.one_process = bool(getattr(distribution, "one_process", True))
         if launch.hosts or launch.hostfile:
             raise PipeprofError(
-                "train.engine mirrored runs one process on this host: drop -H/--hostfile "
-                "(launch.hosts, launch.hostfile), or train across hosts with multi_worker_mirrored "
-                "or horovod"
+                f"--launcher {self.name} starts its processes on this host (train.engine "
+                f"{engine}): drop -H/--hostfile (launch.hosts, launch.hostfile), or use a "
+                "launcher that reaches other hosts"
             )
+        if not self.one_process:
+            check_slots(np, launch, gpu_count)
+            return
         if gpu_count and np > gpu_count:
             raise PipeprofError(
                 f"np={np} needs {np} replicas, one per GPU, but this host has {gpu_count}"
@@ -37,10 +64,59 @@ class LocalLauncher:
         return base_env(base, cwd)
 
     def ranks_argv(self, np: int, launch: LaunchConfig, rank_cmd: list[str]) -> list[str]:
-        return list(rank_cmd)
+        return self.script_argv(np, launch, rank_cmd)
 
     def script_argv(self, np: int, launch: LaunchConfig, cmd: list[str]) -> list[str]:
-        return list(cmd)
+        if self.one_process:
+            return list(cmd)
+        return [sys.executable, "-m", "pipeprof.launch.local", str(np), *cmd]
 
     def rank_exit(self, line: str) -> tuple[int, int] | None:
-        return None  # the one process's exit code is the launch's
+        if not line.startswith("pipeprof local launcher: rank "):
+            return None
+        words = line.split()
+        return int(words[4]), int(words[-1])
+
+
+def main(argv: list[str]) -> int:
+    """Start ``np`` copies of the command and wait for them: the first one to fail ends the
+    others (SIGTERM, then SIGKILL), and the launch's code is the first failure's."""
+    np, cmd = int(argv[0]), argv[1:]
+    procs = [
+        subprocess.Popen(cmd, env=dict(os.environ, **dict(zip(IDENTITY, map(str, (r, np, r, np))))))
+        for r in range(np)
+    ]
+    code, said = 0, set()
+
+    def say_ends() -> None:
+        for r, p in enumerate(procs):
+            if p.returncode is not None and r not in said:
+                said.add(r)
+                print(ENDED.format(rank=r, code=p.returncode), flush=True)
+
+    def stop(signum: int, _frame: Any) -> None:  # the launcher's stop reaches every rank
+        for p in procs:
+            if p.poll() is None:
+                p.send_signal(signum)
+
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, stop)
+    deadline = None
+    while [p.poll() for p in procs].count(None):
+        say_ends()
+        if code == 0 and (failed := [p.returncode for p in procs if p.returncode not in (None, 0)]):
+            code, deadline = failed[0], time.monotonic() + STOP_WAIT_S
+            for p in procs:
+                if p.poll() is None:
+                    p.terminate()
+        if deadline is not None and time.monotonic() > deadline:
+            for p in procs:
+                if p.poll() is None:
+                    p.kill()
+        time.sleep(0.02)
+    say_ends()
+    return code or next((p.returncode for p in procs if p.returncode), 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

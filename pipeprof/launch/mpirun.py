@@ -1,8 +1,8 @@
 """Open MPI's mpirun, called directly (``launch.launcher = "mpirun"``): the ranks start without
 horovodrun and Horovod's MPI controller joins them, as on clusters where mpirun and a hostfile
-are how jobs start. Under ``train.engine = "multi_worker_mirrored"`` mpirun only starts the
-workers (each reads its rank from Open MPI's variables and writes its TF_CONFIG), so Horovod
-need not be installed at all.
+are how jobs start. For a distribution whose ranks do not join over MPI
+(multi_worker_mirrored's workers read their rank from Open MPI's variables and write their
+TF_CONFIG) mpirun only starts them, so Horovod need not be installed at all.
 
 The command line is what horovodrun --mpi would run, built here so that Open MPI's settings
 are the user's to pass (OMPI_MCA_* variables reach mpirun unchanged): one rank per slot of
@@ -19,6 +19,7 @@ import re
 import shutil
 import subprocess
 import sys
+from typing import Any
 
 from pipeprof.errors import PipeprofError
 from pipeprof.launch import hosts, topology
@@ -69,16 +70,22 @@ class MpirunLauncher:
 
     name = "mpirun"
 
+    @staticmethod
+    def available() -> bool:
+        return shutil.which("mpirun") is not None
+
     def __init__(self) -> None:
         self._hosts_checked = hosts.CheckedOnce()
         self._probed = False
         self._exported: list[str] = []
         self.rank_exit = ExitLines()
 
-    def check(self, np: int, launch: LaunchConfig, gpu_count: int, engine: str = "horovod") -> None:
+    def check(self, np: int, launch: LaunchConfig, gpu_count: int, distribution: Any) -> None:
         check_slots(np, launch, gpu_count)
         find_mpirun()
-        if engine == "horovod" and not self._probed:  # tf.distribute's workers need no Horovod
+        # ranks that join through Horovod's MPI controller need it built; workers that only
+        # read their rank (tf.distribute's) need no Horovod
+        if distribution.joins_over_mpi and not self._probed:
             probe = subprocess.run(
                 [sys.executable, "-c", MPI_PROBE], capture_output=True, text=True, timeout=300
             )

@@ -17,6 +17,7 @@ such as ``gpu[01-04]``), and its slots per node: the tasks asked for (``-n``,
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import shutil
@@ -206,6 +207,40 @@ class SrunLauncher:
 
     name = "srun"
 
+    @staticmethod
+    def claims(env: Mapping[str, str], named: bool) -> tuple[bool, str] | None:
+        """Whether ``launch.launcher = "auto"`` is this launcher inside a Slurm allocation
+        (True, and why), or why not (False: the hosts are named, srun is missing); None
+        outside one."""
+        alloc = allocation(env)
+        if alloc is None:
+            return None
+        if named:
+            return (
+                False,
+                "the default where -H/--hostfile (launch.hosts, launch.hostfile) names the hosts",
+            )
+        if shutil.which("srun") is None:
+            return False, f"inside Slurm allocation {alloc.job_id}, but srun is not on PATH"
+        return True, "the default inside a Slurm allocation"
+
+    @classmethod
+    def settle(
+        cls, launch: LaunchConfig, env: Mapping[str, str], why: str
+    ) -> tuple[LaunchConfig, str]:
+        """The launch with the allocation's nodes as its hosts; a one-line error outside an
+        allocation, or with hosts of the user's."""
+        alloc = required_allocation(env)
+        if launch.hostfile or launch.hosts not in ("", alloc.hosts_arg):  # the latter: settled
+            raise PipeprofError(
+                "--launcher srun places ranks on the Slurm allocation's nodes: drop -H/--hostfile "
+                "(and launch.hosts, launch.hostfile), or use --launcher horovodrun or mpirun"
+            )
+        return (
+            dataclasses.replace(launch, launcher=cls.name, hosts=alloc.hosts_arg),
+            f"launcher {cls.name} ({why}; {alloc.describe()})",
+        )
+
     def __init__(self, env: Mapping[str, str] | None = None) -> None:
         self._env = os.environ if env is None else env
         self._rendezvous: Any = None  # horovod's RendezvousServer, started at the first launch
@@ -214,7 +249,7 @@ class SrunLauncher:
     def rank_exit(self, line: str) -> tuple[int, int] | None:
         return srun_exit(line)
 
-    def check(self, np: int, launch: LaunchConfig, gpu_count: int, engine: str = "horovod") -> None:
+    def check(self, np: int, launch: LaunchConfig, gpu_count: int, distribution: Any) -> None:
         alloc = required_allocation(self._env)
         find_srun()
         if launch.controller == "mpi":

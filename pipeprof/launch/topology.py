@@ -11,23 +11,15 @@ from __future__ import annotations
 
 import os
 import re
-import socket
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from pipeprof.errors import PipeprofError
+from pipeprof.host import is_this_host, usable_cores
 from pipeprof.scenario import LaunchConfig
 
 _HOST_NAME = re.compile(r"[\w.-]+")  # what horovodrun and mpirun accept
-
-
-def usable_cores() -> int:
-    """The CPU cores this process may run on: its affinity mask where the OS has one."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):  # no affinity on this OS (macOS, Windows)
-        return os.cpu_count() or 1
 
 
 _PIN = "import os,sys\nos.sched_setaffinity(0, [int(c) for c in sys.argv[1].split(',')])\nos.execvp(sys.argv[2], sys.argv[2:])\n"
@@ -119,11 +111,6 @@ def host_slots(launch: LaunchConfig) -> tuple[list[tuple[str, int]], str] | None
     if launch.hostfile:
         return parse_hostfile(launch.hostfile), f"--hostfile {launch.hostfile}"
     return None
-
-
-def is_this_host(name: str) -> bool:
-    here = {"localhost", socket.gethostname(), socket.gethostname().split(".")[0]}  # no DNS lookups
-    return name in here or name.startswith("127.")
 
 
 @dataclass(frozen=True)

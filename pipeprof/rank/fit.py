@@ -29,9 +29,10 @@ import tensorflow as tf
 from pipeprof.analysis import stopping
 from pipeprof.analysis.ablation import RUNG_TIME_SHARE
 from pipeprof.config import build
-from pipeprof.events import Precision, VariantStart, emit
+from pipeprof.distributions import Distribution as Engine
+from pipeprof.frameworks import keras2_compat as compat
 from pipeprof.launch.job import ScriptJob
-from pipeprof.rank.engine import Engine
+from pipeprof.progress import Precision, VariantStart, emit
 from pipeprof.rank.identity import identity
 from pipeprof.rank.output import gather_records, write_variant
 from pipeprof.rank.plan import TWIN, Plan, Step
@@ -76,7 +77,7 @@ class Choice:
     def register_batch(self, first: Any) -> None:
         """The twin of a Keras Sequence or a generator, from its first batch, made what
         Keras's adapter for them makes of a batch."""
-        self._make_twin(*keras_batch(first))
+        self._make_twin(*compat.adapter_batch(first))
         self.instrumented += 1
 
     def _make_twin(self, first: Any, spec: Any) -> None:
@@ -93,25 +94,6 @@ class Choice:
             twin = self._twin if self.distribute is None else self.distribute(self._twin)
             self._iterator = iter(twin)  # type: ignore[arg-type]
         return self._iterator
-
-
-def keras_batch(batch: Any) -> tuple[Any, Any]:
-    """A Sequence's or a generator's batch as Keras 2's adapter hands it to the train function
-    (``data_adapter.GeneratorDataAdapter``): lists made tuples, ``None`` entries dropped,
-    float arrays in Keras's float type; and its type as the adapter's, every dimension open,
-    so the function traced for the real batches serves the twin's."""
-    x, y, w = tf.keras.utils.unpack_x_y_sample_weight(batch)
-    batch = tf.__internal__.nest.list_to_tuple(tf.keras.utils.pack_x_y_sample_weight(x, y, w))
-
-    def tensor(t: Any) -> Any:
-        if isinstance(t, numpy.ndarray) and issubclass(t.dtype.type, numpy.floating):
-            t = t.astype(tf.keras.backend.floatx())
-        return tf.convert_to_tensor(t)
-
-    batch = tf.nest.map_structure(tensor, batch)
-    return batch, tf.nest.map_structure(
-        lambda t: tf.TensorSpec([None] * t.shape.rank, t.dtype), batch
-    )
 
 
 def _as_spec(spec):

@@ -1,7 +1,7 @@
 """Who this process is among the ranks, read from what its launcher put in the environment:
-one function that knows Horovod's, Open MPI's, PMI's, PMIx's and Slurm's variables, so a
-rank can name itself (in its error line, its telemetry) before any engine starts, and under
-any launcher.
+one function that knows Horovod's, pipeprof's own (``launch.local``, torchrun's names), Open
+MPI's, PMI's, PMIx's and Slurm's variables, so a rank can name itself (in its error line, its
+telemetry) before any distribution starts, and under any launcher.
 
 Launchers nest (``mpirun`` inside a Slurm allocation leaves ``SLURM_PROCID=0`` on every
 rank; horovodrun with MPI sets Open MPI's variables), so the most specific wins: Horovod's,
@@ -15,9 +15,12 @@ import socket
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from pipeprof.launch import local
+
 # (rank, size, local rank, local size) variables of each launcher, most specific first
 SOURCES: tuple[tuple[str, tuple[str, str, str, str]], ...] = (
     ("horovodrun", ("HOROVOD_RANK", "HOROVOD_SIZE", "HOROVOD_LOCAL_RANK", "HOROVOD_LOCAL_SIZE")),
+    ("pipeprof's local launcher", local.IDENTITY),
     (
         "Open MPI",
         (

@@ -11,10 +11,12 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from pipeprof import plugins
 from pipeprof.errors import PipeprofError
 from pipeprof.launch.job import ENV_SCRIPT_JOB, ERROR_TAG, ScriptJob
 from pipeprof.rank.identity import identity
 from pipeprof.records import StepRecord
+from pipeprof.scenario import TrainConfig
 from pipeprof.telemetry.agent import RankTelemetry, start_streaming
 from pipeprof.telemetry.stream import ENV_ADDRESS, ENV_RUN_DIR, ENV_TOKEN
 
@@ -50,48 +52,42 @@ def ending_in_failure() -> bool:
     return bool(FAILED) or getattr(sys, "last_value", None) is not None
 
 
-def attached_engine() -> Any:
-    """The training engine the script started (Horovod after ``hvd.init()``), else None."""
-    from pipeprof.rank import engine as engines
+def distribution_of(script: ScriptJob | None) -> Any:
+    """The class of the distribution a compare measures the script through (``--engine``;
+    outside a compare, the default): its capabilities."""
+    name = script.engine if script is not None else TrainConfig().engine
+    if name == plugins.AUTO:
+        name = plugins.choose_engine()[0]
+    return plugins.kind(plugins.DISTRIBUTION, name)
 
+
+def attached_engine() -> Any:
+    """The distribution the script started (Horovod after ``hvd.init()``), else None."""
     try:
-        engine = engines.get()
+        engine = plugins.make(plugins.DISTRIBUTION, distribution_of(job()).name)
     except (ImportError, PipeprofError):
         return None  # plain Keras without Horovod: one process
     return engine if engine.attached() else None
 
 
-def mirrored_engine(strategy: Any, job: ScriptJob, where: str) -> Any:
-    """Under ``--engine mirrored``: the engine of the MirroredStrategy the script made,
-    checked to drive the replicas compare asked for; ``where``: what the script must build
-    under the strategy (its model, or the loop's dataset)."""
-    import tensorflow as tf
-
-    from pipeprof.rank.mirrored_engine import MirroredEngine
-
-    if not isinstance(strategy, tf.distribute.MirroredStrategy):
-        fail(f"--engine mirrored: {where} tf.distribute.MirroredStrategy, and it did not")
-    if strategy.num_replicas_in_sync != job.np:
-        fail(
-            f"--engine mirrored: np={job.np} but the script's MirroredStrategy has "
-            f"{strategy.num_replicas_in_sync} replica(s): make it with the devices pipeprof "
-            "gives the script (all it sees: MirroredStrategy() with no devices named)"
-        )
-    return MirroredEngine.attach(strategy)
-
-
-def compare_engine(job: ScriptJob, strategy: Any, where: str, at: str = "") -> Any:
-    """The engine a compare measures the script's training through: the MirroredStrategy
-    the script made (``where``: what must be made under it) under ``--engine mirrored``, else
-    the Horovod the script started; ``at``: the script's place, said first in a failure."""
+def compare_engine(script: ScriptJob, strategy: Any, where: str, at: str = "") -> Any:
+    """The distribution a compare measures the script's training through: the strategy the
+    script made (``where``: what must be made under it), where the distribution takes its
+    script's own (``attach_script``: mirrored), else the one the script started (Horovod
+    after ``hvd.init()``); ``at``: the script's place, said first in a failure."""
     place = f"{at}: " if at else ""
-    if job.engine == "mirrored":
-        return mirrored_engine(strategy, job, where)
+    attach = getattr(distribution_of(script), "attach_script", None)
+    if attach is not None:
+        try:
+            return attach(strategy, script.np, where)
+        except PipeprofError as exc:
+            fail(exc.message)
     engine = attached_engine()
     if engine is None:
+        started = getattr(distribution_of(script), "started_by", script.engine)
         fail(
-            f"{place}the script did not start Horovod (hvd.init()) before its training: "
-            "pipeprof compares its ranks through it"
+            f"{place}the script did not start {started} before its training: pipeprof "
+            "compares its ranks through it"
         )
     return engine
 

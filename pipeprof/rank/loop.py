@@ -131,9 +131,9 @@ class Loop:
             return  # iterated outside pipeprof: nothing to measure
         job = self.job
         if job is not None and job.mode == "compare":
-            if job.engine == "mirrored" and strategy is None:
+            if in_script.distribution_of(job).one_process and strategy is None:
                 in_script.fail(
-                    f"{at}: --engine mirrored: instrument the dataset the loop reads, "
+                    f"{at}: --engine {job.engine}: instrument the dataset the loop reads, "
                     "distributed: pipeprof.keras.instrument("
                     "strategy.experimental_distribute_dataset(dataset))"
                 )

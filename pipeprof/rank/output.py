@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pipeprof.events import VariantDone, emit
+from pipeprof.progress import VariantDone, emit
 from pipeprof.records import StepRecord, VariantRun
 from pipeprof.rundir import RunDir
 

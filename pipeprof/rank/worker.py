@@ -1,10 +1,11 @@
-"""What one Horovod rank does: set up, then train every variant of the job in turn.
+"""What one rank does: set up, then train every variant of the job in turn.
 
-Run as ``python -m pipeprof.rank <encoded job>`` under horovodrun. TensorFlow and Horovod
+Run as ``python -m pipeprof.rank <encoded job>`` under the launcher. The rank sees its
+framework, distribution and input library only through their interfaces
+(``pipeprof.plugins``): the framework (TensorFlow, ...) and the distribution (Horovod, ...)
 start once; the model and its compiled step are built once and reused by every variant, so
-variants differ only in where their batches come from.
-
-The device set-up is in ``devices``, the timed loop of one variant in ``measure``.
+variants differ only in where their batches come from. The timed loop of one variant is in
+``measure``.
 """
 
 from __future__ import annotations
@@ -22,15 +23,16 @@ from pathlib import Path
 
 import numpy
 
+from pipeprof import plugins
 from pipeprof.analysis import stopping
 from pipeprof.config import build
+from pipeprof.distributions import Distribution
 from pipeprof.errors import PipeprofError
-from pipeprof.events import Precision, RanksUp, StepProgress, VariantStart, emit
+from pipeprof.frameworks import Framework
+from pipeprof.inputs import InputLibrary
 from pipeprof.launch import supervise
 from pipeprof.launch.job import ERROR_TAG, Job, VariantSpec
-from pipeprof.rank import engine as engines
-from pipeprof.rank.devices import emulated_step, setup_devices
-from pipeprof.rank.engine import Engine
+from pipeprof.progress import Precision, RanksUp, StepProgress, VariantStart, emit
 from pipeprof.rank.identity import identity
 from pipeprof.rank.measure import Fresh, run_variant
 from pipeprof.rank.output import gather_records, write_variant
@@ -70,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
 def run_job(job: Job) -> int:
     """Train every variant of ``job`` as this rank; a failure is one line naming the rank
     and its host (for the launcher to show), and exit 1."""
-    me = identity()  # from the launcher's environment: known before any engine starts
+    me = identity()  # from the launcher's environment: known before any distribution starts
     try:
         return _run(job)
     except PipeprofError as exc:
@@ -151,67 +153,49 @@ def _run(job: Job) -> int:
     scenario = Scenario.from_dict(
         {k: v for k, v in job.scenario.items() if k != "source_file"}, "job"
     )
-    if job.tf_workers:  # multi_worker_mirrored: this rank's place in the strategy's cluster
-        from pipeprof.rank.multiworker_engine import tf_config
-
-        os.environ["TF_CONFIG"] = tf_config(job.tf_workers, identity().rank)
-    engine = engines.get(scenario.train.engine)
-    engine.start(scenario.launch.controller, np=job.np)
-    engine.set_input(scenario.train.distribute_input)
+    plugins.adopt(job.plugins)  # what the launching process registered, registered here
+    scenario = plugins.resolve(scenario)  # "auto" as the launching process resolved it
+    dist: Distribution = plugins.make(plugins.DISTRIBUTION, scenario.train.engine)
+    dist.start(scenario.launch.controller, np=job.np, rendezvous=job.rendezvous)
+    dist.set_input(scenario.train.distribute_input)
     telemetry = _start_telemetry(
-        job, scenario, engine.rank, engine.size, engine.local_rank, engine.local_size
+        job, scenario, dist.rank, dist.size, dist.local_rank, dist.local_size
     )
     try:
-        return _train(job, scenario, engine, telemetry)
+        return _train(job, scenario, dist, telemetry)
     finally:
         if telemetry is not None:
             telemetry.stop()
 
 
-def _train(job: Job, scenario: Scenario, engine: Engine, telemetry) -> int:
-    import tensorflow as tf
-
-    from pipeprof.data import pipeline
-    from pipeprof.models import build_model
-
+def _train(job: Job, scenario: Scenario, dist: Distribution, telemetry) -> int:
+    framework: Framework = plugins.make(plugins.FRAMEWORK, scenario.train.framework)
+    inputs: InputLibrary = plugins.make(plugins.INPUTS, scenario.data.library)
     train = scenario.train
-    device = setup_devices(tf, engine, train.intra_op_threads)
-    # the worker count: ranks × the replicas each drives (Horovod: 1; mirrored: all of them)
-    rank, processes, replicas = engine.rank, engine.size, engine.replicas
+    device = framework.setup(dist, train.intra_op_threads)
+    # the worker count: ranks × the replicas each drives (one a process: 1; mirrored: all)
+    rank, processes, replicas = dist.rank, dist.size, dist.replicas
     size = processes * replicas
     if size != job.np:
         raise PipeprofError(f"launched {size} ranks but the job is for np={job.np}")
     per_worker_batch, lr = batch_and_lr(train, size)
-    input_batch = engine.input_batch(per_worker_batch)  # what this process's dataset yields
+    input_batch = dist.input_batch(per_worker_batch)  # what this process's pipeline yields
     run_dir = Path(job.run_dir)
 
     data = scenario.data
     input_shape = (data.image_size, data.image_size, 3)
-    with engine.scope():  # tf.distribute's strategy owns what is made here
-        model = build_model(scenario.model.name, input_shape, data.num_classes)
-        base_opt = (
-            tf.keras.optimizers.SGD(learning_rate=lr, momentum=train.momentum)
-            if train.optimizer == "sgd"
-            else tf.keras.optimizers.Adam(learning_rate=lr)
-        )
-        opt = engine.wrap_optimizer(base_opt)
-        model.compile(
-            optimizer=opt,
-            loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-            metrics=["accuracy"],
-        )
-    step_fn = engine.train_step(model)
+    model = framework.build(scenario.model.name, input_shape, data.num_classes, train, lr, dist)
+    step_fn = framework.train_step(model, dist)
     how = train.distribute_input  # said where it was chosen: the default goes unsaid
-    label = f" ({engine.name}" + (f", {how})" if how != "auto" else ")")
-    if replicas > 1 or engine.name != "horovod":
-        device = f"{getattr(engine, 'device_kind', device)}{label}"
-    gradient_floats = int(sum(int(tf.size(v)) for v in model.trainable_variables))
+    device = dist.describe(dist.device_kind or device, how)
+    gradient_floats = framework.parameters(model)
     device_ms = emulated_ms(train.device)
     if device_ms is not None:
-        step_fn = emulated_step(tf, engine, device_ms, gradient_floats, seed=rank)
-        device = (
-            f"emulated ({device_ms:g} ms/step + allreduce of {gradient_floats * 4 / 2**20:.1f} MB)"
-        ) + (label if engine.name != "horovod" else "")
+        step_fn = framework.emulated_step(dist, device_ms, gradient_floats, seed=rank)
+        device = dist.describe(
+            f"emulated ({device_ms:g} ms/step + allreduce of {gradient_floats * 4 / 2**20:.1f} MB)",
+            how,
+        )
 
     device_steps: dict[str, object] = {}
 
@@ -227,52 +211,48 @@ def _train(job: Job, scenario: Scenario, engine: Engine, telemetry) -> int:
             return step_fn
         key = json.dumps(spec.pipeline["augment"], sort_keys=True)
         if key not in device_steps:
-            augment = pipeline.make_batch_augment(pipe.augment, data.image_size)
+            augment = inputs.batch_augment(pipe.augment, data.image_size)
             if device_ms is not None:
-                on_device = tf.function(lambda x, y: augment(x, y)[0])
+                on_device = framework.compiled(lambda x, y: augment(x, y)[0])
                 device_steps[key] = lambda x, y: step_fn(on_device(x, y), y)
             else:
-                device_steps[key] = engine.train_step(model, lambda x, y: augment(x, y)[0])
+                device_steps[key] = framework.train_step(model, dist, lambda x, y: augment(x, y)[0])
         return device_steps[key]
 
     def real_dataset(spec: VariantSpec, epochs: int | None = None):
-        pipe = pipe_of(spec)
-        return pipeline.build(
+        return inputs.pipeline(
             data,
-            pipe,
+            pipe_of(spec),
             data_root=job.data_root,
-            shard=pipeline.Shard(rank, processes),
+            shard=(rank, processes),
             batch_size=input_batch,
             epochs=epochs,
             cache_prefix=str(run_dir / "cache" / f"np{size}-{spec.name}"),
             bad_files=_bad_files(run_dir, size, spec.name, rank, telemetry),
-            service=pipe.service.address if pipe.service.enabled else "",
         )
 
     def fresh_for(spec: VariantSpec) -> Fresh | None:
         """How a real variant's rounds may make its iterator anew (``rank.measure.Fresh``:
         ``run_variant`` does for a pipeline slower than its steps), or None where they keep
-        one and flush its stock whatever its speed: a file cache (an iterator dropped while it
-        writes leaves the file to the next), a tf.data service (each iterator is a job on the
-        service's workers), or a memory cache whose epoch's length is unknown."""
+        one and flush its stock whatever its speed: a pipeline its input library cannot
+        restart (a file cache, a tf.data service), or a memory cache whose epoch's length is
+        unknown."""
         pipe = pipe_of(spec)
-        if pipe.service.enabled or (pipe.cache.enabled and pipe.cache.kind == "file"):
+        if not inputs.restartable(pipe):
             return None
         # =kept: every pipeline keeps its iterator (for a side-by-side run; docs/measurement.md)
         if os.environ.get("PIPEPROF_ROUNDS_ITERATOR", "") == "kept":
             return None
         after = 0
         if pipe.cache.enabled:  # kept until its first epoch is read through, and a batch more
-            elements = pipeline.epoch_elements(
-                data, pipe, job.data_root, pipeline.Shard(rank, processes)
-            )
+            elements = inputs.epoch_elements(data, pipe, job.data_root, (rank, processes))
             if elements is None:  # the same on every rank: the same source
                 return None
             # the ranks' shards differ by a file at most: the mean's ceiling and a batch more
             # covers each, and every rank drops its first iterator at the same step
             mean = float(average([math.ceil(elements / input_batch)])[0])
             after = math.ceil(mean) + 1
-        dataset = engine.distribute(real_dataset(spec))
+        dataset = dist.distribute(real_dataset(spec))
         return Fresh(make=lambda: iter(dataset), drop=retire, after=after)
 
     def retire(held: list) -> None:
@@ -285,15 +265,12 @@ def _train(job: Job, scenario: Scenario, engine: Engine, telemetry) -> int:
     # The synthetic twin takes its shapes from the real pipeline's element spec.
     first_real = next((v for v in job.variants if not v.synthetic), None)
     if first_real is not None:
-        element_spec = real_dataset(first_real).element_spec
+        element_spec = inputs.element_spec(real_dataset(first_real))
     else:
-        element_spec = (
-            tf.TensorSpec([input_batch, *input_shape], tf.float32),
-            tf.TensorSpec([input_batch], tf.int32),
-        )
+        element_spec = inputs.spec_of(input_batch, input_shape)
 
     # Same starting weights everywhere (what BroadcastGlobalVariablesCallback does in fit).
-    engine.broadcast(model.variables, root=0)
+    dist.broadcast(framework.variables(model), root=0)
     broadcast_opt_pending = True
     if rank == 0:
         emit(
@@ -304,25 +281,39 @@ def _train(job: Job, scenario: Scenario, engine: Engine, telemetry) -> int:
                 learning_rate=lr,
             )
         )
-        RunDir(run_dir).write_model(
+        written = RunDir(run_dir)
+        launches = written.model().get("launches", {})  # each worker count's, kept
+        launches[str(size)] = {
+            "device": device,
+            "processes": processes,
+            "replicas_per_process": replicas,
+            "backend": framework.backend,
+        }
+        written.write_model(
             {
                 "model": scenario.model.name,
                 "parameters": gradient_floats,
                 "gradient_bytes": 4 * gradient_floats,
                 "device": train.device,
+                "framework": framework.name,
+                "framework_version": framework.version,
+                "engine": dist.name,
+                "inputs": inputs.name,
+                "launches": launches,
             }
         )
 
     def average(values: list[float]) -> numpy.ndarray:
-        return engine.average(values, name="pipeprof_check")
+        return dist.average(values, name="pipeprof_check")
 
     retiring: list[threading.Thread] = []  # each variant's iterator, dropped on a side thread
     twin_ran = False  # once the synthetic twin ran at this np, real variants alternate with it
     warm_lr_steps, global_step = train.lr_warmup_steps, 0
-    with tf.device("/GPU:0" if tf.config.list_logical_devices("GPU") else "/CPU:0"):
-        noise = engine.distribute_batch(
-            pipeline.synthetic_batch(element_spec, data.num_classes, seed=rank)
+    noise = dist.distribute_batch(
+        framework.on_device(
+            lambda: inputs.synthetic_batch(element_spec, data.num_classes, seed=rank)
         )
+    )
     for k, spec in enumerate(job.variants):
         # A real variant measured in rounds makes its iterator anew each round where it can.
         alternates = twin_ran and spec.paired and not spec.synthetic
@@ -332,8 +323,8 @@ def _train(job: Job, scenario: Scenario, engine: Engine, telemetry) -> int:
         elif fresh is not None:
             batches = None  # run_variant makes and drops its iterators
         else:
-            batches = iter(engine.distribute(real_dataset(spec)))
-        engine.barrier(f"barrier_{k}")  # all ranks start the variant together
+            batches = iter(dist.distribute(real_dataset(spec)))
+        dist.barrier(f"barrier_{k}")  # all ranks start the variant together
         started = time.perf_counter()
         total = (
             train.warmup_steps + train.measure_steps if train.measure_steps else 0
@@ -358,11 +349,11 @@ def _train(job: Job, scenario: Scenario, engine: Engine, telemetry) -> int:
                 telemetry.put("step", record)
             global_step += 1
             if broadcast_opt_pending:  # optimizer slots exist only after the first update
-                engine.broadcast(opt.variables, root=0)
+                dist.broadcast(framework.optimizer_variables(model), root=0)
                 broadcast_opt_pending = False
             if warm_lr_steps and global_step <= warm_lr_steps:
-                opt.learning_rate.assign(
-                    ramp_lr(train.learning_rate, lr, global_step, warm_lr_steps)
+                framework.set_learning_rate(
+                    model, ramp_lr(train.learning_rate, lr, global_step, warm_lr_steps)
                 )
             if rank == 0 and (done % job.progress_every == 0 or done == of):
                 emit(
@@ -377,7 +368,7 @@ def _train(job: Job, scenario: Scenario, engine: Engine, telemetry) -> int:
                 )
 
         if warm_lr_steps and global_step == 0:
-            opt.learning_rate.assign(train.learning_rate)
+            framework.set_learning_rate(model, train.learning_rate)
 
         def on_check(
             check: stopping.Check, name: str = spec.name, gap: bool = alternates, k: int = k
@@ -414,7 +405,7 @@ def _train(job: Job, scenario: Scenario, engine: Engine, telemetry) -> int:
             twin_step_fn=step_fn,
             replicas=replicas,
             # the rate each step trains with, read before it where a ramp is set (~20 µs)
-            learning_rate=(lambda: opt.learning_rate) if warm_lr_steps else None,
+            learning_rate=framework.learning_rate(model) if warm_lr_steps else None,
             fresh=fresh,
         )
         wall = time.perf_counter() - started
@@ -422,8 +413,8 @@ def _train(job: Job, scenario: Scenario, engine: Engine, telemetry) -> int:
         if batches is not None:  # given fresh, run_variant dropped its own iterators
             held, batches = [batches], None
             retire(held)  # the next variant need not wait for this one's to wind down
-        avg = engine.average([measured.loss, measured.accuracy], name=f"metrics_{k}")
-        all_records = gather_records(engine, measured.records, name=f"records_{k}")
+        avg = dist.average([measured.loss, measured.accuracy], name=f"metrics_{k}")
+        all_records = gather_records(dist, measured.records, name=f"records_{k}")
         twin_ran = twin_ran or spec.synthetic
         if rank == 0:
             write_variant(
@@ -449,11 +440,11 @@ def _train(job: Job, scenario: Scenario, engine: Engine, telemetry) -> int:
                 index=k,
                 of=len(job.variants),
             )
-    engine.barrier("barrier_end")
+    dist.barrier("barrier_end")
     # The iterators still winding down must be gone before the process ends: Python's exit
     # stops a daemon thread inside TensorFlow's C++ with a forced unwind, which aborts the
     # process (measured: "FATAL: exception not rethrown", exit -6, once in a clean-clone CI
-    # run of the mirrored engine, after every variant was written).
+    # run of the mirrored distribution, after every variant was written).
     for thread in retiring:
         thread.join(timeout=RETIRE_WAIT_S)
     return 0

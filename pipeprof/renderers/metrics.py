@@ -30,8 +30,8 @@ import pandas as pd
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info, start_http_server
 
 from pipeprof.errors import PipeprofError
-from pipeprof.events import Event, Launch, Plan, VariantDone, VariantStart
-from pipeprof.workflows.events import Reporter
+from pipeprof.progress import Event, Launch, Plan, VariantDone, VariantStart
+from pipeprof.reporting import Reporter
 
 RANK_LABELS = ("rank", "host", "np", "variant")
 WINDOW_STEPS = 20  # the recent-rate gauges' window, as the dashboard's

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, cast
 
-from pipeprof.events import RankWarning, emit
+from pipeprof.progress import RankWarning, emit
 from pipeprof.telemetry.priority import lower_this_thread
 
 log = logging.getLogger("pipeprof.stream")

@@ -16,10 +16,10 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from pipeprof.events import Event, Launch, Precision, RanksUp, StepProgress, VariantDone
+from pipeprof.progress import Event, Launch, Precision, RanksUp, StepProgress, VariantDone
+from pipeprof.reporting import Reporter
 from pipeprof.tui.dashboard import LiveDashboard
 from pipeprof.tui.state import LiveState, ResultRow
-from pipeprof.workflows.events import Reporter
 
 PRECISION_LINE_EVERY_S = 10.0  # plain output: how often to say how narrow the interval is
 

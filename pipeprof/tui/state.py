@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from pipeprof.analysis import straggler
-from pipeprof.events import Event, Launch, Precision, VariantStart
+from pipeprof.progress import Event, Launch, Precision, VariantStart
 
 RECENT_STEPS = 20  # the per-rank window the dashboard's rates come from
 # A terminal shows a few dozen lines: past these, the dashboard shows the ranks that wait
@@ -122,7 +122,7 @@ class LiveState:
         self._precision: Precision | None = None
 
     def apply_event(self, event: Event) -> None:
-        """A progress event (``pipeprof.events``)."""
+        """A progress event (``pipeprof.progress``)."""
         with self._lock:
             if isinstance(event, Precision):
                 self._precision = event

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from pipeprof.data import filecache, generate
 from pipeprof.errors import PipeprofError
+from pipeprof.reporting import Reporter
 from pipeprof.scenario import Scenario
-from pipeprof.workflows.events import Reporter
 
 
 def resolve_data_path(scenario: Scenario, path: str) -> Path:

@@ -26,14 +26,14 @@ from pathlib import Path
 
 from pipeprof.data.generate import GeneratingElsewhere
 from pipeprof.errors import PipeprofError
-from pipeprof.events import emit_to
 from pipeprof.launch import signals
 from pipeprof.launch.job import Job
+from pipeprof.progress import emit_to
 from pipeprof.rank.identity import Identity, identity
+from pipeprof.reporting import Reporter
 from pipeprof.rundir import FAILED, FINISHED, INTERRUPTED, RUNNING, RunDir, manifest
 from pipeprof.scenario import Scenario
 from pipeprof.workflows.data import prepare_data
-from pipeprof.workflows.events import Reporter
 from pipeprof.workflows.plan import variant_specs
 from pipeprof.workflows.summary import write_summary
 

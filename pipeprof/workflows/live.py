@@ -10,10 +10,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pipeprof.events import RankWarning, parse_line
+from pipeprof.progress import RankWarning, parse_line
+from pipeprof.reporting import Reporter
 from pipeprof.telemetry.recorder import Recorder
 from pipeprof.telemetry.stream import Collector
-from pipeprof.workflows.events import Reporter
 from pipeprof.workflows.plan import LOOPBACK
 
 # A rank whose records stopped this long before the others' is named when its launch fails

@@ -11,9 +11,9 @@ from pipeprof.analysis.memory import check, default_ram_budget_bytes
 from pipeprof.analysis.stages import LADDER
 from pipeprof.config import build
 from pipeprof.errors import PipeprofError
-from pipeprof.events import Launch
 from pipeprof.launch import hosts, topology
 from pipeprof.launch.job import VariantSpec
+from pipeprof.progress import Launch
 from pipeprof.scenario import LaunchConfig, PipelineConfig, Scenario
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from pipeprof import plugins
 from pipeprof.analysis import service_sizing
 from pipeprof.analysis.predict import (
     CROWDED_BUSY,
@@ -208,6 +209,8 @@ def load_source(
             f"more than the pipeline's stages measured alone ({src.pipeline_ms_per_step:.1f}){on_host}: "
             "predict takes the stages' figure"
         )
+    if (why := uncalibrated(manifest, scenario)) is not None:
+        notes.append(why)
     if removed.crowded:
         notes.append(crowded_note(removed, src))
     elif removed.model_cpu_ms > 0:
@@ -216,6 +219,21 @@ def load_source(
             "the training loop's CPU on the target's accelerator"
         )
     return src, {"manifest": manifest, "scenario": scenario, "notes": notes, "removed": removed}
+
+
+def uncalibrated(manifest: dict, scenario: Scenario) -> str | None:
+    """One line where the source ran on an engine predict's constants were not fitted on (the
+    ring step's latency, the busy-core share: fitted on Horovod's ranks, docs/validation.md);
+    None where they were. A run saved before the engine was recorded ran on Horovod."""
+    engine = manifest.get("engine") or scenario.train.engine
+    if engine == plugins.AUTO or plugins.capability(
+        plugins.DISTRIBUTION, engine, "predict_calibrated", False
+    ):
+        return None
+    return (
+        f"not calibrated for this engine: predict's constants were fitted on Horovod's ranks "
+        f"(docs/validation.md, ground truth), and this run is train.engine {engine}'s"
+    )
 
 
 def crowded_note(removed: Removed, src: Source) -> str:

@@ -30,7 +30,7 @@ def load_run(run_dir: Path) -> Run:
     if not path.is_dir():
         raise PipeprofError(f"pipeprof report: {run_dir} is not a directory")
     if (path / "manifest.json").exists():
-        from pipeprof.workflows.rank import assemble
+        from pipeprof.workflows.external_rank import assemble
 
         assemble(RunDir(path))  # a run of ranks pipeprof did not launch: its summary, current
     run = RunDir(path).load()

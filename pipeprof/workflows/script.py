@@ -14,27 +14,30 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
 from pathlib import Path
 
 import pandas as pd
 
 from pipeprof.analysis.verdict import Verdict
 from pipeprof.errors import PipeprofError
-from pipeprof.events import Plan
-from pipeprof.launch import launcher as launchers
 from pipeprof.launch import runner, signals, topology
 from pipeprof.launch.job import ENV_SCRIPT_JOB, ScriptJob
-from pipeprof.rundir import RUNNING, RunDir, manifest
+from pipeprof.reporting import Reporter
+from pipeprof.rundir import RunDir
 from pipeprof.scenario import Scenario
-from pipeprof.telemetry.nvml import Nvml
 from pipeprof.telemetry.stream import ENV_ADDRESS, ENV_RUN_DIR, ENV_TOKEN
-from pipeprof.workflows.compare import CompareRequest, CompareResult, finish_run, launch_failure
 from pipeprof.workflows.diagnose import cores_per_rank, verdicts_per_np, write_verdicts
-from pipeprof.workflows.events import Reporter
-from pipeprof.workflows.live import RecordStream, progress_lines
-from pipeprof.workflows.orchestrate import each_worker_count
-from pipeprof.workflows.plan import launch_endpoint, launch_event
+from pipeprof.workflows.live import progress_lines
+from pipeprof.workflows.orchestrate import (
+    CompareRequest,
+    CompareResult,
+    each_worker_count,
+    finish_run,
+    launch_failure,
+    open_run,
+    settle,
+)
+from pipeprof.workflows.plan import launch_event
 from pipeprof.workflows.summary import write_summary
 
 VARIANTS = ("synthetic", "real")
@@ -70,62 +73,32 @@ def _variant_runs(run: RunDir, n: int) -> list[dict]:
 
 def compare_script(request: CompareRequest, *, reporter: Reporter | None = None) -> CompareResult:
     """``request.script`` under the launcher at each worker count (see the module's docstring)."""
-    cmd, scenario, nps, out, argv = (
-        request.script,
-        request.scenario,
-        request.nps,
-        request.out,
-        request.argv,
-    )
-    stream_host, ablation, cores_override, report = (
-        request.stream_host,
-        request.ablation,
-        request.cores_per_rank,
-        request.report,
-    )
+    cmd, scenario, nps, out = request.script, request.scenario, request.nps, request.out
+    ablation, cores_override, report = request.ablation, request.cores_per_rank, request.report
     reporter = reporter or Reporter()
     if not cmd:
         raise PipeprofError(
             "compare: give the training command after --, e.g. "
             "pipeprof compare --np 1,2 -- python train.py"
         )
-    gpus = Nvml().inventory()
-    # auto resolved (the CLI has said how, on its first line)
-    scenario = dataclasses.replace(
-        scenario, launch=launchers.choose(scenario.launch, engine=scenario.train.engine)[0]
-    )
-    launcher = launchers.get(scenario.launch.launcher)
-    for n in nps:
-        launcher.check(n, scenario.launch, len(gpus), scenario.train.engine)
+    settled = settle(scenario, nps)  # refuse before spending anything
+    scenario, launcher = settled.scenario, settled.launcher
     run = RunDir.create(out, scenario.name)
     run_dir = run.path
-    run.write_manifest(
-        manifest(
-            scenario.to_dict(),
-            list(argv or []),
-            gpus,
-            {
-                "script": cmd,
-                "worker_counts": nps,
-                "variants": list(VARIANTS),
-                "launcher": launcher.name,
-                "controller": scenario.launch.controller,
-                "device": "real",
-                "command": "compare",
-            },
-        )
+    opened = open_run(
+        settled,
+        request,
+        reporter,
+        run,
+        list(VARIANTS),
+        {"script": cmd, "device": "real", "command": "compare"},
     )
-    run.write_status(RUNNING)
-    reporter.progress(Plan(worker_counts=list(nps), variants=list(VARIANTS)))
     reporter.message(
         "one launch per worker count: the script's training (model.fit or its own loop) measures "
         "the synthetic twin, then its own pipeline in rounds against it"
     )
-    local = max(topology.assign(n, scenario.launch).ranks_per_host for n in nps)
-    base_env = launcher.env(dict(os.environ), str(Path.cwd()), local_ranks=local)
+    base_env, stream, caught = opened.env, opened.stream, opened.caught
     train = {k: getattr(scenario.train, k) for k in MEASUREMENT_KEYS}
-    caught = signals.Catch()
-    stream = RecordStream(run_dir, reporter, endpoint=launch_endpoint(scenario.launch, stream_host))
 
     def run_script(n: int, variants: list[str], label: str) -> runner.LaunchResult:
         job = ScriptJob(

@@ -21,13 +21,13 @@ from pipeprof.data.files import count_images
 from pipeprof.data.stagebench import StageBench
 from pipeprof.errors import PipeprofError
 from pipeprof.launch import signals
+from pipeprof.reporting import Reporter
 from pipeprof.rundir import RUNNING, RunDir, manifest
 from pipeprof.scenario import PipelineConfig, Scenario, VariantConfig
 from pipeprof.tune import space as sp
 from pipeprof.tune.search import Evaluate, SearchResult, Trial, Window, coordinate_descent
 from pipeprof.workflows.compare import CompareRequest, CompareResult, compare, finish_run
 from pipeprof.workflows.data import prepare_data
-from pipeprof.workflows.events import Reporter
 
 
 @dataclass

@@ -9,15 +9,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from pipeprof.errors import PipeprofError
-from pipeprof.events import Launch, RankWarning, parse_line
 from pipeprof.launch import runner, signals
 from pipeprof.launch.launcher import base_env
+from pipeprof.progress import Launch, RankWarning, parse_line
+from pipeprof.reporting import Reporter
 from pipeprof.rundir import RUNNING, RunDir, manifest
 from pipeprof.scenario import LaunchConfig
 from pipeprof.telemetry.nvml import Nvml
 from pipeprof.telemetry.stream import ENV_ADDRESS, ENV_RUN_DIR, ENV_TOKEN
 from pipeprof.workflows.compare import CompareResult, finish_run
-from pipeprof.workflows.events import Reporter
 from pipeprof.workflows.live import RecordStream
 from pipeprof.workflows.plan import launch_endpoint, stream_endpoint
 from pipeprof.workflows.summary import write_summary

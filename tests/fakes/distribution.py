@@ -1,36 +1,46 @@
-"""A training engine whose collectives go through files: the fake ranks' stand-in for Horovod
-(``train.engine = "files"``), registered the way any engine is (``rank.engine.register``).
+"""A distribution whose collectives go through files (``train.engine = "files"``): the fake
+framework's stand-in for Horovod, registered the way any point is (``pipeprof.plugins``).
 
-Each collective call writes this rank's part to ``DIR/NAME.RANK.json`` and waits until every
-rank's part is there; ranks learn who they are from the launcher's environment
-(``rank.identity``), as a real engine's launcher would tell them. Slow (files, polling every
-few ms), but real: ranks do wait for each other, and a dead rank stops the others (after
-``TIMEOUT_S``)."""
+Its rendezvous is a folder the launching process makes in the run directory for each launch
+(``rendezvous``, as a real distribution's is its controller's address); each collective call writes this rank's part
+to ``DIR/NAME.RANK.json`` and waits until every rank's part is there. Ranks learn who they are
+from the launcher's environment (``rank.identity``). Slow (files, polling every few ms), but
+real: ranks do wait for each other, and a dead rank stops the others (after ``TIMEOUT_S``)."""
 
 from __future__ import annotations
 
 import json
-import os
+import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
-from pipeprof.rank.engine import PerProcess
+from pipeprof.distributions import PerProcess
 from pipeprof.rank.identity import identity
 
-ENV_DIR = "PIPEPROF_FAKE_ENGINE_DIR"
 TIMEOUT_S = 60.0
 
 
-class FileEngine(PerProcess):
+class FileDistribution(PerProcess):
     name = "files"
+    frameworks: ClassVar[tuple[str, ...]] = ("fake",)
+    launchers: ClassVar[tuple[str, ...]] = ("local",)
+
+    @staticmethod
+    def rendezvous(np: int, launch: Any, run_dir: str) -> dict[str, Any]:
+        """A new folder for one launch's collectives, in its run directory (the ranks are on
+        this host)."""
+        return {"dir": tempfile.mkdtemp(prefix=f"collectives-np{np}-", dir=run_dir)}
 
     def __init__(self) -> None:
         self.me = identity()
-        self.dir = Path(os.environ[ENV_DIR])
+        self.dir = Path()
         self.calls: dict[str, int] = {}
 
-    def start(self, controller: str = "", np: int = 1) -> None:
+    def start(
+        self, controller: str = "", np: int = 1, rendezvous: dict[str, Any] | None = None
+    ) -> None:
+        self.dir = Path((rendezvous or {})["dir"])
         self.dir.mkdir(parents=True, exist_ok=True)
         self.barrier("start")
 
@@ -69,6 +79,7 @@ class FileEngine(PerProcess):
         return numpy.mean(numpy.array(parts, dtype=numpy.float64), axis=0)
 
     def allreduce(self, tensor: Any, name: str) -> Any:
+        self.barrier(name)  # ranks meet each step, as an allreduce makes them
         return tensor
 
     def gather(self, objects: list[Any], name: str) -> list[list[Any]]:

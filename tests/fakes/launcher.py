@@ -1,7 +1,7 @@
 """A fake launcher (``launch.launcher = "fake"``), registered as any launcher is
 (``launch.launcher.register``): it starts ``np`` local processes of the rank command with
-PMI's rank variables (as MPICH's Hydra does), pipeprof's own rank module swapped for the fake
-rank (``tests.fakes.rank``), and waits for them all; one failing rank ends the others.
+PMI's rank variables (as MPICH's Hydra does) and waits for them all; one failing rank ends
+the others. Its environment carries the fake input library's settings (``tests.fakes.inputs``).
 
     python -m tests.fakes.launcher NP CMD...
 """
@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 import sys
 import time
+from typing import Any
 
 from pipeprof.launch.launcher import base_env, check_slots
 from pipeprof.scenario import LaunchConfig
-from tests.fakes.engine import ENV_DIR
+from tests.fakes.inputs import ENV_BATCH_MS, ENV_FAIL_RANK, ENV_KILL_RANK
 
 
 class FakeLauncher:
@@ -27,7 +27,7 @@ class FakeLauncher:
         self.batch_ms, self.fail_rank, self.kill_rank = batch_ms, fail_rank, kill_rank
         self.launches = 0
 
-    def check(self, np: int, launch: LaunchConfig, gpu_count: int, engine: str = "horovod") -> None:
+    def check(self, np: int, launch: LaunchConfig, gpu_count: int, distribution: Any) -> None:
         check_slots(np, launch, gpu_count)
 
     def env(
@@ -35,15 +35,16 @@ class FakeLauncher:
     ) -> dict[str, str]:
         return dict(
             base_env(base, cwd),
-            PIPEPROF_FAKE_BATCH_MS=str(self.batch_ms),
-            PIPEPROF_FAKE_FAIL_RANK=str(self.fail_rank),
-            PIPEPROF_FAKE_KILL_RANK=str(self.kill_rank),
+            **{
+                ENV_BATCH_MS: str(self.batch_ms),
+                ENV_FAIL_RANK: str(self.fail_rank),
+                ENV_KILL_RANK: str(self.kill_rank),
+            },
         )
 
     def ranks_argv(self, np: int, launch: LaunchConfig, rank_cmd: list[str]) -> list[str]:
         self.launches += 1
-        cmd = ["tests.fakes.rank" if a == "pipeprof.rank" else a for a in rank_cmd]
-        return [sys.executable, "-m", "tests.fakes.launcher", str(np), *cmd]
+        return [sys.executable, "-m", "tests.fakes.launcher", str(np), *rank_cmd]
 
     def script_argv(self, np: int, launch: LaunchConfig, cmd: list[str]) -> list[str]:
         return [sys.executable, "-m", "tests.fakes.launcher", str(np), *cmd]
@@ -55,7 +56,6 @@ class FakeLauncher:
 
 def main(argv: list[str]) -> int:
     np, cmd = int(argv[0]), argv[1:]
-    job_dir = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"pipeprof-fake-engine-{os.getpid()}")
     procs = [
         subprocess.Popen(
             cmd,
@@ -65,7 +65,6 @@ def main(argv: list[str]) -> int:
                 PMI_SIZE=str(np),
                 MPI_LOCALRANKID=str(r),
                 MPI_LOCALNRANKS=str(np),
-                **{ENV_DIR: job_dir},
             ),
         )
         for r in range(np)
@@ -87,7 +86,6 @@ def main(argv: list[str]) -> int:
                     p.terminate()
         time.sleep(0.02)
     say_ends()
-    shutil.rmtree(job_dir, ignore_errors=True)  # the engine's files: this launch's own
     return code or next((p.returncode for p in procs if p.returncode), 0)
 
 

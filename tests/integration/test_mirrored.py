@@ -66,8 +66,8 @@ def test_the_emulated_gradient_exchange_sums_across_the_replicas():
     # 8 that the three take in turn
     code = (
         "import tensorflow as tf\n"
-        "from pipeprof.rank.mirrored_engine import MirroredEngine\n"
-        "e = MirroredEngine(); e.start(np=3)\n"
+        "from pipeprof.distributions.mirrored import Mirrored\n"
+        "e = Mirrored(); e.start(np=3)\n"
         "print(e.allreduce(tf.fill([5], 2.0), 'g').numpy().tolist(), e.replicas)\n"
         "for how in ('auto', 'distribute_datasets_from_function'):\n"
         "    e.set_input(how)\n"

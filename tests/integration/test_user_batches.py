@@ -58,7 +58,7 @@ def test_a_batch_is_made_what_keras_makes_of_it():
     import numpy as np
     import tensorflow as tf
 
-    from pipeprof.rank.fit import keras_batch
+    from pipeprof.frameworks.keras2_compat import adapter_batch as keras_batch
 
     batch, spec = keras_batch([np.zeros((4, 5, 5, 3)), np.arange(4), None])
     assert isinstance(batch, tuple) and len(batch) == 2

@@ -7,7 +7,7 @@ import time
 
 from rich.console import Console
 
-from pipeprof.events import VariantStart
+from pipeprof.progress import VariantStart
 from pipeprof.tui.dashboard import MAX_REFRESH_PER_S, LiveDashboard, bar, render
 from pipeprof.tui.state import DashboardState, HostView, LiveState, RankView, ResultRow
 

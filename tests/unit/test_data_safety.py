@@ -12,10 +12,10 @@ from pipeprof import scenario as scen
 from pipeprof.data import filecache
 from pipeprof.data import generate as gen
 from pipeprof.errors import PipeprofError
+from pipeprof.reporting import Reporter
 from pipeprof.rundir import RunDir
 from pipeprof.scenario import GenerateConfig
 from pipeprof.workflows.data import prepare_data
-from pipeprof.workflows.events import Reporter
 
 SMALL = GenerateConfig(images=6, size=16, classes=2)
 PRECIOUS = b"a user's thesis, not pipeprof's\n\x00\xff"

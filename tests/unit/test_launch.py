@@ -124,7 +124,7 @@ def test_own_ranks_run_the_same_horovodrun_arguments_without_its_build_probe():
     "controller,flag", [("gloo", "HOROVOD_WITH_GLOO=1"), ("mpi", "HOROVOD_WITH_MPI=1")]
 )
 def test_a_rank_names_the_controller_its_horovod_lacks(controller, flag):
-    from pipeprof.rank.horovod_engine import check_controller
+    from pipeprof.distributions.horovod import check_controller
 
     check_controller(controller, True)
     with pytest.raises(PipeprofError, match=f"built without {controller.upper()}.*{flag}"):

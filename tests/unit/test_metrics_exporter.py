@@ -11,7 +11,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from pipeprof.errors import PipeprofError
-from pipeprof.events import Launch, Plan, VariantDone, VariantStart
+from pipeprof.progress import Launch, Plan, VariantDone, VariantStart
 from pipeprof.renderers.metrics import MetricsExporter
 
 DASHBOARDS = Path(__file__).resolve().parents[2] / "dashboards"

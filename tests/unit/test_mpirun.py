@@ -51,7 +51,7 @@ def test_each_launch_line_says_the_launcher_and_the_hosts():
 
     from rich.console import Console
 
-    from pipeprof.events import Launch
+    from pipeprof.progress import Launch
     from pipeprof.tui.reporter import PlainReporter
 
     buf = io.StringIO()

@@ -1,6 +1,8 @@
-"""The launcher and engine seams: ``compare()`` end to end through a fake launcher whose fake
-ranks use a fake engine (no TensorFlow, no Horovod), each registered as a new one would be;
-rank identity under each launcher's variables; Horovod imported only where it belongs."""
+"""The four axes' seams: ``compare()`` through a fake launcher whose ranks (pipeprof's own)
+train a fake framework on a fake input library through a fake distribution (no TensorFlow, no
+Horovod), each registered as a new point would be, a failing and a killed rank named; rank
+identity under each launcher's variables; Horovod imported only where it belongs. A whole
+compare of the fakes through the real local launcher: tests/unit/test_fake_stack.py."""
 
 import re
 import socket
@@ -8,11 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from pipeprof import plugins
 from pipeprof.errors import PipeprofError
 from pipeprof.launch import launcher as launchers
-from pipeprof.rank import engine as engines
 from pipeprof.rank.identity import identity, slurm_local_size
-from pipeprof.rundir import RunDir
 from pipeprof.scenario import Scenario, validate
 from pipeprof.workflows.compare import CompareRequest, compare
 from tests.fakes.launcher import FakeLauncher
@@ -24,9 +25,14 @@ def fake_scenario(**train) -> Scenario:
     s = Scenario.from_dict(
         {
             "name": "fake",
-            "data": {"source": "factory", "factory": "tests.fakes.rank:no_data"},
+            "data": {
+                "source": "factory",
+                "factory": "tests.fakes.inputs:no_data",
+                "library": "fake",
+            },
             "train": {
                 "engine": "files",
+                "framework": "fake",
                 "device": "emulated:20",
                 "batch_size": 4,
                 "warmup_steps": 3,
@@ -45,44 +51,25 @@ def fake_scenario(**train) -> Scenario:
     return s
 
 
-@pytest.fixture
-def fake(monkeypatch):
-    """Register the fake launcher and engine, as a new launcher's and engine's module would."""
-    made = FakeLauncher(batch_ms=50.0)
-    monkeypatch.setitem(launchers.LAUNCHERS, "fake", lambda: made)
-    monkeypatch.setitem(engines.ENGINES, "files", "tests.fakes.engine:FileEngine")
-    return made
+FAKES = {
+    plugins.DISTRIBUTION: ("files", "tests.fakes.distribution:FileDistribution"),
+    plugins.FRAMEWORK: ("fake", "tests.fakes.framework:FakeFramework"),
+    plugins.INPUTS: ("fake", "tests.fakes.inputs:FakeInputs"),
+}
 
 
-def test_compare_runs_end_to_end_through_a_registered_launcher_and_engine(fake, tmp_path):
-    # batches every 50 ms against a 20 ms step: the true gap is 1 - 20/50 = 60% at every np (a
-    # busy 2-core host stretches some sleeps, so the bound is loose; a model-bound run reads 0%)
-    result = compare(
-        CompareRequest(fake_scenario(), [1, 2], out=str(tmp_path / "run"), report=False)
-    )
-    assert result.failure is None, result.failure
-    s = result.summary.set_index(["np", "variant"])
-    assert fake.launches == 2
-    for n in (1, 2):
-        gap = float(s.loc[(n, "real"), "gap_pct"])
-        assert 30 < gap < 75, (n, gap)  # measured by pipeprof's own loop and summary, on sleeps
-        assert s.loc[(n, "synthetic"), "measured_steps"] > 0
-    here = socket.gethostname()
-    assert list(s["hosts"]) == [f"{here}:1", f"{here}:1", f"{here}:2", f"{here}:2"]  # per np
-    run = RunDir(result.run_dir)
-    assert run.manifest()["launcher"] == "fake"
-    steps = run.steps()
-    assert set(steps["host"]) == {here}  # every step says where it ran
-    assert set(steps[steps["np"] == 2]["rank"]) == {
-        0,
-        1,
-    }  # both ranks' records, gathered by the engine
+def register_fakes(monkeypatch, launcher=None) -> None:
+    """The fake distribution, framework and input library (and ``launcher``, as "fake"),
+    registered as a new point's module would be."""
+    for axis, (name, factory) in FAKES.items():
+        monkeypatch.setitem(plugins.POINTS[axis], name, factory)
+    if launcher is not None:
+        monkeypatch.setitem(plugins.POINTS[plugins.LAUNCHER], "fake", lambda: launcher)
 
 
 def test_a_failing_rank_is_named_with_its_host(monkeypatch, tmp_path):
     failing = FakeLauncher(batch_ms=10.0, fail_rank=1)
-    monkeypatch.setitem(launchers.LAUNCHERS, "fake", lambda: failing)
-    monkeypatch.setitem(engines.ENGINES, "files", "tests.fakes.engine:FileEngine")
+    register_fakes(monkeypatch, failing)
     result = compare(CompareRequest(fake_scenario(), [2], out=str(tmp_path / "run"), report=False))
     assert result.failure is not None and "np=2" in result.failure
     assert f"rank 1 on {socket.gethostname()}: fake input failure in variant real" in result.failure
@@ -134,9 +121,8 @@ def test_a_distribute_input_an_engine_does_not_take_is_one_line_naming_both():
 
 def test_an_engine_of_one_replica_a_process_refuses_a_tf_distribute_input(monkeypatch, tmp_path):
     """A registered engine is not in the scenario's table: the seam's own check speaks for it."""
-    monkeypatch.setenv("PIPEPROF_FAKE_ENGINE_DIR", str(tmp_path))
-    monkeypatch.setitem(engines.ENGINES, "files", "tests.fakes.engine:FileEngine")
-    engine = engines.get("files")
+    register_fakes(monkeypatch)
+    engine = plugins.make(plugins.DISTRIBUTION, "files")
     engine.set_input("auto")
     assert engine.input_batch(16) == 16
     with pytest.raises(PipeprofError) as exc:
@@ -212,7 +198,7 @@ def test_horovod_is_imported_only_by_the_horovod_engine_and_launchers():
             if re.match(r"\s*(import horovod|from horovod[\s.])", line):
                 importing.add(str(path.relative_to(REPO)))
     assert importing == {
-        "pipeprof/rank/horovod_engine.py",
+        "pipeprof/distributions/horovod.py",
         "pipeprof/launch/horovod.py",
         "pipeprof/launch/hvdrun.py",
         "pipeprof/launch/srun.py",  # serves Horovod's Gloo rendezvous to srun's tasks
@@ -237,8 +223,7 @@ def test_a_local_horovodrun_rank_is_not_said_to_be_on_localhost():
 def test_a_rank_killed_without_a_word_is_the_one_named(monkeypatch, tmp_path):
     # the rank-blame bug: rank 1 killed -9 used to leave the blame on whoever spoke first
     killing = FakeLauncher(batch_ms=10.0, kill_rank=1)
-    monkeypatch.setitem(launchers.LAUNCHERS, "fake", lambda: killing)
-    monkeypatch.setitem(engines.ENGINES, "files", "tests.fakes.engine:FileEngine")
+    register_fakes(monkeypatch, killing)
     result = compare(CompareRequest(fake_scenario(), [2], out=str(tmp_path / "run"), report=False))
     assert result.failure is not None
     assert result.failure.startswith("np=2: rank 1 was killed by SIGKILL (exit -9)"), result.failure

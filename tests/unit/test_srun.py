@@ -2,12 +2,16 @@
 command line, the task → Horovod rank mapping, srun's lines for a task's end, and the default
 launcher chosen from the environment. The launch itself runs in tests/cluster (a real Slurm)."""
 
+import shutil
 import sys
 
 import pytest
 
+from pipeprof.distributions.horovod import Horovod
 from pipeprof.errors import PipeprofError
-from pipeprof.launch import launcher, srun, srun_rank
+from pipeprof.launch import srun, srun_rank
+from pipeprof.launch.choose import choose
+from pipeprof.launch.horovod import HorovodLauncher
 from pipeprof.scenario import LaunchConfig
 
 # what salloc -N2 -n2 and sbatch -N2 -n2 put in the environment under the suite's Slurm 22.05
@@ -96,16 +100,13 @@ def test_inside_a_job_step_the_job_is_read_not_the_step_and_srun_shares_its_cpus
     assert "--overlap" in argv and argv[-1] == "x"
     # and a launcher that is not srun never reads Slurm's variables, broken or not
     broken = dict(SALLOC, SLURM_JOB_CPUS_PER_NODE="garbage")
-    assert (
-        launcher.choose(LaunchConfig(launcher="horovodrun", hosts="a:1"), env=broken)[0].hosts
-        == "a:1"
-    )
+    assert choose(LaunchConfig(launcher="horovodrun", hosts="a:1"), env=broken)[0].hosts == "a:1"
 
 
 def test_outside_an_allocation_srun_is_refused_in_one_line_and_auto_is_horovodrun():
     with pytest.raises(PipeprofError, match="not inside a Slurm allocation .SLURM_JOB_ID"):
-        launcher.choose(LaunchConfig(launcher="srun"), env={})
-    chosen, line = launcher.choose(LaunchConfig(), env={})
+        choose(LaunchConfig(launcher="srun"), env={})
+    chosen, line = choose(LaunchConfig(), env={})
     assert chosen.launcher == "horovodrun"
     assert line == "launcher horovodrun (the default outside a Slurm allocation)"
 
@@ -114,66 +115,66 @@ def test_without_horovod_auto_starts_tf_distributes_workers_with_mpirun(monkeypa
     """No horovodrun (pipeprof installed without Horovod): multi_worker_mirrored needs none, so
     auto takes mpirun where it is on PATH (scripts/without_horovod.sh runs it so); Horovod's
     own engine still gets horovodrun, whose absence is its one line."""
-    monkeypatch.setattr(launcher, "horovodrun_found", lambda: False)
-    monkeypatch.setattr(launcher.shutil, "which", lambda name: f"/usr/bin/{name}")
-    chosen, line = launcher.choose(LaunchConfig(), env={}, engine="multi_worker_mirrored")
+    monkeypatch.setattr(HorovodLauncher, "available", staticmethod(lambda: False))
+    monkeypatch.setattr(shutil, "which", lambda name: f"/usr/bin/{name}")
+    chosen, line = choose(LaunchConfig(), env={}, engine="multi_worker_mirrored")
     assert chosen.launcher == "mpirun"
     assert line == (
         "launcher mpirun (train.engine multi_worker_mirrored with no Horovod installed: "
         "mpirun starts its workers)"
     )
-    assert launcher.choose(LaunchConfig(), env={}, engine="horovod")[0].launcher == "horovodrun"
-    monkeypatch.setattr(launcher.shutil, "which", lambda name: None)  # no mpirun either
-    assert launcher.choose(LaunchConfig(), env={}, engine="multi_worker_mirrored")[0].launcher == (
+    assert choose(LaunchConfig(), env={}, engine="horovod")[0].launcher == "horovodrun"
+    monkeypatch.setattr(shutil, "which", lambda name: None)  # no mpirun either
+    assert choose(LaunchConfig(), env={}, engine="multi_worker_mirrored")[0].launcher == (
         "horovodrun"
     )
-    monkeypatch.setattr(launcher, "horovodrun_found", lambda: True)  # Horovod there: as before
-    monkeypatch.setattr(launcher.shutil, "which", lambda name: f"/usr/bin/{name}")
-    assert launcher.choose(LaunchConfig(), env={}, engine="multi_worker_mirrored")[0].launcher == (
+    monkeypatch.setattr(HorovodLauncher, "available", staticmethod(lambda: True))  # as before
+    monkeypatch.setattr(shutil, "which", lambda name: f"/usr/bin/{name}")
+    assert choose(LaunchConfig(), env={}, engine="multi_worker_mirrored")[0].launcher == (
         "horovodrun"
     )
 
 
 def test_inside_an_allocation_auto_is_srun_over_its_nodes_unless_hosts_are_named(monkeypatch):
-    monkeypatch.setattr(launcher.shutil, "which", lambda name: f"/usr/bin/{name}")
-    chosen, line = launcher.choose(LaunchConfig(), env=SALLOC)
+    monkeypatch.setattr(shutil, "which", lambda name: f"/usr/bin/{name}")
+    chosen, line = choose(LaunchConfig(), env=SALLOC)
     assert (chosen.launcher, chosen.hosts) == ("srun", "pp-h0:1,pp-h1:1")
     assert line == (
         "launcher srun (the default inside a Slurm allocation; Slurm allocation 4 (pp-h[0-1]: 1 "
         "task(s) on each of 2 node(s)))"
     )
-    assert launcher.choose(chosen, env=SALLOC)[0] == chosen  # choosing again changes nothing
-    named, line = launcher.choose(LaunchConfig(hostfile="hosts.txt"), env=SALLOC)
+    assert choose(chosen, env=SALLOC)[0] == chosen  # choosing again changes nothing
+    named, line = choose(LaunchConfig(hostfile="hosts.txt"), env=SALLOC)
     assert named.launcher == "horovodrun" and "-H/--hostfile (launch.hosts" in line
     # a container inside the job that has Slurm's variables but no srun: horovodrun, said why
-    monkeypatch.setattr(launcher.shutil, "which", lambda name: None)
-    chosen, line = launcher.choose(LaunchConfig(), env=SALLOC)
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    chosen, line = choose(LaunchConfig(), env=SALLOC)
     assert chosen.launcher == "horovodrun"
     assert line == "launcher horovodrun (inside Slurm allocation 4, but srun is not on PATH)"
     with pytest.raises(PipeprofError, match="drop -H/--hostfile"):
-        launcher.choose(LaunchConfig(launcher="srun", hosts="a:1"), env=SALLOC)
-    asked, line = launcher.choose(LaunchConfig(launcher="mpirun"), env=SALLOC)
+        choose(LaunchConfig(launcher="srun", hosts="a:1"), env=SALLOC)
+    asked, line = choose(LaunchConfig(launcher="mpirun"), env=SALLOC)
     assert asked.launcher == "mpirun" and line == "launcher mpirun (as asked)"
 
 
 def test_a_worker_count_beyond_the_allocation_is_one_line_with_the_numbers(monkeypatch):
     monkeypatch.setattr(srun, "find_srun", lambda: "srun")
-    chosen, _ = launcher.choose(LaunchConfig(), env=SALLOC)
+    chosen, _ = choose(LaunchConfig(), env=SALLOC)
     with pytest.raises(PipeprofError) as err:
-        srun.SrunLauncher(env=SALLOC).check(4, chosen, 0)
+        srun.SrunLauncher(env=SALLOC).check(4, chosen, 0, Horovod)
     assert str(err.value) == (
         "np=4 needs 4 slots but Slurm allocation 4 (pp-h[0-1]: 1 task(s) on each of 2 node(s)) "
         "offers 2; ask salloc/sbatch for more (-n, --ntasks-per-node, -N) or lower --np"
     )
     with pytest.raises(PipeprofError, match="Gloo controller; for MPI"):
-        srun.SrunLauncher(env=SALLOC).check(2, LaunchConfig(controller="mpi"), 0)
+        srun.SrunLauncher(env=SALLOC).check(2, LaunchConfig(controller="mpi"), 0, Horovod)
     # no tasks asked for on GPU nodes: slots are CPUs, and the first node would take them all
     cpus = {k: v for k, v in SALLOC.items() if k != "SLURM_NTASKS"}
     cpus["SLURM_JOB_CPUS_PER_NODE"] = "64(x2)"
     with pytest.raises(
         PipeprofError, match=r"np=16: .* past its 8 GPU\(s\); .*--ntasks-per-node=8"
     ):
-        srun.SrunLauncher(env=cpus).check(16, LaunchConfig(), 8)
+        srun.SrunLauncher(env=cpus).check(16, LaunchConfig(), 8, Horovod)
 
 
 def test_the_job_step_names_a_node_per_task_and_gives_each_its_share_of_the_cpus(monkeypatch):
@@ -262,7 +263,7 @@ def test_srun_lines_for_a_tasks_end_name_the_rank_and_its_code(line, ended):
 
 def test_the_external_launcher_is_refused_by_compare_with_the_way_to_use_it():
     with pytest.raises(PipeprofError, match=r"start `pipeprof rank SCENARIO --run-dir DIR` with"):
-        launcher.choose(LaunchConfig(launcher="external"), env={})
+        choose(LaunchConfig(launcher="external"), env={})
 
 
 class FakeRendezvous:
@@ -290,7 +291,7 @@ def test_the_step_wraps_each_task_and_the_rendezvous_knows_the_placement(monkeyp
     monkeypatch.setattr(hosts, "route_address", lambda peer: f"10.0.0.9-to-{peer}")
     monkeypatch.setattr(hosts, "interface_address", lambda iface: f"addr-of-{iface}")
     fake = FakeRendezvous()
-    launch, _ = launcher.choose(LaunchConfig(launcher="srun", network_interface="ib0"), env=SALLOC)
+    launch, _ = choose(LaunchConfig(launcher="srun", network_interface="ib0"), env=SALLOC)
     runner = srun.SrunLauncher(env=SALLOC)
     runner._rendezvous, runner._port = fake, fake.start()
     argv = runner.ranks_argv(2, launch, ["python", "-m", "pipeprof.rank", "JOB"])

@@ -521,8 +521,8 @@ def test_horovodrun_s_lines_for_a_rank_s_end_are_read_under_gloo_and_mpi():
 def test_a_rank_that_went_silent_leads_the_failure_line(monkeypatch, tmp_path):
     # the link to node-b went down: rank 0 waits on it, its collective times out, and it is the
     # first to exit; rank 1's records had stopped 31 s before
+    from pipeprof.reporting import Reporter
     from pipeprof.workflows import live
-    from pipeprof.workflows.events import Reporter
 
     now = [100.0]
     monkeypatch.setattr(live.time, "monotonic", lambda: now[0])

@@ -8,8 +8,9 @@ import pandas as pd
 import pytest
 from rich.console import Console
 
-from pipeprof.events import RankWarning, line, parse_line
+from pipeprof.progress import RankWarning, line, parse_line
 from pipeprof.records import StepRecord
+from pipeprof.reporting import Reporter
 from pipeprof.telemetry.agent import RankTelemetry, gpu_targets
 from pipeprof.telemetry.gpu import gpu_for_local_rank
 from pipeprof.telemetry.nvml import Nvml
@@ -17,7 +18,6 @@ from pipeprof.telemetry.recorder import Recorder
 from pipeprof.telemetry.stream import Collector, StreamClient
 from pipeprof.tui.dashboard import render
 from pipeprof.tui.state import LiveState
-from pipeprof.workflows.events import Reporter
 from pipeprof.workflows.live import progress_lines
 from pipeprof.workflows.summary import write_summary
 from tests.fakes.nvml import FakeGpu, FakeNvml

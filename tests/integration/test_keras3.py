@@ -1,0 +1,95 @@
+"""Keras 3, where distributed Keras runs now: TensorFlow 2.21 (``--engine mirrored``) and JAX
+(``--engine data_parallel``), installed with pip. These run in the Keras 3 stack's own venv
+(scripts/keras3.sh, which CI runs); in the legacy venv (TensorFlow 2.15, Keras 2) they are
+skipped, since no Keras 3 is there to run them."""
+
+import json
+
+import pandas as pd
+import pytest
+
+from tests.integration.conftest import run_pipeprof, small_scenario
+
+pytestmark = [pytest.mark.horovod, pytest.mark.keras3]
+
+
+def real_rows_agree_with_their_table(summary: pd.DataFrame) -> None:
+    """Each real row's gap is what the table says: 1 - samples/s ÷ its ceiling, within the
+    gap's own interval."""
+    for _, row in summary[summary["variant"] == "real"].iterrows():
+        said = 100 * (1 - row["samples_per_s"] / row["ceiling_samples_per_s"])
+        assert abs(said - row["gap_pct"]) <= max(row["gap_ci95_pct"], 0.5), row.to_dict()
+
+
+@pytest.mark.parametrize(
+    "engine, backend", [("data_parallel", "jax"), ("mirrored", "tensorflow")], ids=str
+)
+def test_quickstart_on_keras3_gives_rows_and_the_horovod_stacks_verdict(
+    engine, backend, tmp_path, data_cache_dir
+):
+    out = tmp_path / "run"
+    got = run_pipeprof(
+        "compare", "quickstart", "--np", "1,2", "--engine", engine, "--out", str(out),
+        "--no-report", "--no-dashboard", data=data_cache_dir, timeout=900,
+    )  # fmt: skip
+    summary = pd.read_csv(out / "summary.csv")
+    assert sorted(zip(summary["np"], summary["variant"])) == [
+        (1, "real"), (1, "synthetic"), (2, "real"), (2, "synthetic"),
+    ]  # fmt: skip
+    real_rows_agree_with_their_table(summary)
+    # the Horovod stack's quickstart is highly input-bound at np 1 and 2 (README)
+    real = summary[summary["variant"] == "real"]
+    assert list(real["verdict"]) == ["highly", "highly"], got.stdout[-3000:]
+    manifest = json.loads((out / "manifest.json").read_text())
+    model = json.loads((out / "model.json").read_text())
+    assert manifest["engine"] == engine and manifest["framework"] == "keras3"
+    assert manifest["keras"].startswith("3.") and model["framework_version"].startswith("3.")
+    assert model["launches"]["2"]["backend"] == backend
+    assert model["launches"]["2"]["processes"] == 1
+    assert model["launches"]["2"]["replicas_per_process"] == 2  # 2 devices of one process
+    assert "sharing this host's CPU" in model["launches"]["2"]["device"]
+
+
+def test_a_slowed_pipeline_shows_its_input_wait_under_jit_compile(tmp_path, data_cache_dir):
+    """Keras 3 on JAX compiles its step with XLA: the wait for the next batch is timed apart
+    from it, in pipeprof's loop, and a pipeline read from slow storage shows it."""
+    scenario = tmp_path / "slow.toml"
+    scenario.write_text(small_scenario("slow", 20, "[pipeline.read]\nthrottle_mb_s = 0.2\n"))
+    out = tmp_path / "run"
+    run_pipeprof(
+        "compare", str(scenario), "--np", "1", "--engine", "data_parallel", "--out", str(out),
+        "--no-report", "--no-dashboard", data=data_cache_dir,
+    )  # fmt: skip
+    summary = pd.read_csv(out / "summary.csv").set_index("variant")
+    assert summary.loc["synthetic", "input_wait_pct"] < 5
+    assert summary.loc["real", "input_wait_pct"] > 20, summary.to_dict()
+
+
+def test_multi_worker_mirrored_on_keras3_is_one_line_naming_the_keras_issue(tmp_path):
+    got = run_pipeprof(
+        "compare", "quickstart", "--np", "1", "--engine", "multi_worker_mirrored",
+        "--out", str(tmp_path / "run"), "--no-dashboard", ok=False,
+    )  # fmt: skip
+    assert got.returncode == 2, got.stdout + got.stderr
+    line = got.stderr.strip()
+    assert "\n" not in line and "keras-team/keras#20585" in line and "data_parallel" in line
+    assert not (tmp_path / "run").exists()
+
+
+def test_predict_from_a_keras3_run_says_it_is_not_calibrated_for_its_engine(
+    tmp_path, data_cache_dir
+):
+    scenario = tmp_path / "s.toml"
+    scenario.write_text(small_scenario("p", 20))
+    out = tmp_path / "run"
+    run_pipeprof(
+        "compare", str(scenario), "--np", "1", "--engine", "data_parallel", "--ablation",
+        "--out", str(out), "--no-report", "--no-dashboard", data=data_cache_dir,
+    )  # fmt: skip
+    got = run_pipeprof(
+        "predict", str(out), "--np", "2", "--gpus-per-node", "2", "--cores-per-node", "2",
+        "--no-report",
+    )  # fmt: skip
+    assert "not calibrated for this engine" in got.stdout + got.stderr
+    notes = json.loads((out / "prediction.json").read_text())["notes"]
+    assert any(n.startswith("not calibrated for this engine") for n in notes)
