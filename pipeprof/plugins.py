@@ -50,6 +50,7 @@ POINTS: dict[str, dict[str, str | Callable[[], Any]]] = {
         "mpirun": "pipeprof.launch.mpirun:MpirunLauncher",
         "srun": "pipeprof.launch.srun:SrunLauncher",
         "local": "pipeprof.launch.local:LocalLauncher",
+        "ssh": "pipeprof.launch.ssh:SshLauncher",
     },
 }
 # the scenario key that names each axis's point, for the one-line errors

@@ -90,6 +90,7 @@ LAUNCH_FILE_SECONDS = {
     "test_rank_external.py": 10,
     "test_benchmark_smokes.py": 190,  # the smoke runs of the slow tier's benchmarks
     "test_keras3.py": 1,  # skipped here: scripts/keras3.sh runs it in the Keras 3 venv
+    "test_keras3_hosts.py": 1,  # the same
 }
 
 # Seconds each of the fast tier's longer files took alone on the 2-core development machine

@@ -32,10 +32,13 @@ class Distribution(Protocol):
     input_modes: ClassVar[tuple[str, ...]]
     # one process drives every replica on its host (the worker count is its replicas)
     one_process: ClassVar[bool]
+    # one process on each host of the placement drives that host's replicas (``processes``)
+    per_host: ClassVar[bool]
     # the launchers that can start its processes, preferred first (``launch.choose``)
     launchers: ClassVar[tuple[str, ...]]
-    # its ranks can join through Horovod's MPI controller when mpirun starts them
-    joins_over_mpi: ClassVar[bool]
+    # its ranks join through Horovod's controller: MPI's under mpirun, Gloo's rendezvous
+    # under srun (the others only read who they are from the launcher's variables)
+    joins_through_horovod: ClassVar[bool]
     device_kind: str  # what its replicas run on, said where the device is named ("": the rank's)
 
     def start(
@@ -125,8 +128,9 @@ class PerProcess:
     frameworks: ClassVar[tuple[str, ...]] = ("keras2",)
     input_modes: ClassVar[tuple[str, ...]] = ("auto",)
     one_process: ClassVar[bool] = False
+    per_host: ClassVar[bool] = False
     launchers: ClassVar[tuple[str, ...]] = ("horovodrun",)
-    joins_over_mpi: ClassVar[bool] = False
+    joins_through_horovod: ClassVar[bool] = False
     device_kind = ""
 
     @property

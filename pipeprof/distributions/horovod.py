@@ -29,7 +29,7 @@ def check_controller(controller: str, built: bool) -> None:
 class Horovod(PerProcess):
     name = "horovod"
     launchers: ClassVar[tuple[str, ...]] = ("horovodrun",)
-    joins_over_mpi: ClassVar[bool] = True
+    joins_through_horovod: ClassVar[bool] = True
     started_by: ClassVar[str] = "Horovod (hvd.init())"  # what a user's script calls to join
     stack: ClassVar[str] = "Horovod with Keras 2"
     predict_calibrated: ClassVar[bool] = True  # predict's constants were fitted on its ranks

@@ -72,8 +72,9 @@ class Mirrored:
     frameworks: ClassVar[tuple[str, ...]] = ("keras2", "keras3")
     input_modes: ClassVar[tuple[str, ...]] = ("auto", SPLIT, PER_REPLICA)
     one_process: ClassVar[bool] = True
+    per_host: ClassVar[bool] = False
     launchers: ClassVar[tuple[str, ...]] = ("local",)
-    joins_over_mpi: ClassVar[bool] = False
+    joins_through_horovod: ClassVar[bool] = False
     stack: ClassVar[str] = "TensorFlow"
 
     @staticmethod
@@ -94,7 +95,7 @@ class Mirrored:
         self.input = SPLIT
 
     @classmethod
-    def prepare_script(cls, np: int) -> None:
+    def prepare_script(cls, np: int, rendezvous: dict[str, Any] | None = None) -> None:
         """Before a user's script makes its strategy: ``np`` logical CPU devices on a host
         without GPUs (importing pipeprof.keras is the script's first use of TensorFlow)."""
         import tensorflow as tf

@@ -49,9 +49,10 @@ class MultiWorkerMirrored:
     }
     input_modes: ClassVar[tuple[str, ...]] = ("auto", PER_REPLICA)
     one_process: ClassVar[bool] = False
+    per_host: ClassVar[bool] = False
     # horovodrun, or mpirun where Horovod is not installed: either only starts the workers
     launchers: ClassVar[tuple[str, ...]] = ("horovodrun", "mpirun")
-    joins_over_mpi: ClassVar[bool] = False
+    joins_through_horovod: ClassVar[bool] = False
 
     @staticmethod
     def rendezvous(np: int, launch: Any, run_dir: str = "") -> dict[str, Any]:

@@ -9,8 +9,11 @@ library and distribution.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import hashlib
+from collections.abc import Callable, Iterable
 from typing import Any, ClassVar, Protocol
+
+import numpy
 
 from pipeprof.scenario import TrainConfig
 
@@ -68,7 +71,19 @@ class Framework(Protocol):
     def optimizer_variables(self, model: Any) -> Any:
         """The optimizer's (its slots exist after the first update)."""
 
+    def weights_digest(self, model: Any) -> str:
+        """A digest of the model's weights as this process holds them (equal on every process
+        of a data-parallel run whose replicas agree)."""
+
     def set_learning_rate(self, model: Any, rate: float) -> None: ...
 
     def learning_rate(self, model: Any) -> Callable[[], Any]:
         """Reads the optimizer's rate as a step trains with it (the warm-up ramp's record)."""
+
+
+def digest(values: Iterable[Any]) -> str:
+    """The first 16 hex digits of the SHA-256 of ``values`` (arrays) as float32 bytes."""
+    h = hashlib.sha256()
+    for value in values:
+        h.update(numpy.ascontiguousarray(numpy.asarray(value, dtype=numpy.float32)).tobytes())
+    return h.hexdigest()[:16]

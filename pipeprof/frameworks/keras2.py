@@ -11,7 +11,7 @@ from collections.abc import Callable
 from importlib import metadata
 from typing import Any, ClassVar
 
-from pipeprof.frameworks import Step
+from pipeprof.frameworks import Step, digest
 from pipeprof.launch import topology
 from pipeprof.models import build_model
 from pipeprof.scenario import TrainConfig
@@ -146,6 +146,9 @@ class Keras2:
 
     def optimizer_variables(self, model: Any) -> Any:
         return model.optimizer.variables
+
+    def weights_digest(self, model: Any) -> str:
+        return digest(v.numpy() for v in model.weights)
 
     def set_learning_rate(self, model: Any, rate: float) -> None:
         model.optimizer.learning_rate.assign(rate)

@@ -20,7 +20,7 @@ from typing import Any, ClassVar
 import numpy
 
 from pipeprof.errors import PipeprofError
-from pipeprof.frameworks import Step, keras3_compat
+from pipeprof.frameworks import Step, digest, keras3_compat
 from pipeprof.models import build_model
 from pipeprof.scenario import TrainConfig
 
@@ -177,6 +177,14 @@ class Keras3:
 
     def optimizer_variables(self, model: Any) -> Any:
         return model.synced().optimizer.variables
+
+    def weights_digest(self, model: Any) -> str:
+        """On JAX, each weight's copy on this process's first device (a weight replicated
+        over several processes' devices is not whole on any one of them)."""
+        values = (v.value for v in model.synced().weights)
+        if self.backend == "jax":
+            return digest(x.addressable_data(0) for x in values)
+        return digest(v.numpy() for v in model.synced().weights)
 
     def set_learning_rate(self, model: Any, rate: float) -> None:
         model.synced().optimizer.learning_rate.assign(rate)

@@ -61,15 +61,24 @@ def choose(
 
 def _default(dist: Any, engine: str, launch: LaunchConfig, why: str) -> tuple[LaunchConfig, str]:
     """The distribution's own launcher: its first that is installed, else its first (whose
-    check then says what to install)."""
-    first = dist.launchers[0]
-    for name in dist.launchers:
+    check then says what to install). Where hosts are named (-H, --hostfile), a launcher that
+    starts processes on this host alone (``this_host_only``) is passed over."""
+    named = bool(launch.hosts or launch.hostfile)
+    usable = [
+        name
+        for name in dist.launchers
+        if not (named and getattr(plugins.kind(plugins.LAUNCHER, name), "this_host_only", False))
+    ] or list(dist.launchers)
+    first = usable[0]
+    for name in usable:
         if getattr(plugins.kind(plugins.LAUNCHER, name), "available", lambda: True)():
             if name != first:
                 missing = getattr(plugins.kind(plugins.LAUNCHER, first), "needs", first)
                 why = (
                     f"train.engine {engine} with no {missing} installed: {name} starts its workers"
                 )
+            elif named and first != dist.launchers[0]:
+                why = f"train.engine {engine} on the hosts named: {name} starts its processes"
             return dataclasses.replace(launch, launcher=name), f"launcher {name} ({why})"
     return dataclasses.replace(launch, launcher=first), f"launcher {first} ({why})"
 

@@ -77,6 +77,8 @@ class ScriptJob:
     # what makes the script's training data-parallel (train.engine): under "mirrored" its
     # one process drives np replicas, made for it where the host has no GPUs
     engine: str = "horovod"
+    # what the distribution's processes meet at (``Job.rendezvous``'s, for the script's)
+    rendezvous: dict[str, Any] = field(default_factory=dict)
 
     def encode(self) -> str:
         return base64.urlsafe_b64encode(

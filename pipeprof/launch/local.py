@@ -25,19 +25,23 @@ from pipeprof.scenario import LaunchConfig
 
 # what each process is told: rank, size, local rank, local size (torchrun's names)
 IDENTITY = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE")
-ENDED = "pipeprof local launcher: rank {rank} exited with {code}"
+ENDED = "pipeprof {launcher} launcher: rank {rank} exited with {code}"
 STOP_WAIT_S = 10.0  # a rank asked to stop, before it is killed
 
 
 class LocalLauncher:
     name = "local"
+    this_host_only = True  # it starts processes here alone
 
     def __init__(self) -> None:
         self.one_process = True
 
     def check(self, np: int, launch: LaunchConfig, gpu_count: int, distribution: Any) -> None:
         engine = getattr(distribution, "name", "")
-        self.one_process = bool(getattr(distribution, "one_process", True))
+        # one process for every replica here (mirrored's; data_parallel's on this host alone)
+        self.one_process = bool(
+            getattr(distribution, "one_process", True) or getattr(distribution, "per_host", False)
+        )
         if launch.hosts or launch.hostfile:
             raise PipeprofError(
                 f"--launcher {self.name} starts its processes on this host (train.engine "
@@ -72,29 +76,43 @@ class LocalLauncher:
         return [sys.executable, "-m", "pipeprof.launch.local", str(np), *cmd]
 
     def rank_exit(self, line: str) -> tuple[int, int] | None:
-        if not line.startswith("pipeprof local launcher: rank "):
-            return None
-        words = line.split()
-        return int(words[4]), int(words[-1])
+        return ended(self.name, line)
+
+
+def ended(launcher: str, line: str) -> tuple[int, int] | None:
+    """(rank, code) from ``launcher``'s line for a rank's end (``ENDED``), else None."""
+    if not line.startswith(f"pipeprof {launcher} launcher: rank "):
+        return None
+    words = line.split()
+    return int(words[4]), int(words[-1])
 
 
 def main(argv: list[str]) -> int:
-    """Start ``np`` copies of the command and wait for them: the first one to fail ends the
-    others (SIGTERM, then SIGKILL), and the launch's code is the first failure's."""
+    """Start ``np`` copies of the command and wait for them (``wait_all``)."""
     np, cmd = int(argv[0]), argv[1:]
-    procs = [
-        subprocess.Popen(cmd, env=dict(os.environ, **dict(zip(IDENTITY, map(str, (r, np, r, np))))))
-        for r in range(np)
-    ]
+    return wait_all(
+        [
+            subprocess.Popen(
+                cmd, env=dict(os.environ, **dict(zip(IDENTITY, map(str, (r, np, r, np)))))
+            )
+            for r in range(np)
+        ]
+    )
+
+
+def wait_all(procs: list[subprocess.Popen], launcher: str = "local") -> int:
+    """Wait for a launch's processes (rank ``i`` is ``procs[i]``), saying each one's end in one
+    line: the first to fail ends the others (SIGTERM, then SIGKILL ``STOP_WAIT_S`` later), a
+    stop signal to this process reaches them all, and the launch's code is the first failure's."""
     code, said = 0, set()
 
     def say_ends() -> None:
         for r, p in enumerate(procs):
             if p.returncode is not None and r not in said:
                 said.add(r)
-                print(ENDED.format(rank=r, code=p.returncode), flush=True)
+                print(ENDED.format(launcher=launcher, rank=r, code=p.returncode), flush=True)
 
-    def stop(signum: int, _frame: Any) -> None:  # the launcher's stop reaches every rank
+    def stop(signum: int, _frame: Any) -> None:
         for p in procs:
             if p.poll() is None:
                 p.send_signal(signum)

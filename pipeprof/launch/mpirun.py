@@ -85,7 +85,7 @@ class MpirunLauncher:
         find_mpirun()
         # ranks that join through Horovod's MPI controller need it built; workers that only
         # read their rank (tf.distribute's) need no Horovod
-        if distribution.joins_over_mpi and not self._probed:
+        if distribution.joins_through_horovod and not self._probed:
             probe = subprocess.run(
                 [sys.executable, "-c", MPI_PROBE], capture_output=True, text=True, timeout=300
             )

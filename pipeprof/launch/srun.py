@@ -3,10 +3,12 @@
 Inside ``salloc`` or an ``sbatch`` script, each worker count runs as one job step of the
 allocation, with no ssh and no horovodrun: ``srun`` starts one task per rank on the nodes
 pipeprof placed them on (``--distribution=arbitrary`` with one node named per task, so what
-pipeprof assumes is what runs), each task becomes a Horovod rank through
+pipeprof assumes is what runs). For Horovod, each task becomes a Horovod rank through
 ``launch.srun_rank`` (rank, size, local and cross rank from Slurm's task id and the
 placement), and the ranks meet at a Gloo rendezvous that this process serves (Horovod's own
-HTTP rendezvous server, as horovodrun runs it).
+HTTP rendezvous server, as horovodrun runs it). A distribution that does not join through
+Horovod (``joins_through_horovod``: Keras's DataParallel, whose processes meet at JAX's
+coordinator) gets its tasks as srun starts them, each knowing itself from Slurm's variables.
 
 The allocation is read from Slurm's variables: its nodes (``SLURM_JOB_NODELIST``, a hostlist
 such as ``gpu[01-04]``), and its slots per node: the tasks asked for (``-n``,
@@ -203,7 +205,8 @@ def srun_argv(
 
 
 class SrunLauncher:
-    """``launch.launcher = "srun"``: a job step per worker count, Horovod's Gloo controller."""
+    """``launch.launcher = "srun"``: a job step per worker count; Horovod's Gloo controller for
+    Horovod's ranks."""
 
     name = "srun"
 
@@ -245,6 +248,7 @@ class SrunLauncher:
         self._env = os.environ if env is None else env
         self._rendezvous: Any = None  # horovod's RendezvousServer, started at the first launch
         self._port = 0
+        self._horovod = True  # the ranks join through Horovod (its rendezvous served here)
 
     def rank_exit(self, line: str) -> tuple[int, int] | None:
         return srun_exit(line)
@@ -252,7 +256,8 @@ class SrunLauncher:
     def check(self, np: int, launch: LaunchConfig, gpu_count: int, distribution: Any) -> None:
         alloc = required_allocation(self._env)
         find_srun()
-        if launch.controller == "mpi":
+        self._horovod = bool(getattr(distribution, "joins_through_horovod", True))
+        if self._horovod and launch.controller == "mpi":
             raise PipeprofError(
                 "--launcher srun starts ranks with Horovod's Gloo controller; for MPI inside "
                 "the allocation use --launcher mpirun --mpi"
@@ -268,6 +273,8 @@ class SrunLauncher:
                 f"{alloc.nodes[0]} would get ranks past its {gpu_count} GPU(s); ask salloc/sbatch "
                 f"for one task per GPU (--ntasks-per-node={gpu_count})"
             )
+        if not self._horovod:
+            return
         try:
             import horovod.runner.http.http_server  # noqa: F401  (the rendezvous it serves)
         except ImportError as exc:
@@ -279,6 +286,9 @@ class SrunLauncher:
         return worker_env(base, cwd, emulated=emulated, local_ranks=local_ranks)
 
     def _wrapped(self, np: int, launch: LaunchConfig, cmd: list[str]) -> list[str]:
+        if not self._horovod:  # each task knows itself from Slurm's variables
+            alloc = required_allocation(self._env)
+            return srun_argv(np, launch, alloc, cmd, overlap=in_step(self._env))
         from horovod.runner.common.util.hosts import get_host_assignments, parse_hosts
         from horovod.runner.http.http_server import RendezvousServer
 

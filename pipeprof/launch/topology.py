@@ -9,11 +9,13 @@ cpusets, Slurm), not the machine's; other hosts are taken to have as many.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from pipeprof.errors import PipeprofError
 from pipeprof.host import is_this_host, usable_cores
@@ -183,3 +185,31 @@ def assign(np: int, launch: LaunchConfig, cores: int | None = None) -> Topology:
         if len(slots) == np:
             break
     return Topology(np=np, slots=tuple(slots), cores=cores or usable_cores())
+
+
+def per_host_replicas(engine: str, np: int, launch: LaunchConfig) -> dict[str, int]:
+    """Each host's replicas for ``np`` workers placed as the launch places ranks, for a
+    distribution whose one process on a host drives that host's replicas; unequal replicas on
+    the hosts are a one-line error (one mesh spans them all)."""
+    by_host = assign(np, launch).ranks_by_host
+    if len(set(by_host.values())) > 1:
+        laid = ",".join(f"{h}:{n}" for h, n in by_host.items())
+        raise PipeprofError(
+            f"np={np}: train.engine {engine} runs one process a host with as many replicas "
+            f"on each, but the hosts' slots place them {laid}; give each host the same slots, "
+            "or choose --np as a multiple of them"
+        )
+    return by_host
+
+
+def processes(dist: Any, np: int, launch: LaunchConfig, launcher: Any) -> tuple[int, LaunchConfig]:
+    """The processes a launch of ``np`` workers starts, and the placement its launcher is
+    given for them: one a replica; or, for a distribution whose one process on a host drives
+    that host's replicas (``per_host``), one on each host the workers are placed on (one slot
+    each: process ``i`` is host ``i``'s), where the launcher reaches hosts (the local one,
+    ``this_host_only``, starts that one process here as it is)."""
+    if not getattr(dist, "per_host", False) or getattr(launcher, "this_host_only", False):
+        return np, launch
+    by_host = per_host_replicas(dist.name, np, launch)
+    hosts = ",".join(f"{host}:1" for host in by_host)
+    return len(by_host), dataclasses.replace(launch, hosts=hosts, hostfile="")

@@ -61,6 +61,23 @@ def distribution_of(script: ScriptJob | None) -> Any:
     return plugins.kind(plugins.DISTRIBUTION, name)
 
 
+def prepare_distribution() -> None:
+    """Under ``compare --engine E -- CMD``, before the script's framework starts (importing
+    pipeprof.keras comes first): what the distribution sets up for the script's own
+    (``prepare_script``: mirrored's logical CPU devices on a host without GPUs;
+    data_parallel's Keras backend, CPU devices and the variables ``initialize()`` reads)."""
+    script = job()
+    if script is None:
+        return
+    setup = getattr(distribution_of(script), "prepare_script", None)
+    if setup is None:
+        return
+    try:
+        setup(script.np, script.rendezvous)
+    except PipeprofError as exc:
+        fail(exc.message)
+
+
 def attached_engine() -> Any:
     """The distribution the script started (Horovod after ``hvd.init()``), else None."""
     try:

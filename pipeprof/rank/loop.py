@@ -9,7 +9,7 @@
 Here the batch leaves the pipeline in Python, so input wait is timed directly: the time the
 loop's ``next`` waits for it. A step runs from the end of the previous step to the end of
 this one (as inside ``fit``); under ``pipeprof compare`` the same measurement plan as for
-``fit`` (``rank.fit.FitMeasurement``) decides before each batch whether the loop gets the
+``fit`` (``rank.script_measure.FitMeasurement``) decides before each batch whether the loop gets the
 pipeline's next batch or the synthetic twin's (the loop's first batch, handed again: no input
 work, and the same copy to the device a real batch makes), and the loop ends once the gap is
 known (the iteration stops, as at the end of an epoch). Under ``pipeprof watch`` / ``run`` the
@@ -35,8 +35,8 @@ from typing import Any
 
 from pipeprof.launch.job import ScriptJob
 from pipeprof.rank import in_script
-from pipeprof.rank.fit import CHOICE, SYNTHETIC, FitMeasurement
 from pipeprof.rank.identity import identity
+from pipeprof.rank.script_measure import COMPILES, SOURCE, SYNTHETIC, FitMeasurement
 from pipeprof.records import StepRecord
 from pipeprof.telemetry.agent import RankTelemetry
 
@@ -105,6 +105,7 @@ class Loop:
         self.pending: tuple[float, int] | None = None  # the batch handed: (wait ms, samples)
         self.taken_at = ""  # where the loop took it
         self.prev_end = self.prev_cpu = 0.0
+        self.compiled = 0.0  # COMPILES's seconds at the previous step's end
         self.epoch_ended = False
         self.batches = ""  # a Sequence or generator instrument() was given: not a loop's input
         self.step = 0
@@ -169,13 +170,14 @@ class Loop:
             # script's own work between epochs) is no step's; the restarted pipeline's
             # first batch is, as its wait
             self.prev_end, self.prev_cpu = t0, time.process_time()
+            self.compiled = COMPILES.seconds
             self.epoch_ended = False
         twin = False
         if self.measurement is not None:
             if not self.have_twin:
                 self.twin, self.have_twin = next(native), True  # StopIteration: nothing to read
             self.measurement.before_step()
-            twin = CHOICE.source == SYNTHETIC
+            twin = SOURCE.source == SYNTHETIC
         t0 = time.perf_counter()
         try:
             batch = self.twin if twin else next(native)
@@ -203,10 +205,15 @@ class Loop:
         assert self.pending is not None
         (wait_ms, batch), self.pending = self.pending, None
         now, cpu = time.perf_counter(), time.process_time()
-        step_ms, cpu_ms = (now - self.prev_end) * 1e3, (cpu - self.prev_cpu) * 1e3
-        self.prev_end, self.prev_cpu = now, cpu
+        compiled_ms = (COMPILES.seconds - self.compiled) * 1e3  # a compile is no step's work
+        step_ms = (now - self.prev_end) * 1e3 - compiled_ms
+        cpu_ms = (cpu - self.prev_cpu) * 1e3 - compiled_ms
+        self.prev_end, self.prev_cpu, self.compiled = now, cpu, COMPILES.seconds
         if self.measurement is not None:
-            if self.measurement.after_step(step_ms, wait_ms, batch, loss, accuracy, cpu_ms):
+            done = self.measurement.after_step(step_ms, wait_ms, batch, loss, accuracy, cpu_ms)
+            # the next step starts here: what the measurement did in between is no step's
+            self.prev_end, self.prev_cpu = time.perf_counter(), time.process_time()
+            if done:
                 self.close()
             return
         record = StepRecord(

@@ -440,6 +440,17 @@ def _train(job: Job, scenario: Scenario, dist: Distribution, telemetry) -> int:
                 index=k,
                 of=len(job.variants),
             )
+    # where each process ran, and its weights at the end: equal on all of them where the
+    # replicas stayed in step (a process's own is recorded by rank 0 with the launch)
+    ended = dist.gather([identity().host, framework.weights_digest(model)], name="weights_end")
+    if rank == 0:
+        written = RunDir(run_dir)
+        kept = written.model()
+        launched = kept.get("launches", {}).get(str(size))
+        if launched is not None:
+            launched["hosts"] = [each[0] for each in ended]
+            launched["weights_digest"] = [each[1] for each in ended]
+            written.write_model(kept)
     dist.barrier("barrier_end")
     # The iterators still winding down must be gone before the process ends: Python's exit
     # stops a daemon thread inside TensorFlow's C++ with a forced unwind, which aborts the

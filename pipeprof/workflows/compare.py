@@ -123,13 +123,14 @@ def compare(
                 rank_cmd = [sys.executable, "-m", "pipeprof.rank", job.encode()]
                 reporter.progress(launch_event(n, len(specs), launcher.name, scenario.launch))
                 stream.begin_launch()
+                started, placed = settled.placed(n)  # the processes: one a replica, or a host
                 result = runner.run(
-                    launcher.ranks_argv(n, scenario.launch, rank_cmd),
+                    launcher.ranks_argv(started, placed, rank_cmd),
                     env=env,
                     log_path=run.log_path(f"np{n}"),
                     program=launcher.name,
                     rank_exit=launcher.rank_exit,
-                    hosts=topology.assign(n, scenario.launch).hosts_of_ranks,
+                    hosts=topology.assign(started, placed).hosts_of_ranks,
                     timeout_s=scenario.launch.timeout_s,
                     on_line=progress_lines(reporter),
                 )

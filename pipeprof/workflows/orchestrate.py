@@ -30,7 +30,7 @@ from pipeprof.launch.choose import choose
 from pipeprof.progress import Plan
 from pipeprof.reporting import Reporter
 from pipeprof.rundir import FAILED, FINISHED, INTERRUPTED, RUNNING, RunDir, manifest
-from pipeprof.scenario import Scenario
+from pipeprof.scenario import LaunchConfig, Scenario
 from pipeprof.telemetry.nvml import Nvml
 from pipeprof.workflows.live import RecordStream
 from pipeprof.workflows.plan import launch_endpoint
@@ -77,6 +77,12 @@ class Settled:
     launcher: launchers.Launcher
     gpus: list[dict[str, Any]]
 
+    def placed(self, n: int) -> tuple[int, LaunchConfig]:
+        """The processes the launcher starts for ``n`` workers, and where
+        (``launch.topology.processes``: one a replica, or one a host)."""
+        dist = plugins.kind(plugins.DISTRIBUTION, self.scenario.train.engine)
+        return topology.processes(dist, n, self.scenario.launch, self.launcher)
+
 
 def settle(scenario: Scenario, nps: list[int], nvml: Nvml | None = None) -> Settled:
     """The scenario as it will run and its launcher, which has refused, in one line, any
@@ -88,9 +94,10 @@ def settle(scenario: Scenario, nps: list[int], nvml: Nvml | None = None) -> Sett
     )
     launcher = launchers.get(scenario.launch.launcher)
     dist = plugins.kind(plugins.DISTRIBUTION, scenario.train.engine)
+    settled = Settled(scenario, launcher, gpus)
     for n in nps:
-        launcher.check(n, scenario.launch, len(gpus), dist)
-    return Settled(scenario, launcher, gpus)
+        launcher.check(*settled.placed(n), len(gpus), dist)
+    return settled
 
 
 @dataclass

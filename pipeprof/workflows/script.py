@@ -19,6 +19,7 @@ from pathlib import Path
 import pandas as pd
 
 from pipeprof.analysis.verdict import Verdict
+from pipeprof.distributions import rendezvous_of
 from pipeprof.errors import PipeprofError
 from pipeprof.launch import runner, signals, topology
 from pipeprof.launch.job import ENV_SCRIPT_JOB, ScriptJob
@@ -107,6 +108,7 @@ def compare_script(request: CompareRequest, *, reporter: Reporter | None = None)
             variants=variants,
             train=train,
             engine=scenario.train.engine,
+            rendezvous=rendezvous_of(scenario.train.engine, n, scenario.launch, str(run_dir)),
         )
         env = dict(
             base_env,
@@ -119,13 +121,14 @@ def compare_script(request: CompareRequest, *, reporter: Reporter | None = None)
         )
         reporter.progress(launch_event(n, len(variants), launcher.name, scenario.launch))
         stream.begin_launch()
+        started, placed = settled.placed(n)  # the processes: one a replica, or a host
         try:
             result = runner.run(
-                launcher.script_argv(n, scenario.launch, cmd),
+                launcher.script_argv(started, placed, cmd),
                 env=env,
                 program=launcher.name,
                 rank_exit=launcher.rank_exit,
-                hosts=topology.assign(n, scenario.launch).hosts_of_ranks,
+                hosts=topology.assign(started, placed).hosts_of_ranks,
                 log_path=run.log_path(label),
                 timeout_s=scenario.launch.timeout_s,
                 on_line=progress_lines(reporter),

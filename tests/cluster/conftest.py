@@ -28,3 +28,19 @@ def cluster():
     finally:
         c.stop()
         assert not leftovers(), f"the cluster left {leftovers()}"
+
+
+# Slurm on the two hosts (tests/cluster/slurm.py): a file's tests that use it come last in it,
+# so its daemons run only while they do and never show as leftovers of the others
+@pytest.fixture(scope="module")
+def slurm(cluster):
+    from tests.cluster import slurm as slurm_harness
+
+    if (why := slurm_harness.unavailable()) is not None:
+        pytest.skip(why)
+    s = slurm_harness.Slurm(cluster).start()
+    try:
+        yield s
+    finally:
+        s.stop()
+        assert not slurm_harness.leftovers(s.root), slurm_harness.leftovers(s.root)

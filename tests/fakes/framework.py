@@ -76,6 +76,9 @@ class FakeFramework:
     def optimizer_variables(self, model: Any) -> Any:
         return []
 
+    def weights_digest(self, model: Any) -> str:
+        return "0" * 16  # no weights
+
     def set_learning_rate(self, model: Any, rate: float) -> None:
         model.rate = rate
 
