@@ -14,6 +14,12 @@ slow drift of the machine hits both alike:
   ``synthetic`` row of ``TMP/summary.csv``; ``--synthetic-only``, so no real pipeline runs in
   the launch.
 
+``--engine data_parallel`` (Keras 3 on JAX) or ``--engine mirrored`` (Keras 3 on TensorFlow):
+the plain side is ``benchmarks/plain_keras3_synthetic.py``, one process driving the N replicas
+as pipeprof's engine does on one host, its ``model.fit`` under Keras's own ``jit_compile`` and
+``steps_per_execution`` (pipeprof keeps both); pipeprof's side is the same compare with
+``--engine``. Run it with the Keras 3 stack's Python.
+
 Both sides use the same model, per-worker batch, learning rate (0.01 × N, SGD momentum 0.9),
 warm-up and measured steps, and CPU intra-op threads (usable cores // local ranks). Each
 round is a pair; the verdict takes the median over rounds of the per-round ratio pipeprof /
@@ -57,6 +63,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks import harness  # noqa: E402
 
 PLAIN_SCRIPT = Path(__file__).resolve().parent / "plain_keras_synthetic.py"
+PLAIN_KERAS3 = Path(__file__).resolve().parent / "plain_keras3_synthetic.py"
+BACKENDS = {"data_parallel": "jax", "mirrored": "tensorflow"}  # the Keras 3 engines'
 PLAIN_TAG = "PLAIN-SYNTHETIC"
 NOISY_SPREAD = (
     0.05  # per-round ratios spread wider than this and straddling the threshold: unresolved
@@ -75,6 +83,7 @@ class Config:
     warmup: int
     steps: int
     timeout_s: int
+    engine: str = "horovod"
 
 
 @dataclass(frozen=True)
@@ -146,10 +155,13 @@ def worker_env() -> dict[str, str]:
 
 
 def run_plain(cfg: Config, np: int) -> Measurement:
+    if cfg.engine == "horovod":
+        start = [*harness.horovodrun(np), sys.executable, str(PLAIN_SCRIPT)]
+    else:  # one process drives the np replicas, as pipeprof's Keras 3 engines on one host
+        start = [sys.executable, str(PLAIN_KERAS3), "--backend", BACKENDS[cfg.engine]]
+        start += ["--np", str(np)]
     argv = [
-        *harness.horovodrun(np),
-        sys.executable,
-        str(PLAIN_SCRIPT),
+        *start,
         "--model",
         cfg.model,
         "--image-size",
@@ -176,6 +188,8 @@ def run_pipeprof(cfg: Config, np: int, out_dir: Path) -> Measurement:
     args = [
         "compare",
         cfg.scenario,
+        "--engine",
+        cfg.engine,
         "--synthetic-only",
         "--set",
         f"launch.np=[{np}]",
@@ -228,7 +242,7 @@ def spread(values: list[float]) -> float:
 def report(cfg: Config, rounds: list[Round], threshold: float, max_other_load: float) -> None:
     print()
     print(
-        f"synthetic throughput, {cfg.model} {cfg.image_size}x{cfg.image_size}x3, {cfg.classes} classes, "
+        f"synthetic throughput, engine {cfg.engine}, {cfg.model} {cfg.image_size}x{cfg.image_size}x3, {cfg.classes} classes, "
         f"batch {cfg.batch_size}/worker, {cfg.warmup} warm-up + {cfg.steps} measured steps per run"
     )
     print(
@@ -317,6 +331,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--scenario", default="quickstart", help="pipeprof scenario (default: quickstart)"
     )
+    p.add_argument(
+        "--engine",
+        default="horovod",
+        choices=("horovod", *BACKENDS),
+        help="horovod (Keras 2), or a Keras 3 engine: data_parallel (JAX), mirrored "
+        "(TensorFlow); the plain side then is plain_keras3_synthetic.py (default: horovod)",
+    )
     p.add_argument("--model", default="small_cnn")
     p.add_argument("--image-size", type=int, default=64)
     p.add_argument("--classes", type=int, default=10)
@@ -363,6 +384,7 @@ def main(argv: list[str] | None = None) -> int:
         args.warmup,
         args.steps,
         args.timeout,
+        args.engine,
     )
 
     work = Path(tempfile.mkdtemp(prefix="pipeprof-overhead-"))

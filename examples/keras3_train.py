@@ -109,8 +109,9 @@ def jax_loop(model, optimizer, loss_fn, dataset, steps):
         [v.value for v in model.non_trainable_variables],
         [v.value for v in optimizer.variables],
     )
+    batches = pk.instrument(dataset.take(steps))  # pipeprof
     for _epoch in range(ARGS.epochs):
-        for x, y in pk.instrument(dataset.take(steps)):  # pipeprof
+        for x, y in batches:
             with pk.step() as s:  # pipeprof
                 loss, state = train_step(state, lay_out(x), lay_out(y))
                 s.loss = loss
@@ -135,9 +136,10 @@ def tf_loop(model, optimizer, loss_fn, dataset, steps, strategy, global_batch):
         losses = strategy.run(replica_step, args=(x, y))
         return strategy.reduce(tf.distribute.ReduceOp.SUM, losses, axis=None)
 
+    spread = strategy.experimental_distribute_dataset(dataset.take(steps))
+    batches = pk.instrument(spread)  # pipeprof
     for _epoch in range(ARGS.epochs):
-        spread = strategy.experimental_distribute_dataset(dataset.take(steps))
-        for x, y in pk.instrument(spread):  # pipeprof
+        for x, y in batches:
             with pk.step() as s:  # pipeprof
                 s.loss = train_step(x, y)
 

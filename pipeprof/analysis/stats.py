@@ -207,6 +207,20 @@ class TwinFigures(NamedTuple):
     share: float = math.nan
 
 
+def unpaired_note(variant: str, synthetic_stop: str) -> str:
+    """Words for a real row measured with no twin in rounds beside it (a launch of its own):
+    its ceiling is the synthetic row's, which another stretch of the machine's time measured."""
+    why = (
+        "the script's training ended during the synthetic run, so it ran in a launch of its own"
+        if synthetic_stop == "fit ended"
+        else "it was measured alone"
+    )
+    return (
+        f"no twin ran beside {variant} ({why}): its ceiling and gap are the synthetic row's, "
+        "measured apart from it"
+    )
+
+
 def ceiling_note(variant: str, figures: TwinFigures) -> str:
     """Words for a real row whose ceiling (its twin, measured in alternation with it) differs
     from the synthetic run's own beyond both intervals; "" when the two agree. When the twin
@@ -507,7 +521,7 @@ def summarize(
                 "",
                 "no synthetic run at this np to compare with",
             )
-        else:
+        else:  # measured with no twin beside it: against the synthetic row, said as such
             s = synth.iloc[0]
             g, h = gap(
                 r["samples_per_s"],
@@ -516,6 +530,7 @@ def summarize(
                 s["samples_per_s_ci95"],
             )
             tr, v, w = s["samples_per_s"], row_verdict(g, h), gap_warning(g, h, r["stop_reason"])
+            note = unpaired_note(r["variant"], s["stop_reason"])
         one = out[(out["np"] == 1) & (out["variant"] == r["variant"])]
         eff = (
             100.0 * r["samples_per_s"] / (r["np"] * one.iloc[0]["samples_per_s"])

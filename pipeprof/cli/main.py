@@ -7,6 +7,7 @@ import errno
 import sys
 
 from pipeprof import __version__
+from pipeprof.cli import quiet
 from pipeprof.errors import PipeprofError
 from pipeprof.launch import signals
 
@@ -50,6 +51,9 @@ def split_script(argv: list[str]) -> tuple[list[str], list[str]]:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    # TensorFlow's native start-up lines stay off the terminal: pipeprof's output and errors
+    # stay one line each (quiet.py says why a log level cannot do it)
+    quiet.install()
     # SIGINT, SIGTERM and SIGHUP: the first stops the children and keeps what was measured
     # (the workflows turn it into a failure that exits 128 + signum), a second forces the exit
     with signals.handled():

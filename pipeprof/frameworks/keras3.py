@@ -205,7 +205,8 @@ class _JaxStep:
     def __call__(self, x: Any, y: Any) -> Any:
         h = self.handle
         if h.state is None:
-            logs = h.model.train_on_batch(x, y, return_dict=True)
+            local = keras3_compat.process_local
+            logs = h.model.train_on_batch(local(x), local(y), return_dict=True)
             h.state = keras3_compat.read_state(h.model)
             return logs
         logs, h.state = keras3_compat.jax_step(h.model, h.state, (x, y))

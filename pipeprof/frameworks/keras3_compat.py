@@ -39,6 +39,18 @@ def jax_step(model: Any, state: tuple[Any, ...], batch: tuple[Any, Any]) -> tupl
     return logs, state
 
 
+def process_local(array: Any) -> Any:
+    """This process's rows of a batch laid out over several processes' devices (what Keras's
+    ``train_on_batch`` takes, to lay out itself: it cannot take the global array); any other
+    array as it is."""
+    if getattr(array, "is_fully_addressable", True):
+        return array
+    import numpy
+
+    rows = {s.index[0].start or 0: s.data for s in array.addressable_shards}
+    return numpy.concatenate([numpy.asarray(rows[k]) for k in sorted(rows)])
+
+
 def build_for_training(model: Any, input_shape: tuple[int, ...]) -> None:
     """Build the model, its optimizer and its compiled metrics and loss now (as ``fit`` does
     before its first step, ``Trainer._symbolic_build``), so that a step traced under a

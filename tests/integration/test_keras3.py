@@ -4,6 +4,8 @@
 skipped, since no Keras 3 is there to run them."""
 
 import json
+import os
+import subprocess
 import sys
 
 import pandas as pd
@@ -22,6 +24,20 @@ def real_rows_agree_with_their_table(summary: pd.DataFrame) -> None:
         assert abs(said - row["gap_pct"]) <= max(row["gap_pct_ci95"], 0.5), row.to_dict()
 
 
+def verdict_of(gap: float, half: float) -> str:
+    """The verdict line a gap and its 95% half-width give (the 5% and 20% lines of README.md)."""
+    spanned = [b for b in (5.0, 20.0) if gap - half < b < gap + half]
+    if spanned:
+        return f"on the {spanned[0]:g}% line"
+    return (
+        "not input-bound"
+        if gap < 5
+        else "moderately input-bound"
+        if gap < 20
+        else ("highly input-bound")
+    )
+
+
 @pytest.mark.parametrize(
     "engine, backend", [("data_parallel", "jax"), ("mirrored", "tensorflow")], ids=str
 )
@@ -38,9 +54,17 @@ def test_quickstart_on_keras3_gives_rows_and_the_horovod_stacks_verdict(
         (1, "real"), (1, "synthetic"), (2, "real"), (2, "synthetic"),
     ]  # fmt: skip
     real_rows_agree_with_their_table(summary)
-    # the Horovod stack's quickstart is highly input-bound at np 1 and 2 (README)
     real = summary[summary["variant"] == "real"]
-    assert list(real["verdict"]) == ["highly", "highly"], got.stdout[-3000:]
+    if backend == "tensorflow":
+        # as the Horovod stack's quickstart: highly input-bound at np 1 and 2 (README)
+        assert list(real["verdict"]) == ["highly input-bound"] * 2, got.stdout[-3000:]
+    else:
+        # XLA's CPU step of the small CNN is about five times slower than TensorFlow's (a
+        # plain Keras 3 fit of one repeated batch of 32: 163 against 855 samples/s on the
+        # 2-core development machine, docs/validation.md), so here the same pipeline keeps
+        # up better (gaps of about 12%): the verdict is the one its gap and interval give
+        for _, row in real.iterrows():
+            assert row["verdict"] == verdict_of(row["gap_pct"], row["gap_pct_ci95"]), row
     manifest = json.loads((out / "manifest.json").read_text())
     model = json.loads((out / "model.json").read_text())
     assert manifest["engine"] == engine and manifest["framework"] == "keras3"
@@ -64,6 +88,20 @@ def test_a_slowed_pipeline_shows_its_input_wait_under_jit_compile(tmp_path, data
     summary = pd.read_csv(out / "summary.csv").set_index("variant")
     assert summary.loc["synthetic", "input_wait_pct"] < 5
     assert summary.loc["real", "input_wait_pct"] > 20, summary.to_dict()
+
+
+@pytest.mark.parametrize("engine", ["data_parallel", "mirrored"])
+def test_the_ceiling_benchmark_runs_on_the_keras3_engines(engine, tmp_path, data_cache_dir):
+    """synthetic_overhead.py's smoke mode on a Keras 3 engine: pipeprof's synthetic row and
+    plain_keras3_synthetic.py's fit, each measured and checked by the benchmark itself."""
+    got = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "synthetic_overhead.py"), "--smoke",
+         "--engine", engine],
+        cwd=REPO, capture_output=True, text=True, timeout=600,
+        env={**os.environ, "PIPEPROF_DATA_DIR": str(data_cache_dir)},
+    )  # fmt: skip
+    assert got.returncode == 0, (got.stdout + got.stderr)[-3000:]
+    assert f"engine {engine}," in got.stdout and "smoke: ok" in got.stdout
 
 
 def test_multi_worker_mirrored_on_keras3_is_one_line_naming_the_keras_issue(tmp_path):
@@ -138,3 +176,24 @@ def test_a_keras3_users_script_is_compared_at_np_1_and_2(
     # each record is one process's step: at np=2 both replicas' samples, 8 each
     steps = pd.read_csv(out / "steps" / "np2-real.csv")
     assert set(steps["batch_size"]) == {16} and set(steps["rank"]) == {0}
+
+
+def test_a_script_whose_training_ends_during_the_twin_gets_its_gap_said_as_such(
+    small_dataset, tmp_path
+):
+    """steps_per_execution=8 and three short epochs: the script's fit ends during the
+    synthetic run, so its real variant runs in a launch of its own, with no twin beside it.
+    Its row is not left blank: its gap is against the synthetic row, and a note says so."""
+    photos, _ = small_dataset
+    out = tmp_path / "run"
+    script = [sys.executable, EXAMPLE, "--data", str(photos), "--backend", "tensorflow"]
+    script += ["--image-size", "32", "--batch-size", "8", "--epochs", "3"]
+    got = run_pipeprof(
+        "compare", "--engine", "mirrored", "--np", "1", "--out", str(out), "--no-report",
+        "--no-dashboard", *FAST, "--", *script, "--steps-per-execution", "8",
+    )  # fmt: skip
+    row = pd.read_csv(out / "summary.csv").set_index("variant").loc["real"]
+    assert row["stop_reason"] == "fit ended" and row["gap_pct"] > 0, row.to_dict()
+    assert row["twin_samples_per_s"] > 0 and row["verdict"] != "", row.to_dict()
+    assert row["ceiling_note"].startswith("no twin ran beside real (the script's training ended")
+    assert "note np=1 real: no twin ran beside real" in " ".join(got.stdout.split())

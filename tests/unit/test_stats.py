@@ -251,3 +251,37 @@ def test_no_np1_run_means_no_efficiency():
 def test_empty_input_gives_empty_summary_with_the_columns():
     s = stats.summarize(pd.DataFrame(columns=STEP_COLUMNS), {"synthetic"})
     assert s.empty and list(s.columns) == stats.SUMMARY_COLUMNS
+
+
+def test_a_real_row_measured_without_its_twin_takes_the_synthetic_rows_ceiling_and_says_so():
+    """A script whose training ended during the synthetic run measures its real variant in a
+    launch of its own, with no twin beside it: the row's gap is against the synthetic row
+    (1 - 400 / 800 = 50%), and a note says where that ceiling comes from."""
+    rows = [
+        dict(
+            np=1,
+            variant=v,
+            rank=0,
+            step=i,
+            warmup=False,
+            input_wait_ms=0.0,
+            step_time_ms=ms,
+            batch_size=32,
+            end_unix_s=0.0,
+            paired="",
+            round=-1,
+            cpu_ms=ms,
+            host="h",
+            learning_rate=0.01,
+        )  # fmt: skip
+        for v, ms in (("synthetic", 40.0), ("real", 80.0))
+        for i in range(20)
+    ]
+    steps = pd.DataFrame(rows, columns=STEP_COLUMNS)
+    s = stats.summarize(steps, {"synthetic"}).set_index("variant")
+    assert s.loc["real", "gap_pct"] == pytest.approx(50.0, abs=0.01)
+    assert s.loc["real", "twin_samples_per_s"] == pytest.approx(800.0, abs=0.01)
+    assert s.loc["real", "verdict"] == "highly input-bound"
+    assert s.loc["real", "ceiling_note"].startswith(
+        "no twin ran beside real (it was measured alone)"
+    )
