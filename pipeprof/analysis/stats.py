@@ -207,16 +207,13 @@ class TwinFigures(NamedTuple):
     share: float = math.nan
 
 
-def unpaired_note(variant: str, synthetic_stop: str) -> str:
-    """Words for a real row measured with no twin in rounds beside it (a launch of its own):
-    its ceiling is the synthetic row's, which another stretch of the machine's time measured."""
-    why = (
-        "the script's training ended during the synthetic run, so it ran in a launch of its own"
-        if synthetic_stop == "fit ended"
-        else "it was measured alone"
-    )
+def unpaired_note(variant: str) -> str:
+    """Words for a real row of a script whose training ended during the synthetic run: it ran
+    in a launch of its own, with no twin in rounds beside it, so its ceiling is the synthetic
+    row's, which another stretch of the machine's time measured."""
     return (
-        f"no twin ran beside {variant} ({why}): its ceiling and gap are the synthetic row's, "
+        f"no twin ran beside {variant} (the script's training ended during the synthetic run, "
+        "so it ran in a launch of its own): its ceiling and gap are the synthetic row's, "
         "measured apart from it"
     )
 
@@ -530,7 +527,8 @@ def summarize(
                 s["samples_per_s_ci95"],
             )
             tr, v, w = s["samples_per_s"], row_verdict(g, h), gap_warning(g, h, r["stop_reason"])
-            note = unpaired_note(r["variant"], s["stop_reason"])
+            if s["stop_reason"] == "fit ended":  # not a fixed-step run's or an ablation's
+                note = unpaired_note(r["variant"])
         one = out[(out["np"] == 1) & (out["variant"] == r["variant"])]
         eff = (
             100.0 * r["samples_per_s"] / (r["np"] * one.iloc[0]["samples_per_s"])

@@ -52,8 +52,9 @@ def split_script(argv: list[str]) -> tuple[list[str], list[str]]:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     # TensorFlow's native start-up lines stay off the terminal: pipeprof's output and errors
-    # stay one line each (quiet.py says why a log level cannot do it)
-    quiet.install()
+    # stay one line each (quiet.py says why a log level cannot do it); a rank's log keeps them
+    if argv[:1] != ["rank"]:
+        quiet.install()
     # SIGINT, SIGTERM and SIGHUP: the first stops the children and keeps what was measured
     # (the workflows turn it into a failure that exits 128 + signum), a second forces the exit
     with signals.handled():

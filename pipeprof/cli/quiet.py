@@ -5,9 +5,9 @@ oneDNN's), from C++ before its log level is read, so ``TF_CPP_MIN_LOG_LEVEL`` ca
 back. The command-line process imports TensorFlow only for side jobs (a dataset's checks,
 generating images, the stage benchmark): there the lines would sit between pipeprof's own
 output and its one-line errors. A finder on ``sys.meta_path`` hands the import system
-TensorFlow's own spec with its loader wrapped, so that file descriptor 2 points at
-``/dev/null`` while the package executes; the ranks, whose logs keep everything, never install
-it.
+TensorFlow's own spec with its loader wrapped, so that file descriptor 2 points at a temporary
+file while the package executes: dropped when the import succeeds, written to stderr when it
+fails. Ranks (``pipeprof rank`` among them), whose logs keep everything, never install it.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import importlib.abc
 import importlib.util
 import os
 import sys
+import tempfile
 from collections.abc import Sequence
 from types import ModuleType
 from typing import Any
@@ -33,32 +34,48 @@ class _QuietLoader(importlib.abc.Loader):
 
     def exec_module(self, module: ModuleType) -> None:
         sys.stderr.flush()
-        saved = os.dup(2)
-        null = os.open(os.devnull, os.O_WRONLY)
         try:
-            os.dup2(null, 2)
+            saved = os.dup(2)
+        except OSError:  # no stderr to keep quiet
             self.loader.exec_module(module)
-        finally:
-            os.dup2(saved, 2)
-            os.close(saved)
-            os.close(null)
+            return
+        with tempfile.TemporaryFile() as held:
+            failed = True
+            try:
+                os.dup2(held.fileno(), 2)
+                self.loader.exec_module(module)
+                failed = False
+            finally:
+                sys.stderr.flush()
+                os.dup2(saved, 2)
+                os.close(saved)
+                if failed:  # what TensorFlow said before it failed is the user's to read
+                    held.seek(0)
+                    sys.stderr.write(held.read().decode(errors="replace"))
 
 
 class _QuietTensorflow(importlib.abc.MetaPathFinder):
+    def __init__(self) -> None:
+        self.busy = False
+
     def find_spec(
         self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
     ) -> Any:
-        if fullname != "tensorflow":
+        # asked again only while tensorflow is not imported (a probe's find_spec among them)
+        if fullname != "tensorflow" or self.busy:
             return None
-        sys.meta_path[:] = [f for f in sys.meta_path if f is not self]  # once
-        spec = importlib.util.find_spec(fullname)
+        self.busy = True
+        try:
+            spec = importlib.util.find_spec(fullname)  # the other finders'
+        finally:
+            self.busy = False
         if spec is not None and spec.loader is not None:
             spec.loader = _QuietLoader(spec.loader)
         return spec
 
 
 def install() -> None:
-    """Quiet the first ``import tensorflow`` of this process (idempotent)."""
+    """Quiet ``import tensorflow`` in this process (idempotent)."""
     if "tensorflow" in sys.modules:
         return
     if not any(isinstance(f, _QuietTensorflow) for f in sys.meta_path):

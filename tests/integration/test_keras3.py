@@ -64,6 +64,7 @@ def test_quickstart_on_keras3_gives_rows_and_the_horovod_stacks_verdict(
         # 2-core development machine, docs/validation.md), so here the same pipeline keeps
         # up better (gaps of about 12%): the verdict is the one its gap and interval give
         for _, row in real.iterrows():
+            assert pd.notna(row["gap_pct"]) and pd.notna(row["gap_pct_ci95"]), row
             assert row["verdict"] == verdict_of(row["gap_pct"], row["gap_pct_ci95"]), row
     manifest = json.loads((out / "manifest.json").read_text())
     model = json.loads((out / "model.json").read_text())
@@ -193,7 +194,8 @@ def test_a_script_whose_training_ends_during_the_twin_gets_its_gap_said_as_such(
         "--no-dashboard", *FAST, "--", *script, "--steps-per-execution", "8",
     )  # fmt: skip
     row = pd.read_csv(out / "summary.csv").set_index("variant").loc["real"]
-    assert row["stop_reason"] == "fit ended" and row["gap_pct"] > 0, row.to_dict()
-    assert row["twin_samples_per_s"] > 0 and row["verdict"] != "", row.to_dict()
+    assert row["stop_reason"] == "fit ended" and pd.notna(row["gap_pct"]), row.to_dict()
+    assert row["twin_samples_per_s"] > 0 and isinstance(row["verdict"], str), row.to_dict()
+    assert row["verdict"].endswith(("input-bound", "line")), row.to_dict()
     assert row["ceiling_note"].startswith("no twin ran beside real (the script's training ended")
     assert "note np=1 real: no twin ran beside real" in " ".join(got.stdout.split())
