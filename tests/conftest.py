@@ -88,6 +88,7 @@ LAUNCH_FILE_SECONDS = {
     "test_diff.py": 21,
     "test_horovod_np2.py": 40,
     "test_rank_external.py": 10,
+    "test_quiet.py": 8,  # two imports of TensorFlow
     "test_benchmark_smokes.py": 190,  # the smoke runs of the slow tier's benchmarks
     "test_keras3.py": 1,  # skipped here: scripts/keras3.sh runs it in the Keras 3 venv
     "test_keras3_hosts.py": 1,  # the same

@@ -35,6 +35,7 @@ def test_tensorflows_import_writes_nothing_to_stderr_once_quieted():
     bare = run("import tensorflow, sys; print('imported', file=sys.stderr)")
     quiet = run(QUIET_IMPORT)
     assert bare.returncode == 0 and quiet.returncode == 0, quiet.stderr
+    assert bare.stderr.strip() != "imported", "TensorFlow printed nothing: the test shows nothing"
     assert quiet.stderr == "imported\n", quiet.stderr
     assert quiet.stdout == ""
 
