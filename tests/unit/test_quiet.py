@@ -25,6 +25,7 @@ QUIET_IMPORT = textwrap.dedent(
 
 def run(code: str, path: str = "") -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (path, str(REPO)) if p)}
+    env.pop("TF_CPP_MIN_LOG_LEVEL", None)  # TensorFlow's start-up lines as a user gets them
     return subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120
     )
