@@ -30,6 +30,20 @@ measure_steps = {steps}
 {extra}"""
 
 
+def verdict_of(gap: float, half: float) -> str:
+    """The verdict line a gap and its 95% half-width give (the 5% and 20% lines of README.md)."""
+    spanned = [b for b in (5.0, 20.0) if gap - half < b < gap + half]
+    if spanned:
+        return f"on the {spanned[0]:g}% line"
+    return (
+        "not input-bound"
+        if gap < 5
+        else "moderately input-bound"
+        if gap < 20
+        else "highly input-bound"
+    )
+
+
 @pytest.fixture(scope="session")
 def small_dataset(tmp_path_factory):
     """A real generated image folder: 3 classes, 90 JPEGs of 48px."""

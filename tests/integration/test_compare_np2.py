@@ -19,7 +19,7 @@ import pandas as pd
 import pytest
 
 from pipeprof.analysis.stats import SUMMARY_COLUMNS
-from tests.integration.conftest import REPO, pipeprof_cmd, small_scenario
+from tests.integration.conftest import REPO, pipeprof_cmd, small_scenario, verdict_of
 from tests.unit.test_metrics_exporter import dashboard_metrics
 
 pytestmark = pytest.mark.horovod
@@ -197,17 +197,8 @@ def test_compare_np2_on_quickstart_writes_the_run_directory(story):
         )
         assert row.loc[(n, "real"), "stop_reason"] in ("target", "clear of thresholds", "max time")
         g, h = row.loc[(n, "real"), "gap_pct"], row.loc[(n, "real"), "gap_pct_ci95"]
-        spanned = [b for b in (5.0, 20.0) if g - h < b < g + h]
-        if spanned:  # neither class is supported: the row says which line it is on
-            assert row.loc[(n, "real"), "verdict"] == f"on the {spanned[0]:g}% line"
-        else:
-            assert row.loc[(n, "real"), "verdict"] == (
-                "not input-bound"
-                if g < 5
-                else "moderately input-bound"
-                if g < 20
-                else "highly input-bound"
-            )
+        # neither class supported: the row says which line it is on
+        assert row.loc[(n, "real"), "verdict"] == verdict_of(g, h)
         assert (summary["samples_per_s_ci95"] >= 0).all()
     eff = row.loc[(2, "real"), "scaling_efficiency_pct"]
     assert eff == pytest.approx(

@@ -11,7 +11,7 @@ import sys
 import pandas as pd
 import pytest
 
-from tests.integration.conftest import REPO, run_pipeprof, small_scenario
+from tests.integration.conftest import REPO, run_pipeprof, small_scenario, verdict_of
 
 pytestmark = [pytest.mark.horovod, pytest.mark.keras3]
 
@@ -22,20 +22,6 @@ def real_rows_agree_with_their_table(summary: pd.DataFrame) -> None:
     for _, row in summary[summary["variant"] == "real"].iterrows():
         said = 100 * (1 - row["samples_per_s"] / row["twin_samples_per_s"])
         assert abs(said - row["gap_pct"]) <= max(row["gap_pct_ci95"], 0.5), row.to_dict()
-
-
-def verdict_of(gap: float, half: float) -> str:
-    """The verdict line a gap and its 95% half-width give (the 5% and 20% lines of README.md)."""
-    spanned = [b for b in (5.0, 20.0) if gap - half < b < gap + half]
-    if spanned:
-        return f"on the {spanned[0]:g}% line"
-    return (
-        "not input-bound"
-        if gap < 5
-        else "moderately input-bound"
-        if gap < 20
-        else ("highly input-bound")
-    )
 
 
 @pytest.mark.parametrize(
