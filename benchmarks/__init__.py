@@ -55,5 +55,5 @@ HELPERS: tuple[str, ...] = (
     "plain_keras3_synthetic.py",  # its plain side on the Keras 3 engines
     "truth/__init__.py",
     "truth/inject.py",  # the truth suite's injected costs
-    "truth/reference.py",  # the truth suite's plain loop, run under horovodrun
+    "truth/reference.py",  # the truth suite's plain loop: under horovodrun, or one engine process
 )

@@ -21,6 +21,13 @@ hand::
     .venv/bin/python benchmarks/truth/reference.py SCENARIO.toml --np N [--rounds R] [--launches L]
 
 Under horovodrun (``--rank``) it is one launch: rank 0 prints ``TRUTH-REFERENCE {json}``.
+
+``--engine data_parallel`` (Keras 3 on JAX) or ``--engine mirrored`` (Keras 3 or Keras 2 on
+TensorFlow) runs the same phases in the one process that drives every replica, as pipeprof's
+local launcher starts it: the engine's own emulated step and gradient exchange
+(``Framework.emulated_step``), and the pipeline as the engine's replicas take it
+(``Distribution.distribute``: on JAX, each batch laid out over the devices, a cost a user's
+``fit`` pays too).
 """
 
 from __future__ import annotations
@@ -37,6 +44,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1]))
 from benchmarks import harness  # noqa: E402
 from pipeprof.launch.horovod import worker_env  # noqa: E402
+from pipeprof.launch.launcher import base_env  # noqa: E402
 
 TAG = "TRUTH-REFERENCE"
 WARMUP_STEPS = 40  # past the first epoch's cache fill at np=1 (1,024 images, 32 a batch)
@@ -125,14 +133,99 @@ def rank_main(scenario_path: str, data_root: str, rounds: int, steps: int = 0) -
         )
 
 
+def one_process_main(
+    scenario_path: str, data_root: str, rounds: int, steps: int, engine: str, np_: int
+) -> None:
+    """``rank_main``'s phases on an engine whose one process drives all ``np_`` replicas
+    (``one_process`` or ``per_host`` on one host: data_parallel, mirrored), through pipeprof's
+    axes as its rank makes them: the distribution started for ``np_`` replicas, the framework's
+    emulated step, the input library's pipeline as the replicas take it. Prints the same line."""
+    import gc
+
+    import numpy
+
+    from pipeprof import plugins
+    from pipeprof import scenario as scen
+
+    s = plugins.resolve(scen.load(scenario_path, [scen.parse_override(f"train.engine={engine}")]))
+    device_ms = scen.emulated_ms(s.train.device)
+    if device_ms is None:
+        raise SystemExit(f"{scenario_path}: train.device is not emulated: nothing to measure here")
+    dist = plugins.make(plugins.DISTRIBUTION, s.train.engine)
+    dist.start(np=np_)
+    framework = plugins.make(plugins.FRAMEWORK, s.train.framework)
+    inputs = plugins.make(plugins.INPUTS, s.data.library)
+    framework.setup(dist, s.train.intra_op_threads)
+    if dist.size * dist.replicas != np_:
+        raise SystemExit(f"--engine {engine}: {dist.size * dist.replicas} replicas, not {np_}")
+    shape = (s.data.image_size, s.data.image_size, 3)
+    batch = s.train.batch_size  # per replica, as pipeprof's default batch_mode scales it
+    model = framework.build(s.model.name, shape, s.data.num_classes, s.train, 0.01, dist)
+    step = framework.emulated_step(dist, device_ms, framework.parameters(model), seed=dist.rank)
+    steps = steps or max(60, round(MEASURE_S * 1e3 / device_ms))
+    input_batch = dist.input_batch(batch)
+    one = dist.distribute_batch(
+        framework.on_device(
+            lambda: (
+                numpy.zeros([input_batch, *shape], numpy.float32),
+                numpy.zeros([input_batch], numpy.int32),
+            )
+        )
+    )
+    cores: dict[str, list[float]] = {"synthetic": [], "real": []}
+
+    def phase(batches, warmup: int, kind: str) -> float:
+        for _ in range(warmup):
+            step(*next(batches))
+        t0, c0 = time.perf_counter(), time.process_time()
+        for _ in range(steps):
+            step(*next(batches))
+        wall = time.perf_counter() - t0
+        cores[kind].append((time.process_time() - c0) / wall)
+        return np_ * batch * steps / wall
+
+    synthetic = [phase(iter(lambda: one, None), WARMUP_SYNTHETIC, "synthetic")]
+    real_phases = []
+    for _ in range(rounds):
+        dataset = inputs.pipeline(
+            s.data,
+            s.variant_pipeline(s.variants[0]),
+            data_root=data_root,
+            shard=(dist.rank, dist.size),
+            batch_size=input_batch,
+        )
+        real = iter(dist.distribute(dataset))
+        real_phases.append(phase(real, WARMUP_STEPS, "real"))
+        del real, dataset  # its threads stop with it
+        gc.collect()
+        synthetic.append(phase(iter(lambda: one, None), WARMUP_SYNTHETIC, "synthetic"))
+    if dist.rank == 0:
+        harness.print_tagged(
+            TAG,
+            {
+                "synthetic": synthetic,
+                "real": real_phases,
+                "steps": steps,
+                "synthetic_cores": cores["synthetic"],
+                "real_cores": cores["real"],
+                "engine": dist.name,
+                "framework": f"{framework.name} {framework.version} ({framework.backend})",
+            },
+        )
+
+
 def launch(
-    scenario_path: Path, data_root: str, np_: int, rounds: int, log: Path | None, steps: int = 0
+    scenario_path: Path,
+    data_root: str,
+    np_: int,
+    rounds: int,
+    log: Path | None,
+    steps: int = 0,
+    engine: str = "",
 ) -> dict:
-    """One ``horovodrun -np N`` launch of this script's phases; rank 0's figures."""
-    argv = [
-        *harness.horovodrun(np_),
-        sys.executable,
-        str(Path(__file__).resolve()),
+    """One launch of this script's phases, rank 0's figures: ``horovodrun -np N`` (``engine``
+    horovod or unsaid), or the one process of an engine that drives every replica."""
+    rank_args = [
         str(scenario_path.resolve()),  # the ranks start in another folder
         "--rank",
         "--rounds",
@@ -142,9 +235,16 @@ def launch(
         "--steps",
         str(steps),
     ]
-    # the environment pipeprof's launcher gives emulated ranks (Horovod's cycle time among it:
-    # 5 ms, where Horovod's own 1 ms would poll a core's worth more at np=4 on 2 cores)
-    env = worker_env(dict(os.environ), str(harness.REPO), emulated=True, local_ranks=np_)
+    here = [sys.executable, str(Path(__file__).resolve())]
+    if engine and engine != "horovod":
+        argv = [*here, *rank_args, "--engine", engine, "--np", str(np_)]
+        # what pipeprof's local launcher gives the process it starts
+        env = base_env(dict(os.environ), str(harness.REPO))
+    else:
+        argv = [*harness.horovodrun(np_), *here, *rank_args]
+        # the environment pipeprof's launcher gives emulated ranks (Horovod's cycle time among
+        # it: 5 ms, where Horovod's own 1 ms would poll a core's worth more at np=4 on 2 cores)
+        env = worker_env(dict(os.environ), str(harness.REPO), emulated=True, local_ranks=np_)
     proc = harness.run(argv, what=f"the reference's launch at np={np_}", env=env, timeout=300)
     if log is not None:
         with log.open("a") as fh:
@@ -162,15 +262,17 @@ def measure(
     launches: int = 1,
     log: Path | None = None,
     steps: int = 0,
+    engine: str = "",
 ) -> dict:
     """The reference gap for one case and worker count: ``launches`` launches of ``rounds``
     rounds each, every real phase against the mean of the synthetic phases on both sides of it;
     the gap is the mean of all rounds', ``ci95_pct`` the half-width of its 95% interval over
-    them (nan for one round). ``steps``: each phase's measured steps (0: MEASURE_S's worth)."""
+    them (nan for one round). ``steps``: each phase's measured steps (0: MEASURE_S's worth);
+    ``engine``: ``launch``'s."""
     _, root = harness.prepared(str(scenario_path))
     gaps, real, synth, real_cores, synth_cores = [], [], [], [], []
     for _ in range(launches):
-        got = launch(scenario_path, root, np_, rounds, log, steps)
+        got = launch(scenario_path, root, np_, rounds, log, steps, engine)
         s = got["synthetic"]
         gaps += [100.0 * (1.0 - r / ((s[i] + s[i + 1]) / 2)) for i, r in enumerate(got["real"])]
         real += got["real"]
@@ -205,15 +307,33 @@ def main() -> int:
     p.add_argument("--rounds", type=int, default=ROUNDS, help="real phases a launch measures")
     p.add_argument("--launches", type=int, default=1)
     p.add_argument("--steps", type=int, default=0, help="each phase's steps (0: 6 s of device)")
+    p.add_argument(
+        "--engine",
+        default="",
+        choices=["", "horovod", "data_parallel", "mirrored"],
+        help="the engine whose training loop is measured (default: Horovod's, under horovodrun)",
+    )
     p.add_argument("--rank", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--data-root", default="", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.rounds < 1 or args.launches < 1:
         p.error(f"--rounds {args.rounds}, --launches {args.launches}: each must be at least 1")
+    if args.rank and args.engine not in ("", "horovod"):
+        one_process_main(
+            args.scenario, args.data_root, args.rounds, args.steps, args.engine, args.np
+        )
+        return 0
     if args.rank:
         rank_main(args.scenario, args.data_root, args.rounds, args.steps)
         return 0
-    got = measure(Path(args.scenario), args.np, args.rounds, args.launches, steps=args.steps)
+    got = measure(
+        Path(args.scenario),
+        args.np,
+        args.rounds,
+        args.launches,
+        steps=args.steps,
+        engine=args.engine,
+    )
     print(
         f"{args.scenario} np={args.np}: gap {got['gap_pct']:.1f}% ±{got['ci95_pct']:.1f} "
         f"(rounds {', '.join(f'{g:.1f}' for g in got['round_gaps'])}; real "

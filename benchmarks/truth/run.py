@@ -58,7 +58,12 @@ cases are never used to fit. The targets are judged on validation cases only.
 
     .venv/bin/python benchmarks/truth/run.py [--set calibration|validation|both] [--only NAME,...]
                                              [--out DIR] [--keep] [--rescore DIR [--same-machine [--add-references]]]
-                                             [--report DIR]
+                                             [--report DIR] [--engine NAME] [--smoke]
+
+``--engine data_parallel`` (Keras 3 on JAX) or ``mirrored`` (Keras 3 on TensorFlow 2.21, in
+its own venv) runs every case and the ceilings on that engine, each plain loop on the same
+engine (``reference.py --engine``). The suite's cases were sized on Horovod's ranks; on the
+other engines their truth is still the larger of the fluid figure and the plain loop's.
 
 ``--rescore DIR --same-machine`` scores a kept run again with the machine's figures it saved:
 only predict runs anew, so a change to predict is judged on the same measurements and truth.
@@ -92,6 +97,14 @@ BATCH = 32
 LINES = (5.0, 20.0)
 CLASSES = ("not", "moderately", "highly")
 TARGET_CLASS, TARGET_STAGE, TARGET_WITHIN, TARGET_MAE_RATIO = 0.95, 0.95, 0.90, 0.5
+# the engine every launch of a run uses (``--engine``); "": pipeprof's own choice (Horovod on
+# the legacy stack), and Horovod's plain loop
+ENGINE = {"name": ""}
+
+
+def engine_args() -> list[str]:
+    """``--engine NAME`` for a pipeprof command, where the run names one."""
+    return ["--engine", ENGINE["name"]] if ENGINE["name"] else []
 
 
 @dataclass(frozen=True)
@@ -376,8 +389,8 @@ def measure_machine(cases: list[Case], work: Path, log: Path) -> Machine:
                 iterations = max(1, round(spin_us(spun, m) * m.spin_iter_per_us))
                 m.pipeline_cpu_ms[spun.name] = pipeline_cpu_alone(root, spun.image_size, iterations)
     emulated: dict[str, set[int]] = {}
-    for c in cases:
-        if (d := device_ms(c, m)) is not None:
+    for c in cases:  # a control's truth needs no ceiling (``fluid_gap``: 0, or its plain loop)
+        if c.kind != "control" and (d := device_ms(c, m)) is not None:
             emulated.setdefault(f"{d:g}", set()).update(c.np)
     for device, nps in sorted(emulated.items()):
         control = Case(
@@ -399,6 +412,7 @@ def measure_machine(cases: list[Case], work: Path, log: Path) -> Machine:
                 "--out",
                 str(work / control.name),
                 "--no-report",
+                *engine_args(),
             ]
             + (["--oversubscribe"] if max(nps) > m.cores else []),
             log,
@@ -426,6 +440,7 @@ def measure_machine(cases: list[Case], work: Path, log: Path) -> Machine:
                 "--out",
                 str(work / "model"),
                 "--no-report",
+                *engine_args(),
             ],
             log,
         )
@@ -472,7 +487,9 @@ def measure_references(
                 path = work / f"{case.name}.toml"
                 path.write_text(scenario_toml(case, m))
                 try:
-                    got = reference.measure(path, n, log=log, **(sizes or {}))
+                    got = reference.measure(
+                        path, n, log=log, engine=ENGINE["name"], **(sizes or {})
+                    )
                 except harness.Failed as exc:
                     if not added:
                         raise
@@ -554,6 +571,7 @@ def compare_case(case: Case, m: Machine, work: Path, log: Path) -> Path:
             "--out",
             str(out),
             "--no-report",
+            *engine_args(),
         ]
         + (["--oversubscribe"] if max(case.np) > m.cores else []),
         log,
@@ -674,7 +692,8 @@ def report(rows: list[Row], m: Machine, minutes: float) -> tuple[str, dict]:
             if not math.isnan(m.model_cpu_ms)
             else ""
         )
-        + f"; {minutes:.1f} min",
+        + f"; {minutes:.1f} min"
+        + (f"; engine {ENGINE['name']}" if ENGINE["name"] else ""),
         "spin cases' whole pipeline, CPU-ms per batch run alone (the spin's own is 32 x its µs): "
         + ", ".join(f"{name} {ms:.1f}" for name, ms in m.pipeline_cpu_ms.items()),
         *(
@@ -716,6 +735,7 @@ def report(rows: list[Row], m: Machine, minutes: float) -> tuple[str, dict]:
     results: dict = {
         "machine": asdict(m),
         "minutes": minutes,
+        "engine": ENGINE["name"] or "pipeprof's choice",
         "rows": [asdict(r) for r in rows],
         "sets": {},
     }
@@ -872,16 +892,29 @@ def rereport(out: Path) -> int:
 # a map stage of 3.1 ms an element (true gap about 60%) and storage of 4.9 MB/s (about 35%):
 # each far from a line, so 16 s of measuring at np=1 settles them
 SMOKE_CASES = ("cal-spin-3100", "cal-throttle-4.9")
+# on another engine than Horovod (``--engine``): the same map stage, and a model-bound
+# control whose truth a plain loop on that engine measures: cal-control-80, since the hand-off
+# of each batch to the replicas (calibration.toml) put cal-control's on the 5% line there
+ENGINE_SMOKE_CASES = ("cal-control-80", "cal-spin-3100")
+
+
+def smoke_names() -> tuple[str, ...]:
+    return ENGINE_SMOKE_CASES if ENGINE["name"] not in ("", "horovod") else SMOKE_CASES
 
 
 def smoke_cases(cases: list[Case]) -> list[Case]:
-    """``--smoke``'s cases, the suite's CI slice: two input-bound calibration cases at np=1,
-    16 s a variant, through the suite's whole path but the plain loop (their fluid truths are
-    over 20%: none is measured) and predict (np=1 alone). tests/integration/test_truth_slice.py
-    runs it and asks each its class and stage; the fits' smoke runs read a kept run of np 1 and
-    2 instead (``fixtures/``)."""
+    """``--smoke``'s cases, the suite's CI slice, at np=1, 16 s a variant (the control 64 s,
+    as test_truth_control gives it: a reading near the 5% line measures on), through the
+    suite's whole path but predict (np=1 alone). On Horovod: two input-bound calibration
+    cases, whose fluid truths are over 20%, so no plain loop runs (the control runs alone in
+    test_truth_control.py); on another engine, the map stage and the control with its plain
+    loop. tests/integration/test_truth_slice.py and test_keras3.py run it and ask each row its
+    class and stage; the fits' smoke runs read a kept run of np 1 and 2 instead
+    (``fixtures/``)."""
     return [
-        dataclasses.replace(c, np=(1,), max_measure_s=16.0) for c in cases if c.name in SMOKE_CASES
+        dataclasses.replace(c, np=(1,), max_measure_s=64.0 if c.kind == "control" else 16.0)
+        for c in cases
+        if c.name in smoke_names()
     ]
 
 
@@ -896,7 +929,8 @@ def smoke_checks(rows: list[Row], m: Machine, results: dict[str, Any]) -> None:
         f"the ceilings {m.ceilings}",
     )
     got = sorted((r.case, r.np) for r in rows)
-    check(got == [(c, 1) for c in sorted(SMOKE_CASES)], f"rows {got}, not {SMOKE_CASES} at np=1")
+    names = smoke_names()
+    check(got == [(c, 1) for c in sorted(names)], f"rows {got}, not {names} at np=1")
     for r in rows:
         said = f"{r.case} np={r.np}"
         check(r.got_class not in ("", "failed"), f"{said}: no class ({r.got_class!r})")
@@ -943,8 +977,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--smoke",
         action="store_true",
-        help=f"the suite's CI slice: {' and '.join(SMOKE_CASES)} at np=1, then a check of the "
+        help=f"the suite's CI slice: {' and '.join(SMOKE_CASES)} at np=1 (with --engine "
+        f"data_parallel or mirrored: {' and '.join(ENGINE_SMOKE_CASES)}), then a check of the "
         "figures it reports (none of its targets)",
+    )
+    p.add_argument(
+        "--engine",
+        default="",
+        choices=["", "horovod", "data_parallel", "mirrored"],
+        help="the engine of every launch, plain loops included (default: pipeprof's choice, "
+        "with Horovod's plain loop)",
     )
     args = p.parse_args(argv)
     if args.report:
@@ -957,6 +999,7 @@ def main(argv: list[str] | None = None) -> int:
         )
     if args.add_references and not args.same_machine:
         p.error("--add-references: only with --rescore DIR --same-machine")
+    ENGINE["name"] = args.engine
     cases = load_cases(args.set)
     if args.smoke:
         if args.only or args.rescore:
