@@ -35,15 +35,18 @@ POINTS: dict[str, dict[str, str | Callable[[], Any]]] = {
     FRAMEWORK: {
         "keras2": "pipeprof.frameworks.keras2:Keras2",
         "keras3": "pipeprof.frameworks.keras3:Keras3",
+        "torch": "pipeprof.frameworks.torch:Torch",
     },
     DISTRIBUTION: {
         "horovod": "pipeprof.distributions.horovod:Horovod",
         "mirrored": "pipeprof.distributions.mirrored:Mirrored",
         "multi_worker_mirrored": "pipeprof.distributions.multi_worker_mirrored:MultiWorkerMirrored",
         "data_parallel": "pipeprof.distributions.data_parallel:DataParallel",
+        "ddp": "pipeprof.distributions.ddp:DDP",
     },
     INPUTS: {
         "tfdata": "pipeprof.inputs.tfdata:TfData",
+        "dataloader": "pipeprof.inputs.dataloader:DataLoaderInputs",
     },
     LAUNCHER: {
         "horovodrun": "pipeprof.launch.horovod:HorovodLauncher",
@@ -132,7 +135,7 @@ def installed(axis: str, name: str) -> bool:
 
 
 # train.engine = "auto": the first of these whose packages are installed (``choose_engine``)
-ENGINE_PREFERENCE = ("horovod", "data_parallel", "mirrored")
+ENGINE_PREFERENCE = ("horovod", "data_parallel", "mirrored", "ddp")
 
 
 def choose_engine() -> tuple[str, str]:

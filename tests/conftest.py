@@ -92,6 +92,7 @@ LAUNCH_FILE_SECONDS = {
     "test_benchmark_smokes.py": 190,  # the smoke runs of the slow tier's benchmarks
     "test_keras3.py": 1,  # skipped here: scripts/keras3.sh runs it in the Keras 3 venv
     "test_keras3_hosts.py": 1,  # the same
+    "test_ddp.py": 1,  # skipped here: scripts/torch.sh runs it in the torch venv
 }
 
 # Seconds each of the fast tier's longer files took alone on the 2-core development machine
@@ -119,6 +120,13 @@ def keras3_installed() -> bool:
     from pipeprof.frameworks.keras3 import Keras3
 
     return Keras3.installed() and find_spec("jax") is not None
+
+
+def torch_installed() -> bool:
+    """Whether this venv has PyTorch, which the ddp engine's tests need."""
+    from importlib.util import find_spec
+
+    return find_spec("torch") is not None
 
 
 def pytest_collection_modifyitems(config, items):
@@ -149,6 +157,11 @@ def pytest_collection_modifyitems(config, items):
         else:
             ranks.setdefault(key, (2, -FAST_FILE_SECONDS.get(item.path.name, 0)))
     items.sort(key=lambda item: ranks.get(str(item.path), (3, 0.0)))
+    if not torch_installed():  # the torch stack's tests run in its own venv (scripts/torch.sh)
+        skip_torch = pytest.mark.skip(reason="needs PyTorch (scripts/torch.sh runs it)")
+        for item in items:
+            if marked(item, "torch"):
+                item.add_marker(skip_torch)
     if not keras3_installed():  # the legacy venv: scripts/keras3.sh runs these in their own
         skip = pytest.mark.skip(reason="needs the Keras 3 stack (scripts/keras3.sh runs it)")
         for item in items:

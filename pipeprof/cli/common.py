@@ -167,11 +167,12 @@ def add_common_arguments(p: argparse.ArgumentParser) -> None:
         "--engine",
         metavar="NAME",
         help="what makes training data-parallel (train.engine): auto (the default: horovod, "
-        "data_parallel or mirrored, the first whose packages are installed), horovod, mirrored "
+        "data_parallel, mirrored or ddp, the first whose packages are installed), horovod, mirrored "
         "(tf.distribute's MirroredStrategy: one process, one replica per GPU, or per logical "
         "CPU device on a host without one), multi_worker_mirrored (a worker per slot of the "
         "hosts), data_parallel (Keras 3's DataParallel on JAX: one process, one replica per "
-        "device); a list such as horovod,mirrored compares the engines side by side",
+        "device), ddp (PyTorch's DistributedDataParallel with DataLoader pipelines: a process "
+        "a replica); a list such as horovod,mirrored compares the engines side by side",
     )
     p.add_argument(
         "--launcher",

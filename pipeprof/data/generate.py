@@ -164,6 +164,35 @@ def _claim(marker: IO[str], root: Path, where: str) -> None:
         ) from None
 
 
+def encoder(cfg: GenerateConfig) -> Callable[[np.ndarray], bytes]:
+    """What writes an image's file: TensorFlow's encoder where TensorFlow is installed (the
+    files every earlier run read), else Pillow's (a PyTorch install has no TensorFlow). Both
+    are libjpeg at the same quality, so their files decode alike."""
+    from importlib.util import find_spec
+
+    if find_spec("tensorflow") is not None:
+        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+        import tensorflow as tf
+
+        if cfg.format == "jpeg":
+            return lambda pixels: tf.io.encode_jpeg(pixels, quality=cfg.quality).numpy()
+        return lambda pixels: tf.io.encode_png(pixels).numpy()
+    import io
+
+    from PIL import Image
+
+    def pillow(pixels: np.ndarray) -> bytes:
+        out = io.BytesIO()
+        image = Image.fromarray(np.asarray(pixels, dtype=np.uint8))
+        if cfg.format == "jpeg":
+            image.save(out, format="JPEG", quality=cfg.quality)
+        else:
+            image.save(out, format="PNG")
+        return out.getvalue()
+
+    return pillow
+
+
 def generate(
     cfg: GenerateConfig,
     root: Path,
@@ -178,8 +207,7 @@ def generate(
     if is_complete(root, cfg):
         return root
     check_target(root, cfg, where)
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    import tensorflow as tf  # encoding with TF keeps the dependency list to the chosen packages
+    encode = encoder(cfg)
 
     tmp = partial_dir(root)
     if tmp.exists():
@@ -197,10 +225,7 @@ def generate(
         ext = "jpg" if cfg.format == "jpeg" else "png"
         for i in range(cfg.images):
             pixels, label = render(cfg, i)
-            if cfg.format == "jpeg":
-                data = tf.io.encode_jpeg(pixels, quality=cfg.quality).numpy()
-            else:
-                data = tf.io.encode_png(pixels).numpy()
+            data = encode(pixels)
             (tmp / f"class_{label:03d}" / f"img_{i:06d}.{ext}").write_bytes(data)
             if progress is not None:
                 progress(i + 1, cfg.images)

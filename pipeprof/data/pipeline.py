@@ -11,7 +11,6 @@ prefetch last so it overlaps the whole pipeline with the training step.
 from __future__ import annotations
 
 import glob
-import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +20,7 @@ import tensorflow as tf
 from pipeprof.data import badfiles
 from pipeprof.data.badfiles import BadFiles
 from pipeprof.data.files import scan_image_folder
+from pipeprof.data.magnitudes import Magnitudes
 from pipeprof.data.screen import BadElements, read_files, tfrecord_elements
 from pipeprof.data.storage import throttled
 from pipeprof.errors import PipeprofError
@@ -241,26 +241,6 @@ def _rotation_transform(angle: tf.Tensor, size: int) -> tf.Tensor:
     """Projective transform (output -> input coordinates) rotating one image about its centre."""
     cos, sin, x_off, y_off = _rotation(angle, size)
     return tf.reshape(tf.stack([cos, -sin, x_off, sin, cos, y_off, 0.0, 0.0]), [1, 8])
-
-
-@dataclass(frozen=True)
-class Magnitudes:
-    """An AugmentConfig's random ranges once ``strength`` is applied."""
-
-    min_area: float  # crops cover [min_area, 1] of the image's area
-    max_angle: float  # radians either way
-    brightness: float  # shift in [-brightness, brightness]
-    contrast: float  # factor in [1 - contrast, 1 + contrast]
-
-    @classmethod
-    def of(cls, aug: AugmentConfig) -> Magnitudes:
-        s = aug.strength
-        return cls(
-            max(0.05, 1.0 - (1.0 - aug.crop_scale_min) * s),
-            math.radians(aug.rotation_deg * s),
-            aug.brightness * s,
-            min(0.95, aug.contrast * s),
-        )
 
 
 def make_augment(aug: AugmentConfig, size: int):

@@ -57,12 +57,21 @@ def from_library(frame: FrameType | None) -> bool:
     return name.split(".")[0] in ("keras", "tensorflow", "tf_keras")
 
 
+def first_leaf(batch: Any) -> Any:
+    """A batch's first tensor: through tuples, lists and dicts (TensorFlow's nesting where the
+    script runs TensorFlow)."""
+    tf = sys.modules.get("tensorflow")
+    if tf is not None:
+        return tf.nest.flatten(batch)[0] if batch is not None else None
+    while isinstance(batch, (tuple, list, dict)) and batch:
+        batch = next(iter(batch.values())) if isinstance(batch, dict) else batch[0]
+    return batch
+
+
 def samples(batch: Any) -> int:
     """The samples in a batch as the loop got it: its first tensor's rows, summed over the
     replicas where tf.distribute split it (a PerReplica value holds one tensor per replica)."""
-    import tensorflow as tf
-
-    first = tf.nest.flatten(batch)[0] if batch is not None else None
+    first = first_leaf(batch)
     values = getattr(first, "values", None)
     parts = values if isinstance(values, tuple) else (first,)
     total = 0
@@ -80,6 +89,9 @@ def scalar(value: Any) -> float:
         value = value.get("loss")
     elif isinstance(value, (tuple, list)) and value:
         value = value[0]
+    item = getattr(value, "item", None)  # a PyTorch tensor, on its device: one figure
+    if item is not None and getattr(value, "numel", lambda: 0)() == 1:
+        return float(item())
     try:
         import numpy
 
@@ -288,9 +300,9 @@ class LoopDataset:
         self._pipeprof_dataset, self._pipeprof_strategy = dataset, strategy
 
     def __iter__(self) -> Any:
-        import tensorflow as tf
-
-        if tf.inside_function() or from_library(sys._getframe(1)):
+        tf = sys.modules.get("tensorflow")
+        inside = tf is not None and tf.inside_function()
+        if inside or from_library(sys._getframe(1)):
             return iter(self._pipeprof_dataset)
         return LoopIterator(lambda: iter(self._pipeprof_dataset), self._pipeprof_strategy)
 
@@ -323,9 +335,14 @@ def distributed(dataset: Any) -> Any:
 
 def finish_on_devices(at: str) -> None:
     """Wait for what the step queued on its devices (a GPU runs a compiled step's kernels
-    after the call returns): the step ends when its work has, not when it was queued."""
-    import tensorflow as tf
-
+    after the call returns; PyTorch queues CUDA kernels): the step ends when its work has, not
+    when it was queued."""
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.synchronize()
+    tf = sys.modules.get("tensorflow")
+    if tf is None:
+        return
     if tf.inside_function():
         in_script.fail(
             f"{at}: pipeprof.keras.step() marks a step from Python, around the call of the "

@@ -1,0 +1,151 @@
+"""PyTorch's DistributedDataParallel (``train.engine = "ddp"``), with plain PyTorch: one process
+a replica, joined by ``torch.distributed`` (Gloo on the CPU, NCCL on GPUs), the model wrapped
+in ``DistributedDataParallel``, so its gradients are averaged during ``backward``. The only
+module of the rank side that starts ``torch.distributed``.
+
+Its rendezvous is a TCP store on the first host (``MASTER_ADDR``/``MASTER_PORT``, as torchrun
+and dask_pytorch_ddp give it): the launching process picks a free port for each launch; a
+script started by the user's own launcher brings its own (``env://``)."""
+
+from __future__ import annotations
+
+import datetime
+import os
+import socket
+from typing import Any, ClassVar
+
+from pipeprof.distributions import PerProcess
+from pipeprof.errors import PipeprofError
+from pipeprof.rank.identity import identity
+
+JOIN_TIMEOUT_S = 300  # the ranks' wait for each other at the store and in a collective
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port nothing listens on now, on ``host`` (the store's: taken again at once)."""
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+class DDP(PerProcess):
+    name = "ddp"
+    frameworks: ClassVar[tuple[str, ...]] = ("torch",)
+    launchers: ClassVar[tuple[str, ...]] = ("local",)
+    started_by: ClassVar[str] = "torch.distributed.init_process_group()"
+    stack: ClassVar[str] = "PyTorch"
+
+    @staticmethod
+    def installed() -> bool:
+        from pipeprof.frameworks.torch import Torch
+
+        return Torch.installed()
+
+    @staticmethod
+    def rendezvous(np: int, launch: Any, run_dir: str) -> dict[str, Any]:
+        """The store's address for one launch on this host: a free port of the loopback."""
+        return {"addr": "127.0.0.1", "port": free_port()}
+
+    @staticmethod
+    def prepare_script(np: int, rendezvous: dict[str, Any]) -> None:
+        """A user's script under ``compare --engine ddp -- CMD``: the variables its own
+        ``init_process_group()`` reads (``env://``, torchrun's), where its launch gave them."""
+        if rendezvous.get("addr"):
+            os.environ.setdefault("MASTER_ADDR", str(rendezvous["addr"]))
+            os.environ.setdefault("MASTER_PORT", str(rendezvous["port"]))
+        me = identity()
+        os.environ.setdefault("RANK", str(me.rank))
+        os.environ.setdefault("WORLD_SIZE", str(me.size))
+        os.environ.setdefault("LOCAL_RANK", str(me.local_rank))
+
+    def __init__(self) -> None:
+        try:
+            import torch
+            import torch.distributed as torch_dist
+        except ImportError as exc:
+            raise PipeprofError(
+                f"train.engine ddp needs PyTorch ({exc}): pip install 'pipeprof[torch]'"
+            ) from None
+        self.torch, self.dist = torch, torch_dist
+        self.me = identity()
+
+    def start(
+        self, controller: str = "", np: int = 1, rendezvous: dict[str, Any] | None = None
+    ) -> None:
+        if self.dist.is_initialized():
+            return
+        meet = rendezvous or {}
+        addr = meet.get("addr") or os.environ.get("MASTER_ADDR", "")
+        port = meet.get("port") or os.environ.get("MASTER_PORT", "")
+        if not addr or not port:
+            raise PipeprofError(
+                "train.engine ddp: no rendezvous: MASTER_ADDR and MASTER_PORT are unset and the "
+                "launch gave none"
+            )
+        gpu = self.torch.cuda.is_available()
+        self.dist.init_process_group(
+            backend="nccl" if gpu else "gloo",
+            init_method=f"tcp://{addr}:{port}",
+            rank=self.me.rank,
+            world_size=self.me.size,
+            timeout=datetime.timedelta(seconds=JOIN_TIMEOUT_S),
+        )
+        if self.dist.get_world_size() != np:
+            raise PipeprofError(
+                f"train.engine ddp: {self.dist.get_world_size()} ranks joined, not np={np}"
+            )
+
+    def attached(self) -> bool:
+        return bool(self.dist.is_initialized())
+
+    @property
+    def rank(self) -> int:
+        return int(self.dist.get_rank()) if self.dist.is_initialized() else self.me.rank
+
+    @property
+    def size(self) -> int:
+        return int(self.dist.get_world_size()) if self.dist.is_initialized() else self.me.size
+
+    @property
+    def local_rank(self) -> int:
+        return self.me.local_rank
+
+    @property
+    def local_size(self) -> int:
+        return self.me.local_size
+
+    def wrap_model(self, module: Any) -> Any:
+        """``module`` in DistributedDataParallel: its gradients averaged over the ranks in
+        buckets during ``backward`` (rank 0's weights broadcast when it is made)."""
+        from torch.nn.parallel import DistributedDataParallel
+
+        if self.torch.cuda.is_available():
+            index = self.torch.cuda.current_device()
+            return DistributedDataParallel(module, device_ids=[index], output_device=index)
+        return DistributedDataParallel(module)
+
+    def wrap_optimizer(self, optimizer: Any) -> Any:
+        return optimizer  # the module's backward reduces the gradients
+
+    def broadcast(self, variables: Any, root: int = 0) -> None:
+        for tensor in variables:
+            self.dist.broadcast(tensor, src=root)
+
+    def barrier(self, name: str) -> None:
+        self.dist.barrier()
+
+    def average(self, values: list[float], name: str) -> Any:
+        t = self.torch.tensor(values, dtype=self.torch.float64)
+        if self.torch.cuda.is_available():  # NCCL reduces on the device
+            t = t.cuda()
+        self.dist.all_reduce(t)
+        return (t / self.size).cpu().numpy()
+
+    def allreduce(self, tensor: Any, name: str) -> Any:
+        self.dist.all_reduce(tensor)
+        return tensor
+
+    def gather(self, objects: list[Any], name: str) -> list[list[Any]]:
+        out: list[Any] = [None] * self.size
+        self.dist.all_gather_object(out, objects)
+        return out

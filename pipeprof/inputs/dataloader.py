@@ -1,0 +1,284 @@
+"""PyTorch's DataLoader as an input library (``data.library = "dataloader"``), with the scenario's
+stages and no TensorFlow: a map-style dataset over an image folder, each element read, decoded
+(Pillow), labelled from its folder, through the user's map, cached, augmented, in that order;
+a ``DistributedSampler`` for the rank's shard and the shuffle; batches from the loader's
+worker processes.
+
+How the scenario's knobs become the loader's:
+
+- ``pipeline.parallel_calls``: ``num_workers`` ("autotune": the rank's share of the cores);
+- ``pipeline.prefetch.depth``: ``prefetch_factor``, batches each worker keeps ready
+  ("autotune": PyTorch's default, 2); ``prefetch.enabled = false``: 1;
+- ``pin_memory`` on a GPU host; workers are persistent (``persistent_workers``), so a
+  round's new iterator does not start them again, as a user's training keeps its loader's
+  workers across epochs;
+- ``pipeline.shuffle``: the sampler's shuffle (the same order on every rank, each its own
+  shard, reshuffled each epoch); the buffer size has no meaning here;
+- ``pipeline.cache`` (memory): each worker keeps the decoded elements it has made, so the
+  cache fills over the epochs as the sampler hands each worker its share.
+- ``pipeline.read.throttle_mb_s``: each read sleeps as storage of that rate per rank, shared by
+  the rank's workers.
+
+A batch is float32 NCHW images in 0..1 and int64 labels, on the host: the framework's step
+moves it to the device.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy
+
+from pipeprof.data.files import scan_image_folder
+from pipeprof.data.magnitudes import Magnitudes
+from pipeprof.errors import PipeprofError
+from pipeprof.launch import topology
+from pipeprof.models import resolve_callable
+from pipeprof.rank.identity import identity
+from pipeprof.scenario import AugmentConfig, DataConfig, PipelineConfig
+
+SOURCES = ("generated", "folder")
+DEFAULT_PREFETCH_FACTOR = 2  # PyTorch's
+
+
+def decode(encoded: bytes, size: int, reduced: bool) -> numpy.ndarray:
+    """An image file's bytes as float32 HWC in 0..1, resized to ``size`` (bilinear); a JPEG
+    with ``reduced`` decoded at the smallest DCT scale that keeps ``size`` (Pillow's draft)."""
+    from PIL import Image
+
+    with Image.open(io.BytesIO(encoded)) as image:
+        if reduced:
+            image.draft("RGB", (size, size))
+        rgb = image.convert("RGB")
+        if rgb.size != (size, size):
+            rgb = rgb.resize((size, size), Image.Resampling.BILINEAR)
+        return numpy.asarray(rgb, dtype=numpy.float32) / 255.0
+
+
+def augment_image(torch: Any, x: Any, m: Magnitudes, flip: bool, size: int) -> Any:
+    """One CHW image augmented as ``pipeline.make_augment`` does with tf.image: flip,
+    crop-and-resize, rotation (reflected edges), brightness, contrast, clipped to 0..1."""
+    functional = torch.nn.functional
+    if flip and torch.rand(()) < 0.5:
+        x = torch.flip(x, [2])
+    if m.min_area < 1.0:
+        side = math.sqrt(float(torch.empty(()).uniform_(m.min_area, 1.0)))
+        crop = max(1, round(side * size))
+        top, left = (int(torch.randint(0, size - crop + 1, ())) for _ in range(2))
+        x = x[:, top : top + crop, left : left + crop]
+        x = functional.interpolate(x[None], size=(size, size), mode="bilinear")[0]
+    if m.max_angle > 0:
+        angle = float(torch.empty(()).uniform_(-m.max_angle, m.max_angle))
+        cos, sin = math.cos(angle), math.sin(angle)
+        theta = torch.tensor([[[cos, -sin, 0.0], [sin, cos, 0.0]]], dtype=x.dtype)
+        grid = functional.affine_grid(theta, [1, *x.shape], align_corners=False)
+        x = functional.grid_sample(
+            x[None], grid, mode="bilinear", padding_mode="reflection", align_corners=False
+        )[0]
+    if m.brightness > 0:
+        x = x + float(torch.empty(()).uniform_(-m.brightness, m.brightness))
+    if m.contrast > 0:
+        mean = x.mean(dim=(1, 2), keepdim=True)
+        x = mean + (x - mean) * float(torch.empty(()).uniform_(1 - m.contrast, 1 + m.contrast))
+    return x.clamp(0.0, 1.0)
+
+
+class FolderImages:
+    """The map-style dataset: element ``i`` is file ``i`` through the stages before batching.
+    Made in the rank and copied into each loader worker (its cache is the worker's own)."""
+
+    def __init__(self, files: list[str], labels: list[int], data: DataConfig, pipe: PipelineConfig):
+        self.files, self.labels, self.data, self.pipe = files, labels, data, pipe
+        self.cache: dict[int, tuple[numpy.ndarray, int]] = {}
+        self.read_s_per_byte = 0.0  # set by the loader: the rank's throttle over its workers
+        self.user_map: Callable[..., Any] | None = (
+            resolve_callable(pipe.map.function, "pipeline.map.function")
+            if pipe.map.function
+            else None
+        )
+        self.magnitudes = Magnitudes.of(pipe.augment)
+        self.augment_here = pipe.augment.enabled and pipe.augment.placement == "element"
+
+    def __len__(self) -> int:
+        return len(self.files)
+
+    def element(self, i: int) -> tuple[numpy.ndarray, int]:
+        """Read, decode and label file ``i`` (from the cache where it holds it)."""
+        if i in self.cache:
+            return self.cache[i]
+        with open(self.files[i], "rb") as fh:
+            encoded = fh.read()
+        if self.read_s_per_byte:
+            time.sleep(len(encoded) * self.read_s_per_byte)
+        try:
+            image = decode(encoded, self.data.image_size, self.pipe.read.decode == "reduced")
+        except Exception as exc:  # Pillow's UnidentifiedImageError, OSError on a truncated file
+            raise PipeprofError(f"{self.files[i]}: cannot be decoded ({exc})") from None
+        label = self.labels[i] if self.pipe.label.enabled else 0
+        if self.pipe.cache.enabled:
+            self.cache[i] = (image, label)
+        return image, label
+
+    def __getitem__(self, i: int) -> tuple[Any, int]:
+        import torch
+
+        image, label = self.element(i)
+        if self.user_map is not None:
+            image, label = self.user_map(image, label, **self.pipe.map.kwargs)
+        x = torch.from_numpy(numpy.ascontiguousarray(numpy.asarray(image).transpose(2, 0, 1)))
+        if self.augment_here:
+            x = augment_image(
+                torch, x, self.magnitudes, self.pipe.augment.flip, self.data.image_size
+            )
+        return x, int(label)
+
+
+class Loader:
+    """A rank's pipeline: an iterable of (x, y) batches over ``epochs`` epochs (None: on and
+    on), each ``iter`` an iterator of its own from the same loader and its workers."""
+
+    def __init__(self, dataset: FolderImages, shard: tuple[int, int], batch_size: int,
+                 pipe: PipelineConfig, epochs: int | None) -> None:  # fmt: skip
+        import torch
+        from torch.utils.data import DataLoader, DistributedSampler
+
+        self.torch, self.batch_size, self.epochs = torch, batch_size, epochs
+        index, count = shard
+        self.sampler = DistributedSampler(
+            dataset,
+            num_replicas=count,
+            rank=index,
+            shuffle=pipe.shuffle.enabled,
+            seed=pipe.shuffle.seed,
+            drop_last=True,
+        )
+        if len(self.sampler) < batch_size:
+            raise PipeprofError(
+                f"data: shard {index} of {count} holds {len(self.sampler)} images, fewer than "
+                f"one batch of {batch_size}"
+            )
+        workers = (
+            topology.cores_per_rank(identity().local_size)
+            if pipe.parallel_calls == "autotune"
+            else int(pipe.parallel_calls)
+        )
+        self.workers = workers
+        if pipe.read.throttle_mb_s:
+            dataset.read_s_per_byte = max(1, workers) / (pipe.read.throttle_mb_s * 1e6)
+        prefetch = (
+            None
+            if not workers
+            else 1
+            if not pipe.prefetch.enabled
+            else DEFAULT_PREFETCH_FACTOR
+            if pipe.prefetch.depth == "autotune"
+            else int(pipe.prefetch.depth)
+        )
+        self.loader = DataLoader(
+            dataset,
+            batch_size=batch_size,
+            sampler=self.sampler,
+            drop_last=True,
+            num_workers=workers,
+            prefetch_factor=prefetch,
+            persistent_workers=workers > 0,
+            pin_memory=torch.cuda.is_available(),
+        )
+        self.batch_augment = (
+            batch_augment(pipe.augment, dataset.data.image_size)
+            if pipe.augment.enabled and pipe.augment.placement == "batch"
+            else None
+        )
+        self.shape = (batch_size, 3, dataset.data.image_size, dataset.data.image_size)
+
+    def __iter__(self) -> Iterator[tuple[Any, Any]]:
+        epoch = 0
+        while self.epochs is None or epoch < self.epochs:
+            self.sampler.set_epoch(epoch)
+            for x, y in self.loader:
+                yield (x, y) if self.batch_augment is None else self.batch_augment(x, y)
+            epoch += 1
+
+
+def batch_augment(augment: AugmentConfig, size: int) -> Callable[[Any, Any], Any]:
+    """The same augmentation on a whole NCHW batch, each image its own draw."""
+    import torch
+
+    m = Magnitudes.of(augment)
+
+    def apply(x: Any, y: Any) -> Any:
+        return torch.stack([augment_image(torch, img, m, augment.flip, size) for img in x]), y
+
+    return apply
+
+
+class DataLoaderInputs:
+    name = "dataloader"
+
+    def pipeline(
+        self,
+        data: DataConfig,
+        pipe: PipelineConfig,
+        *,
+        data_root: str,
+        shard: tuple[int, int],
+        batch_size: int,
+        epochs: int | None = None,
+        cache_prefix: str = "",
+        bad_files: Any = None,
+    ) -> Loader:
+        if data.source not in SOURCES:
+            raise PipeprofError(
+                f"data.source {data.source!r}: data.library dataloader reads "
+                f"{' or '.join(SOURCES)} image folders"
+            )
+        if pipe.cache.enabled and pipe.cache.kind != "memory":
+            raise PipeprofError(
+                "pipeline.cache.kind 'file': data.library dataloader caches in memory only"
+            )
+        if pipe.service.enabled:
+            raise PipeprofError("pipeline.service: a tf.data service feeds tf.data pipelines only")
+        listing = scan_image_folder(data_root)
+        if len(listing.classes) != data.num_classes:
+            raise PipeprofError(
+                f"data.num_classes is {data.num_classes} but '{data_root}' has "
+                f"{len(listing.classes)} class folders"
+            )
+        index = {c: i for i, c in enumerate(listing.classes)}
+        labels = [index[f.rsplit("/", 2)[-2]] for f in listing.files]
+        dataset = FolderImages(listing.files, labels, data, pipe)
+        return Loader(dataset, shard, batch_size, pipe, epochs)
+
+    def element_spec(self, pipeline: Any) -> Any:
+        return (pipeline.shape, (pipeline.shape[0],))
+
+    def spec_of(self, batch_size: int, input_shape: tuple[int, int, int]) -> Any:
+        height, width, channels = input_shape
+        return ((batch_size, channels, height, width), (batch_size,))
+
+    def synthetic_batch(self, spec: Any, num_classes: int, seed: int = 0) -> tuple[Any, Any]:
+        import torch
+
+        made = torch.Generator().manual_seed(seed)
+        x_shape, y_shape = spec
+        return (
+            torch.rand(x_shape, generator=made),
+            torch.randint(0, num_classes, y_shape, generator=made),
+        )
+
+    def restartable(self, pipe: PipelineConfig) -> bool:
+        return True
+
+    def epoch_elements(
+        self, data: DataConfig, pipe: PipelineConfig, data_root: str, shard: tuple[int, int]
+    ) -> int | None:
+        if pipe.cache.enabled:
+            return None  # each worker's cache fills over several epochs: no one epoch fills it
+        return len(scan_image_folder(data_root).files) // shard[1]
+
+    def batch_augment(self, augment: AugmentConfig, size: int) -> Callable[[Any, Any], Any]:
+        return batch_augment(augment, size)
