@@ -38,7 +38,9 @@ import os
 import statistics
 import sys
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1]))
@@ -57,11 +59,8 @@ def rank_main(scenario_path: str, data_root: str, rounds: int, steps: int = 0) -
     """One rank of the launch: a synthetic phase, then ``rounds`` times a real phase and a
     synthetic one, each a warm-up and then MEASURE_S of device time in steps (``steps``, where
     given: a smoke run's few; the same count on every rank: the steps allreduce, so the ranks
-    go in lockstep). Each real phase makes the
-    pipeline's iterator when it starts and deletes it when it ends, so no thread of it runs
-    beside a synthetic phase, and each is warmed as the first (its cache filled anew)."""
-    import gc
-
+    go in lockstep). Each real phase makes the pipeline's iterator anew and is warmed as the
+    first (its cache filled anew): ``phases``."""
     import horovod.tensorflow as hvd
     import tensorflow as tf
 
@@ -90,24 +89,10 @@ def rank_main(scenario_path: str, data_root: str, rounds: int, steps: int = 0) -
     steps = steps or max(60, round(MEASURE_S * 1e3 / device_ms))
     one = (tf.zeros([batch, *shape], tf.float32), tf.zeros([batch], tf.int32))
 
-    cores: dict[str, list[float]] = {"synthetic": [], "real": []}
-
-    def phase(batches, warmup: int, kind: str) -> float:
-        """samples/s of the phase's measured steps; the CPU cores this process kept busy over
-        them (all its threads: the loop, Horovod's, the pipeline's) go to ``cores[kind]``."""
-        for _ in range(warmup):
-            step(*next(batches))
-        t0, c0 = time.perf_counter(), time.process_time()
-        for _ in range(steps):
-            step(*next(batches))
-        wall = time.perf_counter() - t0
-        cores[kind].append((time.process_time() - c0) / wall)
-        return hvd.size() * batch * steps / wall
-
-    synthetic = [phase(iter(lambda: one, None), WARMUP_SYNTHETIC, "synthetic")]
-    real_phases = []
-    for _ in range(rounds):
-        real = iter(
+    figures = phases(
+        step,
+        one,
+        lambda: iter(
             pipeline.build(
                 s.data,
                 s.variant_pipeline(s.variants[0]),
@@ -115,22 +100,58 @@ def rank_main(scenario_path: str, data_root: str, rounds: int, steps: int = 0) -
                 shard=pipeline.Shard(hvd.rank(), hvd.size()),
                 batch_size=batch,
             )
-        )
+        ),
+        rounds,
+        steps,
+        hvd.size() * batch,
+    )
+    if hvd.rank() == 0:
+        harness.print_tagged(TAG, figures)
+
+
+def phases(
+    step: Callable[..., Any],
+    one: tuple[Any, Any],
+    make_real: Callable[[], Iterator[Any]],
+    rounds: int,
+    steps: int,
+    samples: int,
+) -> dict[str, Any]:
+    """The launch's phases on ``step``: a synthetic phase of ``one`` batch handed again, then
+    ``rounds`` times a real phase from a new ``make_real()`` iterator and a synthetic one, each
+    a warm-up and ``steps`` measured steps of ``samples`` samples (every rank's). Each real
+    iterator is deleted when its phase ends, so no thread of it runs beside a synthetic phase.
+    Each phase's samples/s, and the CPU cores this process kept busy over it (all its threads:
+    the loop, the engine's, the pipeline's)."""
+    import gc
+
+    cores: dict[str, list[float]] = {"synthetic": [], "real": []}
+
+    def phase(batches: Iterator[Any], warmup: int, kind: str) -> float:
+        for _ in range(warmup):
+            step(*next(batches))
+        t0, c0 = time.perf_counter(), time.process_time()
+        for _ in range(steps):
+            step(*next(batches))
+        wall = time.perf_counter() - t0
+        cores[kind].append((time.process_time() - c0) / wall)
+        return samples * steps / wall
+
+    synthetic = [phase(iter(lambda: one, None), WARMUP_SYNTHETIC, "synthetic")]
+    real_phases = []
+    for _ in range(rounds):
+        real = make_real()
         real_phases.append(phase(real, WARMUP_STEPS, "real"))
         del real  # its threads stop with it
         gc.collect()
         synthetic.append(phase(iter(lambda: one, None), WARMUP_SYNTHETIC, "synthetic"))
-    if hvd.rank() == 0:
-        harness.print_tagged(
-            TAG,
-            {
-                "synthetic": synthetic,
-                "real": real_phases,
-                "steps": steps,
-                "synthetic_cores": cores["synthetic"],
-                "real_cores": cores["real"],
-            },
-        )
+    return {
+        "synthetic": synthetic,
+        "real": real_phases,
+        "steps": steps,
+        "synthetic_cores": cores["synthetic"],
+        "real_cores": cores["real"],
+    }
 
 
 def one_process_main(
@@ -140,7 +161,6 @@ def one_process_main(
     (``one_process`` or ``per_host`` on one host: data_parallel, mirrored), through pipeprof's
     axes as its rank makes them: the distribution started for ``np_`` replicas, the framework's
     emulated step, the input library's pipeline as the replicas take it. Prints the same line."""
-    import gc
 
     import numpy
 
@@ -172,46 +192,28 @@ def one_process_main(
             )
         )
     )
-    cores: dict[str, list[float]] = {"synthetic": [], "real": []}
-
-    def phase(batches, warmup: int, kind: str) -> float:
-        for _ in range(warmup):
-            step(*next(batches))
-        t0, c0 = time.perf_counter(), time.process_time()
-        for _ in range(steps):
-            step(*next(batches))
-        wall = time.perf_counter() - t0
-        cores[kind].append((time.process_time() - c0) / wall)
-        return np_ * batch * steps / wall
-
-    synthetic = [phase(iter(lambda: one, None), WARMUP_SYNTHETIC, "synthetic")]
-    real_phases = []
-    for _ in range(rounds):
-        dataset = inputs.pipeline(
-            s.data,
-            s.variant_pipeline(s.variants[0]),
-            data_root=data_root,
-            shard=(dist.rank, dist.size),
-            batch_size=input_batch,
-        )
-        real = iter(dist.distribute(dataset))
-        real_phases.append(phase(real, WARMUP_STEPS, "real"))
-        del real, dataset  # its threads stop with it
-        gc.collect()
-        synthetic.append(phase(iter(lambda: one, None), WARMUP_SYNTHETIC, "synthetic"))
+    figures = phases(
+        step,
+        one,
+        lambda: iter(
+            dist.distribute(
+                inputs.pipeline(
+                    s.data,
+                    s.variant_pipeline(s.variants[0]),
+                    data_root=data_root,
+                    shard=(dist.rank, dist.size),
+                    batch_size=input_batch,
+                )
+            )
+        ),
+        rounds,
+        steps,
+        np_ * batch,
+    )
     if dist.rank == 0:
-        harness.print_tagged(
-            TAG,
-            {
-                "synthetic": synthetic,
-                "real": real_phases,
-                "steps": steps,
-                "synthetic_cores": cores["synthetic"],
-                "real_cores": cores["real"],
-                "engine": dist.name,
-                "framework": f"{framework.name} {framework.version} ({framework.backend})",
-            },
-        )
+        figures["engine"] = dist.name
+        figures["framework"] = f"{framework.name} {framework.version} ({framework.backend})"
+        harness.print_tagged(TAG, figures)
 
 
 def launch(

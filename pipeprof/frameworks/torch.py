@@ -27,11 +27,11 @@ MODELS = ("small_cnn",)
 
 
 class Model:
-    """The module (wrapped by the distribution, e.g. in DistributedDataParallel), its
-    optimizer and the device it trains on."""
+    """The module (wrapped by the distribution, e.g. in DistributedDataParallel) and its
+    optimizer."""
 
-    def __init__(self, module: Any, optimizer: Any, device: Any) -> None:
-        self.module, self.optimizer, self.device = module, optimizer, device
+    def __init__(self, module: Any, optimizer: Any) -> None:
+        self.module, self.optimizer = module, optimizer
 
 
 def small_cnn(torch: Any, num_classes: int) -> Any:
@@ -119,7 +119,7 @@ class Torch:
             if train.optimizer == "sgd"
             else torch.optim.Adam(params, lr=learning_rate)
         )
-        return Model(module, distribution.wrap_optimizer(optimizer), self.device)
+        return Model(module, distribution.wrap_optimizer(optimizer))
 
     def _to_device(self, t: Any) -> Any:
         return t.to(self.device, non_blocking=True) if t.device != self.device else t
