@@ -90,8 +90,11 @@ LAUNCH_FILE_SECONDS = {
     "test_rank_external.py": 10,
     "test_quiet.py": 8,  # two imports of TensorFlow
     "test_benchmark_smokes.py": 190,  # the smoke runs of the slow tier's benchmarks
-    "test_keras3.py": 1,  # skipped here: scripts/keras3.sh runs it in the Keras 3 venv
-    "test_keras3_hosts.py": 1,  # the same
+    # skipped here: scripts/keras3.sh runs these in the Keras 3 venv, in this order (the
+    # clean-clone CI run on d72010b, 2026-11-28, its quickstart tests since moved out)
+    "test_keras3.py": 315,
+    "test_keras3_hosts.py": 232,
+    "test_keras3_quickstart.py": 260,
     "test_ddp.py": 1,  # skipped here: scripts/torch.sh runs it in the torch venv
 }
 

@@ -83,3 +83,11 @@ def run_pipeprof(
 def pipeprof_cmd() -> list[str]:
     exe = VENV_BIN / "pipeprof"
     return [str(exe)] if exe.exists() else ["pipeprof"]
+
+
+def real_rows_agree_with_their_table(summary) -> None:
+    """Each real row of a summary.csv (a DataFrame) has the gap its table says:
+    1 - samples/s ÷ its ceiling, within the gap's own interval."""
+    for _, row in summary[summary["variant"] == "real"].iterrows():
+        said = 100 * (1 - row["samples_per_s"] / row["twin_samples_per_s"])
+        assert abs(said - row["gap_pct"]) <= max(row["gap_pct_ci95"], 0.5), row.to_dict()

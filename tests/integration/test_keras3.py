@@ -11,58 +11,14 @@ import sys
 import pandas as pd
 import pytest
 
-from tests.integration.conftest import REPO, run_pipeprof, small_scenario, verdict_of
+from tests.integration.conftest import (
+    REPO,
+    real_rows_agree_with_their_table,
+    run_pipeprof,
+    small_scenario,
+)
 
 pytestmark = [pytest.mark.horovod, pytest.mark.keras3]
-
-
-def real_rows_agree_with_their_table(summary: pd.DataFrame) -> None:
-    """Each real row's gap is what the table says: 1 - samples/s ÷ its ceiling, within the
-    gap's own interval."""
-    for _, row in summary[summary["variant"] == "real"].iterrows():
-        said = 100 * (1 - row["samples_per_s"] / row["twin_samples_per_s"])
-        assert abs(said - row["gap_pct"]) <= max(row["gap_pct_ci95"], 0.5), row.to_dict()
-
-
-@pytest.mark.parametrize(
-    "engine, backend", [("data_parallel", "jax"), ("mirrored", "tensorflow")], ids=str
-)
-def test_quickstart_on_keras3_gives_rows_and_the_horovod_stacks_verdict(
-    engine, backend, tmp_path, data_cache_dir
-):
-    out = tmp_path / "run"
-    got = run_pipeprof(
-        "compare", "quickstart", "--np", "1,2", "--engine", engine, "--out", str(out),
-        "--no-report", "--no-dashboard", data=data_cache_dir, timeout=900,
-    )  # fmt: skip
-    summary = pd.read_csv(out / "summary.csv")
-    assert sorted(zip(summary["np"], summary["variant"])) == [
-        (1, "real"), (1, "synthetic"), (2, "real"), (2, "synthetic"),
-    ]  # fmt: skip
-    real_rows_agree_with_their_table(summary)
-    real = summary[summary["variant"] == "real"]
-    if backend == "tensorflow":
-        # as the Horovod stack's quickstart: highly input-bound at np 1 and 2 (README)
-        assert list(real["verdict"]) == ["highly input-bound"] * 2, got.stdout[-3000:]
-    else:
-        # XLA's CPU step of the small CNN is about five times slower than TensorFlow's (a
-        # plain Keras 3 fit of one repeated batch of 32: 163 against 855 samples/s on the
-        # 2-core development machine, docs/validation.md), so here the same pipeline keeps
-        # up better (gaps of about 12%): the verdict is the one its gap and interval give
-        for _, row in real.iterrows():
-            assert pd.notna(row["gap_pct"]) and pd.notna(row["gap_pct_ci95"]), row
-            assert row["verdict"] == verdict_of(row["gap_pct"], row["gap_pct_ci95"]), row
-    manifest = json.loads((out / "manifest.json").read_text())
-    model = json.loads((out / "model.json").read_text())
-    assert manifest["engine"] == engine and manifest["framework"] == "keras3"
-    assert manifest["keras"].startswith("3.") and model["framework_version"].startswith("3.")
-    assert model["launches"]["2"]["backend"] == backend
-    assert model["launches"]["2"]["processes"] == 1
-    assert model["launches"]["2"]["replicas_per_process"] == 2  # 2 devices of one process
-    # said as such: XLA's host devices ("sharing its host's CPU"), tf.distribute's logical
-    # devices ("sharing this host's CPU")
-    device = model["launches"]["2"]["device"]
-    assert "2 " in device and "CPU device" in device and "host's CPU" in device, device
 
 
 def test_a_slowed_pipeline_shows_its_input_wait_under_jit_compile(tmp_path, data_cache_dir):
