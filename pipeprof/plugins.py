@@ -188,6 +188,13 @@ def resolve(scenario: Any) -> Any:
         raise PipeprofError(
             f"data.library {library!r}: train.framework {framework} reads {' or '.join(libraries)}"
         )
+    if not capability(INPUTS, library, "loader_knobs", False):  # they would go unread
+        for variant in scenario.variants:
+            if knobs := scenario.variant_pipeline(variant).loader.set_keys():
+                raise PipeprofError(
+                    f"pipeline.loader.{knobs[0]}: a PyTorch DataLoader knob, and data.library "
+                    f"{library} builds no DataLoader (variant {variant.name!r})"
+                )
     return dataclasses.replace(
         scenario,
         train=dataclasses.replace(scenario.train, engine=engine, framework=framework),

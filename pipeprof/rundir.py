@@ -11,7 +11,7 @@
       stages.csv, verdict.json, verdict.txt   the ablation's stage costs and verdicts
       script_stages.csv  a user script's transformations, each measured alone (compare --ablation -- CMD)
       prediction.csv, prediction.json         pipeprof predict's output
-      trials.csv, tune.json, winner.toml, tfdata.py.txt   pipeprof tune's output
+      trials.csv, tune.json, winner.toml, tfdata.py.txt or dataloader.py.txt   pipeprof tune's output
       bad_files.csv      the bad files skipped, per (np, variant)
       logs/              everything horovodrun (and the stage benchmark) printed
       live/, telemetry/  everything the ranks streamed while running (see telemetry.recorder)
@@ -361,13 +361,15 @@ class RunDir:
         trials: pd.DataFrame,
         result: dict[str, Any] | None = None,
         winner_toml: str = "",
-        tfdata_code: str = "",
+        code: str = "",
+        code_name: str = "tfdata.py.txt",
     ) -> None:
+        """``code``: the winner as its input library's own calls, in ``code_name``."""
         write_csv(self.path / "trials.csv", trials)
         if result is not None:
             write_json(self.path / "tune.json", result)
             atomic.write_text(self.path / "winner.toml", winner_toml)
-            atomic.write_text(self.path / "tfdata.py.txt", tfdata_code)
+            atomic.write_text(self.path / code_name, code)
 
 
 @dataclass

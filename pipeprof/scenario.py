@@ -142,6 +142,32 @@ class ServiceUse:
 
 
 @dataclass(frozen=True)
+class LoaderConfig:
+    """PyTorch DataLoader's own knobs (``data.library = "dataloader"`` reads them; tf.data
+    refuses them). "auto": what pipeprof derives from the stages, as its module says:
+    ``num_workers`` from ``parallel_calls``, ``prefetch_factor`` from ``prefetch.depth``,
+    ``pin_memory`` on a CUDA host."""
+
+    num_workers: int | Literal["auto"] = "auto"
+    prefetch_factor: int | Literal["auto"] = "auto"  # batches each worker keeps ready
+    pin_memory: bool | Literal["auto"] = "auto"  # true, false, or auto: on a CUDA host
+    # workers kept across a round's iterators and epochs; false: started anew with each
+    # iterator, whose start is then counted in the input wait, as a user's epochs would pay it
+    persistent_workers: bool = True
+    # a worker that hands over no batch for this long is named as hung (DataLoader's timeout)
+    timeout_s: float = 300.0
+
+    def set_keys(self) -> list[str]:
+        """The knobs set away from their defaults."""
+        default = LoaderConfig()
+        return [
+            f.name
+            for f in dataclasses.fields(self)
+            if getattr(self, f.name) != getattr(default, f.name)
+        ]
+
+
+@dataclass(frozen=True)
 class PipelineConfig:
     read: ReadConfig = field(default_factory=ReadConfig)
     label: StageSwitch = field(default_factory=StageSwitch)
@@ -155,6 +181,7 @@ class PipelineConfig:
     max_intra_op_parallelism: int = 0  # 0: tf.data's default
     deterministic: bool = False  # keep element order under parallel maps (slower)
     service: ServiceUse = field(default_factory=ServiceUse)
+    loader: LoaderConfig = field(default_factory=LoaderConfig)
 
 
 @dataclass(frozen=True)
@@ -508,6 +535,20 @@ def _check_pipeline(p: PipelineConfig, where: str, key: str, source: str = "") -
             "prefetch.depth",
             f"must be >= 1 or 'autotune', got {p.prefetch.depth}",
         )
+    loader = p.loader
+    if isinstance(loader.num_workers, int):
+        need(
+            loader.num_workers >= 0,
+            "loader.num_workers",
+            f"must be >= 0 (0: batches made in the rank) or 'auto', got {loader.num_workers}",
+        )
+    if isinstance(loader.prefetch_factor, int):
+        need(
+            loader.prefetch_factor >= 1,
+            "loader.prefetch_factor",
+            f"must be >= 1 or 'auto', got {loader.prefetch_factor}",
+        )
+    need(loader.timeout_s > 0, "loader.timeout_s", f"must be > 0, got {loader.timeout_s}")
     address = p.service.address
     need(
         not address or (":" in address and address.rsplit(":", 1)[1].isdigit()),

@@ -48,6 +48,11 @@ CATALOGUE = (
     ),
     Remedy("cache-decoded", ("read",), "decoded images cached in RAM before augmentation"),
     Remedy(
+        "loader-workers",
+        ("read", "augment"),
+        "a DataLoader worker process for each core the rank has (num_workers)",
+    ),
+    Remedy(
         "data-service",
         ("read", "augment"),
         "preprocessing on tf.data service workers (the rank only takes " "their batches)",
@@ -77,12 +82,37 @@ class Data:
     image_size: int = 0
 
 
+@dataclass(frozen=True)
+class Loader:
+    """A DataLoader pipeline's workers as the scenario gives them, and the cores a rank has."""
+
+    workers: int
+    cores: int
+
+
 def apply(
-    remedy: Remedy, base: PipelineConfig, on_bad_file: str = "skip", data: Data | None = None
+    remedy: Remedy,
+    base: PipelineConfig,
+    on_bad_file: str = "skip",
+    data: Data | None = None,
+    loader: Loader | None = None,
 ) -> tuple[PipelineConfig | None, str]:
-    """The real pipeline with the remedy's change, or (None, why it does not apply)."""
+    """The real pipeline with the remedy's change, or (None, why it does not apply);
+    ``loader``: the run reads through a DataLoader (None: tf.data)."""
     data = data or Data()
     aug = base.augment
+    if remedy.name == "loader-workers":
+        if loader is None:
+            return None, "the pipeline is tf.data's, which has no loader workers"
+        if loader.workers >= loader.cores:
+            return None, (
+                f"the loader already runs {loader.workers} worker(s) on the rank's "
+                f"{loader.cores} core(s)"
+            )
+        knobs = dataclasses.replace(base.loader, num_workers=loader.cores)
+        return dataclasses.replace(base, loader=knobs), ""
+    if remedy.name == "data-service" and loader is not None:
+        return None, "a tf.data service feeds tf.data pipelines, not a DataLoader's"
     if remedy.stages == ("augment",) and not aug.enabled:
         return None, "the scenario's pipeline does not augment"
     if remedy.name == "augment-on-device":
@@ -155,19 +185,24 @@ def plan(
     on_bad_file: str = "skip",
     service_hosts: bool = False,
     data: Data | None = None,
+    loader: Loader | None = None,
 ) -> list[Planned]:
     """The remedies for ``stages`` (the stages that bound throughput), or every remedy when
     ``stages`` is None (``--remedies all``); each applied to ``base`` or skipped with why. Chosen
     for a stage, tf.data service runs only when its workers have CPU hosts of their own
     (``service_hosts``)."""
     data = data or Data()
-    chosen = [r for r in CATALOGUE if stages is None or set(r.stages) & set(stages)]
+    # a remedy of the other input library is not one of this run's, skipped or not
+    other = "data-service" if loader is not None else "loader-workers"
+    chosen = [
+        r for r in CATALOGUE if r.name != other and (stages is None or set(r.stages) & set(stages))
+    ]
     out = []
     for r in chosen:
-        if r.name == "data-service" and stages is not None and not service_hosts:
+        if r.name == "data-service" and stages is not None and not service_hosts and not loader:
             out.append(Planned(r, None, SERVICE_HERE))
         else:
-            out.append(Planned(r, *apply(r, base, on_bad_file, data)))
+            out.append(Planned(r, *apply(r, base, on_bad_file, data, loader)))
     return out
 
 

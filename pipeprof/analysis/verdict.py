@@ -44,6 +44,42 @@ ADVICE = {
 }
 
 
+# the same stages when a PyTorch DataLoader feeds the ranks: its knobs and tools, not tf.data's
+LOADER_ADVICE = {
+    "read": [
+        "cache the decoded images in the dataset (pipeline.cache, placement before_augment) if each "
+        "loader worker's copy fits in RAM, or store them decoded on local disk",
+        "store images at the model's size (pre-resized JPEGs), or decode JPEGs at a reduced scale "
+        '(Pillow\'s Image.draft; pipeline.read.decode = "reduced")',
+        "raise num_workers up to the cores a rank has (pipeline.loader.num_workers), or read from "
+        "faster storage",
+        "decode on the GPU (torchvision.io.decode_jpeg with device='cuda', or NVIDIA DALI)",
+    ],
+    "label": [
+        "build the (path, label) list once, outside __getitem__, instead of parsing paths per item",
+    ],
+    "shuffle": [
+        "the DistributedSampler shuffles indices, which costs nothing: look at what __getitem__ "
+        "does per item instead",
+    ],
+    "map": [
+        "keep __getitem__ in vectorised numpy or torch operations, and raise num_workers up to "
+        "the cores a rank has (pipeline.loader.num_workers)",
+        "cache its output in the dataset before the transformations that must run every epoch, if "
+        "it is deterministic and each worker's copy fits in RAM",
+        "run per-batch math on the accelerator, inside the training step",
+    ],
+    "augment": [
+        "move augmentation onto the accelerator: torchvision.transforms.v2 on the batch once it is "
+        'on the device, inside the step (pipeline.augment.placement = "device"), or NVIDIA DALI',
+        "cache decoded images before augment, so only augmentation is paid per epoch",
+        'augment whole batches in the loader (pipeline.augment.placement = "batch"), with '
+        "num_workers up to the cores a rank has",
+        "choose nodes with more CPU cores per GPU",
+    ],
+}
+
+
 KIND_WORDS = (
     (
         "augment",
@@ -213,8 +249,10 @@ def decide(
     host_busy_pct: float | None = None,
     input_wait_pct: float | None = None,
     measured_remedies: list[str] | None = None,
+    loader: bool = False,
 ) -> Verdict:
-    """The verdict at one worker count.
+    """The verdict at one worker count (``loader``: a DataLoader feeds the ranks, whose knobs
+    the advice names in place of tf.data's).
 
     The measured gap decides when its 95% interval lies clear of ``threshold_pct`` (the
     profiler's 'moderately' line): input-bound above, not below. When there is no gap, the
@@ -355,11 +393,12 @@ def decide(
             )
         else:
             lines.insert(0, f"input-bound: the {worst} stage bounds throughput ({why}).")
-        advice = ADVICE[stage_kind(worst)]
+        advice = (LOADER_ADVICE if loader else ADVICE)[stage_kind(worst)]
         if slows_step:
+            more = "more loader workers spread" if loader else "more parallel calls spread"
             advice = [
                 "cut the CPU the pipeline takes per sample (cache before the costly stage, cheaper "
-                "transformations, or move them off this host's CPU): more parallel calls spread the "
+                f"transformations, or move them off this host's CPU): {more} the "
                 "same CPU over more threads and do not help here",
                 *advice,
             ]

@@ -108,7 +108,8 @@ def print_result(res: TuneResult, console: Console) -> None:
             f"a change had to win by {res.search.margin_pct:.1f}% to be kept"
         )
     cmp = Table(
-        title="the winner beside the scenario's settings and AUTOTUNE (pipeline only)",
+        title=f"the winner beside the scenario's settings and {res.autotune.get('label', 'AUTOTUNE')} "
+        "(pipeline only)",
         title_justify="left",
         header_style="bold",
     )
@@ -118,7 +119,7 @@ def print_result(res: TuneResult, console: Console) -> None:
     best = res.search.best
     for label, r in (
         ("scenario", res.scenario_default),
-        ("AUTOTUNE", res.autotune),
+        (res.autotune.get("label", "AUTOTUNE"), res.autotune),
         (
             "tuned",
             {  # no best when every trial failed: the table says nan, the trials say why
@@ -137,8 +138,12 @@ def print_result(res: TuneResult, console: Console) -> None:
     console.print(cmp)
     for line in res.refused:
         console.print(f"[yellow]refused[/] {line}")
-    console.print("equivalent tf.data code:")
-    console.print(Syntax((res.run_dir / "tfdata.py.txt").read_text(), "python", theme="ansi_dark"))
+    console.print(
+        "equivalent DataLoader code:"
+        if res.code_file == "dataloader.py.txt"
+        else "equivalent tf.data code:"
+    )
+    console.print(Syntax((res.run_dir / res.code_file).read_text(), "python", theme="ansi_dark"))
     console.print(
         f"scenario fragment: {res.run_dir / 'winner.toml'}  "
         f"(use: pipeprof compare SCENARIO --overlay {res.run_dir / 'winner.toml'})"

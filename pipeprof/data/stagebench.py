@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from pipeprof import plugins
 from pipeprof.analysis.ablation import ladder
 from pipeprof.analysis.stages import COSTLY
 from pipeprof.analysis.stats import (
@@ -43,6 +44,10 @@ from pipeprof.data.files import count_images
 from pipeprof.errors import PipeprofError
 from pipeprof.launch import signals, supervise, topology
 from pipeprof.scenario import DataConfig, PipelineConfig
+
+# the input library a bench takes for data.library "auto" (callers that know the run's
+# engine pass the library it resolves to): tf.data, which every engine but ddp reads
+AUTO_LIBRARY = "tfdata"
 
 STAGES = COSTLY
 
@@ -73,21 +78,26 @@ def _warmed(
     warmup_batches: int,
     cache_prefix: str,
 ):
-    """An iterator over ``pipe``, past its start-up: the shuffle buffer and any cache filled."""
-    from pipeprof.data import pipeline
-
-    ds = pipeline.build(
+    """An iterator over ``pipe``, past its start-up: the shuffle buffer and any cache filled.
+    Built by ``data.library``'s input library ("auto": tf.data, as before libraries were
+    points of their own), one rank's whole data set on and on."""
+    library = AUTO_LIBRARY if data.library == plugins.AUTO else data.library
+    ds = plugins.make(plugins.INPUTS, library).pipeline(
         data,
         pipe,
         data_root=data_root,
-        shard=pipeline.Shard(0, 1),
+        shard=(0, 1),
         batch_size=batch_size,
         cache_prefix=cache_prefix,
     )
     it = iter(ds)
-    # The shuffle buffer sits before repeat, so it never holds more than an epoch of a small data set.
+    # The shuffle buffer sits before repeat, so it never holds more than an epoch of a small
+    # data set (a DataLoader's sampler shuffles its indices and holds no buffer).
     images = count_images(data_root) if data.source in ("folder", "generated") else 0
-    buffer = pipe.shuffle.buffer_size if pipe.shuffle.enabled else 0
+    has_buffer = pipe.shuffle.enabled and not plugins.capability(
+        plugins.INPUTS, library, "loader_knobs", False
+    )
+    buffer = pipe.shuffle.buffer_size if has_buffer else 0
     fill = (min(buffer, images) if images else buffer) // batch_size
     if pipe.cache.enabled:
         fill = max(fill, images // batch_size + 1)
@@ -126,7 +136,7 @@ def measure(
     )
     ends = []
     stop, next_check = STOP_FIXED_TIME, min_seconds
-    c0, t0 = time.process_time(), time.perf_counter()
+    c0, t0 = cpu_seconds(), time.perf_counter()
     while True:
         next(it)
         ends.append(time.perf_counter())
@@ -143,7 +153,8 @@ def measure(
             if half <= target_pct / 100 * rate:
                 stop = STOP_TARGET
                 break
-    cpu = time.process_time() - c0
+    cpu = cpu_seconds() - c0
+    del it  # a DataLoader's workers end with their iterator, before the next trial's start
     samples = len(ends) * batch_size
     rate, half = _interval(t0, ends, batch_size)
     return {
@@ -155,6 +166,25 @@ def measure(
         "half_pct": 100 * half / rate if rate > 0 and not math.isnan(half) else math.nan,
         "stop": stop,
     }
+
+
+def cpu_seconds() -> float:
+    """CPU time of this process (tf.data's threads) and of its child processes (a DataLoader's
+    workers): those still running, and those that ended and were reaped (the kernel's count
+    for them, ``RUSAGE_CHILDREN``: the workers that restart with each epoch)."""
+    import resource
+
+    import psutil
+
+    ended = resource.getrusage(resource.RUSAGE_CHILDREN)
+    total = time.process_time() + ended.ru_utime + ended.ru_stime
+    for child in psutil.Process().children(recursive=True):
+        try:
+            times = child.cpu_times()
+            total += times.user + times.system
+        except psutil.NoSuchProcess:
+            continue
+    return total
 
 
 def _interval(t0: float, ends: list[float], batch_size: int) -> tuple[float, float]:

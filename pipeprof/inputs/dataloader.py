@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import io
 import math
+import re
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -137,6 +138,17 @@ class FolderImages:
         return x, int(label)
 
 
+def worker_count(pipe: PipelineConfig, local_ranks: int, cores: int | None = None) -> int:
+    """The loader's worker processes: ``loader.num_workers``, else ``parallel_calls``, whose
+    "autotune" is the cores each of the host's ``local_ranks`` ranks has (of ``cores``, or
+    the cores this process may use)."""
+    if pipe.loader.num_workers != "auto":
+        return int(pipe.loader.num_workers)
+    if pipe.parallel_calls == "autotune":
+        return topology.cores_per_rank(local_ranks, cores)
+    return int(pipe.parallel_calls)
+
+
 class Loader:
     """A rank's pipeline: an iterable of (x, y) batches over ``epochs`` epochs (None: on and
     on), each ``iter`` an iterator of its own from the same loader and its workers."""
@@ -161,23 +173,23 @@ class Loader:
                 f"data: shard {index} of {count} holds {len(self.sampler)} images, fewer than "
                 f"one batch of {batch_size}"
             )
-        workers = (
-            topology.cores_per_rank(identity().local_size)
-            if pipe.parallel_calls == "autotune"
-            else int(pipe.parallel_calls)
-        )
+        knobs = pipe.loader
+        workers = worker_count(pipe, identity().local_size)
         self.workers = workers
         if pipe.read.throttle_mb_s:
             dataset.read_s_per_byte = max(1, workers) / (pipe.read.throttle_mb_s * 1e6)
         prefetch = (
             None
             if not workers
+            else int(knobs.prefetch_factor)
+            if knobs.prefetch_factor != "auto"
             else 1
             if not pipe.prefetch.enabled
             else DEFAULT_PREFETCH_FACTOR
             if pipe.prefetch.depth == "autotune"
             else int(pipe.prefetch.depth)
         )
+        self.timeout_s = knobs.timeout_s
         self.loader = DataLoader(
             dataset,
             batch_size=batch_size,
@@ -185,8 +197,11 @@ class Loader:
             drop_last=True,
             num_workers=workers,
             prefetch_factor=prefetch,
-            persistent_workers=workers > 0,
-            pin_memory=torch.cuda.is_available(),
+            persistent_workers=workers > 0 and knobs.persistent_workers,
+            pin_memory=torch.cuda.is_available()
+            if knobs.pin_memory == "auto"
+            else bool(knobs.pin_memory),
+            timeout=knobs.timeout_s if workers else 0,
         )
         self.batch_augment = (
             batch_augment(pipe.augment, dataset.data.image_size)
@@ -199,9 +214,93 @@ class Loader:
         epoch = 0
         while self.epochs is None or epoch < self.epochs:
             self.sampler.set_epoch(epoch)
-            for x, y in self.loader:
-                yield (x, y) if self.batch_augment is None else self.batch_augment(x, y)
+            batches = iter(self.loader)
+            try:
+                for x, y in batches:
+                    yield (x, y) if self.batch_augment is None else self.batch_augment(x, y)
+            except RuntimeError as exc:
+                line = worker_failure(str(exc), self.timeout_s, exit_codes(batches))
+                if line is None:
+                    raise
+                raise PipeprofError(line) from None
             epoch += 1
+
+
+# PyTorch's words for a loader worker that is gone (torch/utils/data/dataloader.py and
+# _utils/signal_handling.py, 2.4 to 2.13): killed by a signal, exited, or silent past the timeout
+_KILLED = re.compile(r"DataLoader worker \(pid (\d+)\) is killed by signal: ([^.]+)\.")
+_EXITED = re.compile(r"DataLoader worker \(pid (\d+)\) exited unexpectedly with exit code (-?\d+)")
+_GONE = re.compile(r"DataLoader worker \(pid\(s\) ([\d, ]+)\) exited unexpectedly")
+_TIMED_OUT = re.compile(r"DataLoader timed out after ([\d.]+) seconds")
+
+
+def exit_codes(batches: Any) -> dict[int, int]:
+    """The exit codes of a loader iterator's workers that have ended, by pid (negative: the
+    signal that ended it). PyTorch's message names the pid only when its SIGCHLD handler
+    ran, which it sets in the main thread alone; the iterator's worker processes (a private
+    attribute, there since PyTorch 1.2) still hold how each ended."""
+    codes = {}
+    for worker in getattr(batches, "_workers", ()):
+        code = getattr(worker, "exitcode", None)
+        if code is not None and worker.pid is not None:
+            codes[worker.pid] = code
+    return codes
+
+
+def _signal_cause(number: int) -> str:
+    import signal
+
+    if number == signal.SIGKILL:
+        return "killed by SIGKILL (a kill -9, or the kernel's out-of-memory killer)"
+    if number == signal.SIGBUS:
+        return _SHM
+    return f"killed by {signal.Signals(number).name}"
+
+
+_SHM = (
+    "killed by SIGBUS: out of shared memory (/dev/shm); give the host or container more "
+    "(docker --shm-size), or lower pipeline.loader.num_workers or prefetch_factor"
+)
+
+
+def worker_failure(
+    message: str, timeout_s: float, codes: dict[int, int] | None = None
+) -> str | None:
+    """One line naming the loader worker that failed and why, from PyTorch's error ``message``
+    and the workers' exit ``codes`` by pid; None for any other error."""
+    codes = codes or {}
+    if m := _KILLED.search(message):
+        pid, signal_name = m.groups()
+        if "Bus error" in signal_name or "shared memory" in message:
+            cause = _SHM
+        elif signal_name.strip() == "Killed":
+            cause = "killed by SIGKILL (a kill -9, or the kernel's out-of-memory killer)"
+        else:
+            cause = f"killed by signal {signal_name.strip()}"
+        return f"data.library dataloader: loader worker pid {pid} {cause}"
+    if m := _EXITED.search(message):
+        return (
+            f"data.library dataloader: loader worker pid {m.group(1)} exited with code "
+            f"{m.group(2)} while the rank waited for its batch"
+        )
+    if m := _GONE.search(message):
+        pids = [int(p) for p in m.group(1).replace(",", " ").split()]
+        said = []
+        for pid in pids:
+            code = codes.get(pid)
+            if code is None:
+                said.append(f"loader worker pid {pid} exited")
+            elif code < 0:
+                said.append(f"loader worker pid {pid} {_signal_cause(-code)}")
+            else:
+                said.append(f"loader worker pid {pid} exited with code {code}")
+        return f"data.library dataloader: {'; '.join(said)}, while the rank waited for a batch"
+    if _TIMED_OUT.search(message):
+        return (
+            f"data.library dataloader: no loader worker handed over a batch in {timeout_s:g} s "
+            "(pipeline.loader.timeout_s): a worker is hung"
+        )
+    return None
 
 
 def batch_augment(augment: AugmentConfig, size: int) -> Callable[[Any, Any], Any]:
@@ -218,6 +317,7 @@ def batch_augment(augment: AugmentConfig, size: int) -> Callable[[Any, Any], Any
 
 class DataLoaderInputs:
     name = "dataloader"
+    loader_knobs = True  # it reads [pipeline.loader]; other libraries refuse those keys
 
     def pipeline(
         self,

@@ -270,7 +270,7 @@ def _tune_section(run: Run) -> str:
         default = (info.get("scenario_default") or {}).get("samples_per_s")
         head = (
             f'<p><b>winner</b> ({_num(info.get("winner_samples_per_s"), 0)} samples/s on '
-            f'{esc(info.get("cores_per_rank"))} core(s); AUTOTUNE {_num(auto, 0)}, the scenario\'s settings '
+            f'{esc(info.get("cores_per_rank"))} core(s); {esc((info.get("autotune") or {}).get("label", "AUTOTUNE"))} {_num(auto, 0)}, the scenario\'s settings '
             f'{_num(default, 0)}): '
             + ", ".join(f"{esc(k)}={esc(v)}" for k, v in info["winner"].items())
             + "</p>"

@@ -217,12 +217,17 @@ def coordinate_descent(
         ]
         i = max(range(len(finalists)), key=lambda j: means[j])
         last = rounds[-1][i]
+        # the mean's interval from its rounds' own: their half-widths (in samples/s) added in
+        # quadrature over the number of rounds, as the mean of independent measurements has
+        halves = [r[i].half_pct / 100 * r[i].samples_per_s for r in rounds]
+        half = math.sqrt(sum(h * h for h in halves)) / len(rounds)
         result.best = Trial(
             point=last.point,
             samples_per_s=means[i],
             cpu_cores_used=last.cpu_cores_used,
             phase="run-off",
             seconds=sum(r[i].seconds for r in rounds),
+            half_pct=100 * half / means[i] if means[i] > 0 else math.nan,
             stop="fixed",
         )
     else:

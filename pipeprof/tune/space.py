@@ -13,8 +13,38 @@ Point = dict[str, Any]
 
 @dataclass(frozen=True)
 class Dimension:
-    name: str  # prefetch | parallel_calls | private_threadpool_size | max_intra_op_parallelism | cache | shuffle_buffer
+    # tf.data: prefetch | parallel_calls | private_threadpool_size | max_intra_op_parallelism |
+    # cache | shuffle_buffer; a DataLoader: cache | num_workers | prefetch_factor |
+    # persistent_workers | pin_memory
+    name: str
     values: tuple[Any, ...]
+
+
+# the DataLoader's knobs: the point's key is the [pipeline.loader] key
+LOADER_KNOBS = ("num_workers", "prefetch_factor", "persistent_workers", "pin_memory")
+# PyTorch's own defaults, as a user's DataLoader(dataset, batch_size) has them
+PYTORCH_DEFAULTS = {
+    "num_workers": 0,
+    "prefetch_factor": 2,
+    "persistent_workers": False,
+    "pin_memory": False,
+}
+
+
+def loader_space(cores: int, gpu: bool = False) -> list[Dimension]:
+    """A DataLoader's space on the cores one rank has: the cache first (as for tf.data), then
+    the worker processes (none: batches made in the training process, PyTorch's default), the
+    batches each keeps ready, and whether they outlive an epoch. ``pin_memory`` only where a
+    GPU is (pinned host memory speeds the copy to a device; without one it copies nothing)."""
+    dims = [
+        Dimension("cache", ("off", "before_augment")),
+        Dimension("num_workers", tuple(dict.fromkeys([0, max(1, cores // 2), cores, 2 * cores]))),
+        Dimension("prefetch_factor", (1, 2, 4)),
+        Dimension("persistent_workers", (True, False)),
+    ]
+    if gpu:
+        dims.append(Dimension("pin_memory", (False, True)))
+    return dims
 
 
 def default_space(cores: int, shuffle: bool = True) -> list[Dimension]:
@@ -48,8 +78,25 @@ def point_of(pipe: PipelineConfig, space: list[Dimension]) -> Point:
         if not (pipe.cache.enabled and pipe.cache.kind == "memory")
         else pipe.cache.placement,
         "shuffle_buffer": pipe.shuffle.buffer_size,
+        **{k: getattr(pipe.loader, k) for k in LOADER_KNOBS},
     }
     return {d.name: full[d.name] for d in space}
+
+
+def defaults_point(pipe: PipelineConfig, space: list[Dimension]) -> Point:
+    """What a user gets without tuning, as the baseline beside the winner: tf.data left to
+    itself (AUTOTUNE, default thread pools), or a DataLoader with PyTorch's defaults; the
+    scenario's cache and shuffle buffer either way."""
+    if any(d.name in LOADER_KNOBS for d in space):
+        p = point_of(pipe, space)
+        p.update({k: v for k, v in PYTORCH_DEFAULTS.items() if k in p})
+        return p
+    return autotune_point(pipe, space)
+
+
+def defaults_label(space: list[Dimension]) -> str:
+    """How the output names ``defaults_point``."""
+    return "PyTorch defaults" if any(d.name in LOADER_KNOBS for d in space) else "AUTOTUNE"
 
 
 def autotune_point(pipe: PipelineConfig, space: list[Dimension]) -> Point:
@@ -89,6 +136,8 @@ def apply(pipe: PipelineConfig, point: Point) -> PipelineConfig:
             if point["cache"] == "off"
             else CacheConfig(enabled=True, kind="memory", placement=point["cache"]),
         )
+    if knobs := {k: point[k] for k in LOADER_KNOBS if k in point}:
+        p = dataclasses.replace(p, loader=dataclasses.replace(p.loader, **knobs))
     if "shuffle_buffer" in point and p.shuffle.enabled:
         p = dataclasses.replace(
             p, shuffle=dataclasses.replace(p.shuffle, buffer_size=point["shuffle_buffer"])
@@ -107,8 +156,9 @@ def grid(space: list[Dimension]) -> list[Point]:
     return points
 
 
-def fragment_toml(pipe: PipelineConfig) -> str:
-    """The tuned settings as a scenario fragment (``pipeprof compare --overlay``)."""
+def fragment_toml(pipe: PipelineConfig, loader: bool = False) -> str:
+    """The tuned settings as a scenario fragment (``pipeprof compare --overlay``); ``loader``:
+    a DataLoader's, whose [pipeline.loader] knobs it holds in place of tf.data's."""
 
     def val(v: Any) -> str:
         return (
@@ -116,16 +166,22 @@ def fragment_toml(pipe: PipelineConfig) -> str:
         )
 
     lines = [
-        "# written by pipeprof tune: merge with `pipeprof compare SCENARIO --overlay THIS_FILE`",
-        "[pipeline]",
+        "# written by pipeprof tune: merge with `pipeprof compare SCENARIO --overlay THIS_FILE`"
     ]
-    for k in ("parallel_calls", "private_threadpool_size", "max_intra_op_parallelism"):
-        lines.append(f"{k} = {val(getattr(pipe, k))}")
+    if loader:
+        lines.append("[pipeline.loader]")
+        lines += [f"{k} = {val(getattr(pipe.loader, k))}" for k in LOADER_KNOBS]
+    else:
+        lines.append("[pipeline]")
+        for k in ("parallel_calls", "private_threadpool_size", "max_intra_op_parallelism"):
+            lines.append(f"{k} = {val(getattr(pipe, k))}")
+        lines += [
+            "",
+            "[pipeline.prefetch]",
+            f"enabled = {val(pipe.prefetch.enabled)}",
+            f"depth = {val(pipe.prefetch.depth)}",
+        ]
     lines += [
-        "",
-        "[pipeline.prefetch]",
-        f"enabled = {val(pipe.prefetch.enabled)}",
-        f"depth = {val(pipe.prefetch.depth)}",
         "",
         "[pipeline.cache]",
         f"enabled = {val(pipe.cache.enabled)}",
@@ -162,4 +218,28 @@ def tfdata_code(pipe: PipelineConfig) -> str:
         f"ds = ds.prefetch({depth})",
         "ds = ds.with_options(options)",
     ]
+    return "\n".join(lines)
+
+
+def dataloader_code(pipe: PipelineConfig) -> str:
+    """The equivalent DataLoader call, for users who build their own loader."""
+    knobs = pipe.loader
+    workers = knobs.num_workers
+    lines = [
+        "sampler = DistributedSampler(dataset, shuffle=True, drop_last=True)",
+        "loader = DataLoader(",
+        "    dataset,",
+        "    batch_size=batch_size,",
+        "    sampler=sampler,",
+        "    drop_last=True,",
+        f"    num_workers={workers},",
+    ]
+    if workers != 0:
+        lines.append(f"    prefetch_factor={knobs.prefetch_factor},")
+        lines.append(f"    persistent_workers={knobs.persistent_workers},")
+    if knobs.pin_memory != "auto":
+        lines.append(f"    pin_memory={knobs.pin_memory},")
+    lines.append(")")
+    if pipe.cache.enabled:
+        lines.insert(0, "# the dataset keeps each decoded element it makes (a cache per worker)")
     return "\n".join(lines)

@@ -203,12 +203,22 @@ def plan_remedies(
         stages = [bounding_stage(rows)]
         reporter.message(f"remedies for the {stages[0]} stage, the costliest per sample")
     specs = []
+    base = scenario.variant_pipeline(scenario.variants[0])
+    loader = None
+    if plugins.capability(plugins.INPUTS, scenario.data.library, "loader_knobs", False):
+        from pipeprof.inputs.dataloader import worker_count
+        from pipeprof.workflows.diagnose import cores_per_rank as rank_cores
+
+        widest = max(nps)  # where a rank has the fewest cores
+        cores = max(1, int(rank_cores(scenario, widest, cores_per_rank)))
+        loader = remedies.Loader(worker_count(base, 1, cores), cores)
     for planned in remedies.plan(
-        scenario.variant_pipeline(scenario.variants[0]),
+        base,
         stages,
         scenario.data.on_bad_file,
         service_hosts=bool(scenario.service.hosts),
         data=stored_data(scenario, data_root),
+        loader=loader,
     ):
         skipped = planned.skipped
         if (

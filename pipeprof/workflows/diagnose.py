@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from pipeprof import plugins
 from pipeprof.analysis import remedies
 from pipeprof.analysis.stages import COSTLY
 from pipeprof.analysis.verdict import Verdict, decide
@@ -112,6 +113,10 @@ def verdicts_per_np(
     ``rows`` and the gap of the ``reference`` variant (pipeprof's scenarios and a user's script
     alike); ``remedies_cited``: the remedy variants that ran are cited with their figures."""
     verdicts = []
+    library = scenario.data.library
+    loader = library != plugins.AUTO and bool(
+        plugins.capability(plugins.INPUTS, library, "loader_knobs", False)
+    )
     for n in sorted(int(n) for n in summary["np"].unique()):
         at = summary[summary["np"] == n].set_index("variant")
         if "synthetic" not in at.index:
@@ -135,6 +140,7 @@ def verdicts_per_np(
                 measured_remedies=remedies.measured_lines(summary, reference, n)
                 if remedies_cited
                 else None,
+                loader=loader,
             )
         )
         slow = at.loc[reference].get("straggler") if measured else None

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import dataclasses
 
+from pipeprof import plugins
 from pipeprof.analysis.ablation import RUNG_TIME_SHARE, ladder_pipelines
 from pipeprof.analysis.memory import check, default_ram_budget_bytes
 from pipeprof.analysis.stages import LADDER
 from pipeprof.config import build
 from pipeprof.errors import PipeprofError
+from pipeprof.inputs.dataloader import worker_count
 from pipeprof.launch import hosts, topology
 from pipeprof.launch.job import VariantSpec
 from pipeprof.progress import Launch
@@ -88,10 +90,13 @@ def check_memory(
     from pipeprof.data.files import count_images
 
     images = count_images(data_root)
+    library = scenario.data.library
+    loader = library != plugins.AUTO and plugins.capability(
+        plugins.INPUTS, library, "loader_knobs", False
+    )
     for n in nps:
-        budget = budget_bytes or default_ram_budget_bytes(
-            topology.assign(n, scenario.launch).ranks_per_host
-        )
+        local = topology.assign(n, scenario.launch).ranks_per_host
+        budget = budget_bytes or default_ram_budget_bytes(local)
         for spec in specs:
             if not spec.synthetic:
                 pipe = build(PipelineConfig, spec.pipeline, "job", spec.name)
@@ -101,6 +106,7 @@ def check_memory(
                     -(-images // n),
                     budget,
                     f"{scenario.source_file or 'scenario'}: variant '{spec.name}' at np={n}",
+                    worker_count(pipe, local) if loader else None,
                 )
 
 

@@ -16,14 +16,17 @@ from pathlib import Path
 
 import pandas as pd
 
+from pipeprof import plugins
 from pipeprof.analysis.memory import check, default_ram_budget_bytes
 from pipeprof.data.files import count_images
 from pipeprof.data.stagebench import StageBench
 from pipeprof.errors import PipeprofError
+from pipeprof.inputs.dataloader import worker_count
 from pipeprof.launch import signals
 from pipeprof.reporting import Reporter
 from pipeprof.rundir import RUNNING, RunDir, manifest
 from pipeprof.scenario import PipelineConfig, Scenario, VariantConfig
+from pipeprof.telemetry.nvml import Nvml
 from pipeprof.tune import space as sp
 from pipeprof.tune.search import Evaluate, SearchResult, Trial, Window, coordinate_descent
 from pipeprof.workflows.compare import CompareRequest, CompareResult, compare, finish_run
@@ -39,6 +42,7 @@ class TuneResult:
     winner: PipelineConfig
     refused: list[str] = field(default_factory=list)
     confirm: CompareResult | None = None
+    code_file: str = "tfdata.py.txt"  # the winner as the library's own code, in the run directory
 
 
 def _trials_frame(trials: list[Trial]) -> pd.DataFrame:
@@ -94,6 +98,10 @@ def tune(
     """``budget_s``, and ``max_trials`` when set: the search ends at whichever comes first; the
     run-off and the measurements of the scenario's default and of autotune follow it."""
     reporter = reporter or Reporter()
+    # the input library the run would build (data.library "auto": the engine's), whose knobs
+    # the search turns: tf.data's, or a DataLoader's
+    scenario = dataclasses.replace(scenario, data=plugins.resolve(scenario).data)
+    loader = bool(plugins.capability(plugins.INPUTS, scenario.data.library, "loader_knobs"))
     data_root = prepare_data(scenario, reporter)
     base = scenario.variant_pipeline(scenario.variants[0])
     run = RunDir.create(out, f"{scenario.name}-tune")
@@ -112,14 +120,26 @@ def tune(
         )
     )
     run.write_status(RUNNING)
-    space = sp.default_space(cores, shuffle=base.shuffle.enabled)
+    space = (
+        sp.loader_space(cores, gpu=Nvml().device_count() > 0)
+        if loader
+        else sp.default_space(cores, shuffle=base.shuffle.enabled)
+    )
     budget = ram_budget_bytes or default_ram_budget_bytes(1)
     images = -(-count_images(data_root) // ranks) if data_root else 0
     refused: dict[str, str] = {}
 
     def allowed(point: sp.Point) -> bool:
+        pipe = sp.apply(base, point)
         try:
-            check(sp.apply(base, point), scenario.data.image_size, images, budget, "tune")
+            check(
+                pipe,
+                scenario.data.image_size,
+                images,
+                budget,
+                "tune",
+                worker_count(pipe, 1, cores) if loader else None,
+            )
             return True
         except PipeprofError as exc:
             refused.setdefault(
@@ -165,7 +185,12 @@ def tune(
             max_trials=max_trials,
         )
         default_res = evaluate(start, Window(2 * trial_s, 2 * trial_s))
-        auto_res = evaluate(sp.autotune_point(base, space), Window(2 * trial_s, 2 * trial_s))
+        auto_point = sp.defaults_point(base, space)
+        auto_res = {
+            "point": auto_point,
+            "label": sp.defaults_label(space),
+            **evaluate(auto_point, Window(2 * trial_s, 2 * trial_s)),
+        }
     if caught.signum is not None:
         run.write_tune(_trials_frame(done))
         finish_run(run, f"{signals.Interrupted(caught.signum)}", caught.signum, reporter, report)
@@ -188,13 +213,15 @@ def tune(
             "noise_pct": search.noise_pct,
             "margin_pct": search.margin_pct,
             "winner_samples_per_s": search.best.samples_per_s,
+            "winner_half_pct": search.best.half_pct,
             "winner_cpu_cores_used": search.best.cpu_cores_used,
             "scenario_default": {"point": start, **default_res},
             "autotune": auto_res,
             "refused": list(refused.values()),
         },
-        winner_toml=sp.fragment_toml(winner),
-        tfdata_code=sp.tfdata_code(winner) + "\n",
+        winner_toml=sp.fragment_toml(winner, loader=loader),
+        code=(sp.dataloader_code(winner) if loader else sp.tfdata_code(winner)) + "\n",
+        code_name="dataloader.py.txt" if loader else "tfdata.py.txt",
     )
 
     confirm = None
@@ -238,6 +265,7 @@ def tune(
         winner,
         list(refused.values()),
         confirm,
+        "dataloader.py.txt" if loader else "tfdata.py.txt",
     )
 
 

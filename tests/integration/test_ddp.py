@@ -2,10 +2,14 @@
 pipelines, in a venv that holds torch and no TensorFlow (scripts/torch.sh)."""
 
 import json
+import os
+import signal
 import subprocess
 import sys
+import time
 
 import pandas as pd
+import psutil
 import pytest
 
 from tests.integration.conftest import REPO, run_pipeprof, small_scenario
@@ -68,3 +72,60 @@ def test_a_torch_users_script_is_compared_at_np_1_and_2(small_dataset, tmp_path)
     assert real["gap_pct"].notna().all() and (real["input_wait_pct"] > 0).all(), real.to_dict()
     steps = pd.concat(pd.read_csv(f) for f in (out / "steps").glob("np2-real*.csv"))
     assert set(steps["rank"]) == {0, 1} and set(steps["batch_size"]) == {8}
+
+
+def loader_workers(launcher: psutil.Process) -> list[psutil.Process]:
+    """The DataLoader workers under ``launcher``: processes forked by a rank, with its command
+    line (a rank is started anew, with a command line of its own)."""
+    found = []
+    for proc in launcher.children(recursive=True):
+        try:
+            parent = proc.parent()
+            if parent is not None and parent.pid != launcher.pid:
+                if proc.cmdline() == parent.cmdline() and "pipeprof" in " ".join(proc.cmdline()):
+                    found.append(proc)
+        except psutil.NoSuchProcess:
+            continue
+    return found
+
+
+def test_a_killed_loader_worker_is_named_in_one_line_and_the_ceiling_is_kept(
+    tmp_path, data_cache_dir
+):
+    """kill -9 of a DataLoader worker while the real variant reads (slowly, from throttled
+    storage): the run ends naming the worker's pid and SIGKILL in one line, and the synthetic
+    ceiling measured before it is kept."""
+    scen = tmp_path / "s.toml"
+    scen.write_text(
+        small_scenario(
+            "ddp-kill",
+            400,
+            "[pipeline.read]\nthrottle_mb_s = 0.05\n[pipeline.loader]\nnum_workers = 1\n",
+        )
+    )
+    out = tmp_path / "run"
+    launcher = subprocess.Popen(
+        [sys.executable, "-m", "pipeprof", "compare", str(scen), "--np", "1", "--engine", "ddp",
+         "--out", str(out), "--no-report", "--no-dashboard"],
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        env={**os.environ, "PIPEPROF_DATA_DIR": str(data_cache_dir)},
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 240
+        workers: list[psutil.Process] = []
+        while not workers and time.monotonic() < deadline and launcher.poll() is None:
+            time.sleep(0.5)
+            workers = loader_workers(psutil.Process(launcher.pid))
+        assert workers, "no loader worker appeared"
+        victim = workers[0].pid
+        os.kill(victim, signal.SIGKILL)
+        said, _ = launcher.communicate(timeout=240)
+    finally:
+        if launcher.poll() is None:
+            launcher.kill()
+    assert launcher.returncode != 0, said[-3000:]
+    lines = [line for line in said.splitlines() if f"loader worker pid {victim}" in line]
+    assert len(lines) == 1 and "killed by SIGKILL" in lines[0], said[-3000:]
+    assert "Traceback" not in said, said[-3000:]
+    kept = pd.read_csv(out / "steps" / "np1-synthetic.csv")
+    assert len(kept) > 0

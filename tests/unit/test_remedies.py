@@ -276,3 +276,19 @@ def test_a_waiting_stage_under_a_cache_is_paid_once_and_does_not_bound():
         },
     ]
     assert bounding_stage(rows) == "augment"
+
+
+def test_a_dataloader_gets_a_worker_per_core_and_no_tf_data_service():
+    base = PipelineConfig()
+    few = remedies.Loader(workers=0, cores=2)
+    got = names(remedies.plan(base, ["read"], loader=few))
+    assert set(got) == {"decode-less", "cache-decoded", "loader-workers"}
+    assert got["loader-workers"][0] == dataclasses.replace(
+        base, loader=dataclasses.replace(base.loader, num_workers=2)
+    )
+    enough = names(remedies.plan(base, ["augment"], loader=remedies.Loader(2, 2)))
+    assert set(enough) == {"augment-on-device", "batch-augment", "loader-workers"}
+    assert enough["loader-workers"] == (
+        None,
+        "the loader already runs 2 worker(s) on the rank's 2 core(s)",
+    )

@@ -1,0 +1,122 @@
+"""The DataLoader's stages under ``--engine ddp``: ``tune`` turns its knobs, and the verdict
+names the stage that costs. In the torch venv (scripts/torch.sh). These measure the cores, so
+they run alone (tests/conftest.py)."""
+
+import json
+
+import pytest
+
+from tests.integration.conftest import run_pipeprof
+
+pytestmark = [pytest.mark.horovod, pytest.mark.torch, pytest.mark.alone]
+
+# 240 generated JPEGs of 480 px decoded to 32 px: decoding is nearly all of the pipeline's
+# CPU (4.5-5.3 core-ms a sample here, 2026-11-28), which one process cannot spread over cores
+DECODE_HEAVY = """
+name = "decode-heavy"
+[data]
+source = "generated"
+image_size = 32
+num_classes = 3
+[data.generate]
+images = 240
+size = 480
+classes = 3
+[pipeline.loader]
+num_workers = 0  # PyTorch's default: batches made in the training process
+[train]
+batch_size = 8
+warmup_steps = 3
+measure_steps = 20
+"""
+
+
+def test_tune_gives_a_decode_heavy_loader_workers_and_beats_the_default(tmp_path, data_cache_dir):
+    """The search starts from num_workers = 0 on 2 cores and picks worker processes; the pick's
+    rate, less its interval, beats the scenario's and PyTorch's defaults, plus theirs. The
+    memory cache is out of reach (--ram-budget 1M: each worker would hold its own 2.8 MB),
+    as for a data set larger than RAM, so the workers are what is left to win with."""
+    scen = tmp_path / "s.toml"
+    scen.write_text(DECODE_HEAVY)
+    out = tmp_path / "tune"
+    run_pipeprof(
+        "tune", str(scen), "--cores-per-rank", "2", "--budget", "40s", "--confirm-steps", "0",
+        "--ram-budget", "1M", "--no-report", "--out", str(out), data=data_cache_dir,
+    )  # fmt: skip
+    got = json.loads((out / "tune.json").read_text())
+    assert got["winner"]["num_workers"] not in (0, "auto"), got["winner"]
+    assert got["winner"]["cache"] == "off"
+    low = got["winner_samples_per_s"] * (1 - got["winner_half_pct"] / 100)
+    for baseline in (got["scenario_default"], got["autotune"]):
+        assert baseline["point"]["num_workers"] == 0
+        high = baseline["samples_per_s"] * (1 + baseline["half_pct"] / 100)
+        assert low > high, (got["winner"], got["winner_samples_per_s"], baseline)
+    assert got["autotune"]["label"] == "PyTorch defaults"
+    code = (out / "dataloader.py.txt").read_text()
+    assert f"num_workers={got['winner']['num_workers']}," in code, code
+    assert "[pipeline.loader]" in (out / "winner.toml").read_text()
+
+
+AUGMENT_HEAVY = """
+name = "expensive-augment"
+[data]
+source = "generated"
+image_size = 64
+num_classes = 3
+[data.generate]
+images = 150
+size = 64
+classes = 3
+[pipeline.augment]
+strength = 2.0
+rotation_deg = 45.0
+crop_scale_min = 0.3
+[train]
+batch_size = 16
+warmup_steps = 3
+min_measure_s = 2
+max_measure_s = 12
+"""
+
+# model-bound: small images, no augmentation, and a step of 160 ms that takes no CPU (an
+# emulated device). At 80 ms the DataLoader's own hand-over (about 2 ms a batch from a worker
+# process, and 15-16 ms at a round's first batch) put this control at 4.0% ±0.8, on the 5% line
+CONTROL = """
+name = "model-bound"
+[data]
+source = "generated"
+image_size = 32
+num_classes = 3
+[data.generate]
+images = 150
+size = 64
+classes = 3
+[pipeline.augment]
+enabled = false
+[train]
+device = "emulated:160"
+batch_size = 16
+warmup_steps = 3
+min_measure_s = 2
+max_measure_s = 12
+"""
+
+
+@pytest.mark.parametrize("case, named", [(AUGMENT_HEAVY, "augment"), (CONTROL, "none")])
+def test_the_verdict_names_augment_on_ddp_and_nothing_for_a_control(
+    case, named, tmp_path, data_cache_dir
+):
+    scen = tmp_path / "s.toml"
+    scen.write_text(case)
+    out = tmp_path / "run"
+    got = run_pipeprof(
+        "compare", str(scen), "--np", "1", "--engine", "ddp", "--verdict", "--no-report",
+        "--no-dashboard", "--out", str(out), data=data_cache_dir,
+    )  # fmt: skip
+    verdict = json.loads((out / "verdict.json").read_text())[0]
+    assert verdict["bottleneck"] == named, verdict["text"]
+    if named == "augment":  # the advice is the DataLoader's, not tf.data's
+        advice = " ".join(verdict["advice"])
+        assert "torchvision" in advice and "num_parallel_calls" not in advice, advice
+    else:
+        assert "not the bottleneck" in got.stdout
