@@ -54,6 +54,7 @@ POINTS: dict[str, dict[str, str | Callable[[], Any]]] = {
         "srun": "pipeprof.launch.srun:SrunLauncher",
         "local": "pipeprof.launch.local:LocalLauncher",
         "ssh": "pipeprof.launch.ssh:SshLauncher",
+        "torchrun": "pipeprof.launch.torchrun:TorchrunLauncher",
     },
 }
 # the scenario key that names each axis's point, for the one-line errors

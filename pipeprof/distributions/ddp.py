@@ -31,7 +31,7 @@ def free_port(host: str = "127.0.0.1") -> int:
 class DDP(PerProcess):
     name = "ddp"
     frameworks: ClassVar[tuple[str, ...]] = ("torch",)
-    launchers: ClassVar[tuple[str, ...]] = ("local",)
+    launchers: ClassVar[tuple[str, ...]] = ("local", "torchrun")
     started_by: ClassVar[str] = "torch.distributed.init_process_group()"
     stack: ClassVar[str] = "PyTorch"
 
