@@ -20,6 +20,11 @@ as pipeprof's engine does on one host, its ``model.fit`` under Keras's own ``jit
 ``steps_per_execution`` (pipeprof keeps both); pipeprof's side is the same compare with
 ``--engine``. Run it with the Keras 3 stack's Python.
 
+``--engine ddp`` (PyTorch DDP): the plain side is ``benchmarks/plain_ddp_synthetic.py`` under
+torchrun, one process a rank, training quickstart's small CNN on one random batch made once on
+the device (no pipeline, no pipeprof code); pipeprof's side is the same compare with
+``--engine ddp``. Run it with the torch stack's Python (``.venv-torch``).
+
 Both sides use the same model, per-worker batch, learning rate (0.01 × N, SGD momentum 0.9),
 warm-up and measured steps, and CPU intra-op threads (usable cores // local ranks). Each
 round is a pair; the verdict takes the median over rounds of the per-round ratio pipeprof /
@@ -64,6 +69,7 @@ from benchmarks import harness  # noqa: E402
 
 PLAIN_SCRIPT = Path(__file__).resolve().parent / "plain_keras_synthetic.py"
 PLAIN_KERAS3 = Path(__file__).resolve().parent / "plain_keras3_synthetic.py"
+PLAIN_DDP = Path(__file__).resolve().parent / "plain_ddp_synthetic.py"
 BACKENDS = {"data_parallel": "jax", "mirrored": "tensorflow"}  # the Keras 3 engines'
 PLAIN_TAG = "PLAIN-SYNTHETIC"
 NOISY_SPREAD = (
@@ -157,13 +163,16 @@ def worker_env() -> dict[str, str]:
 def run_plain(cfg: Config, np: int) -> Measurement:
     if cfg.engine == "horovod":
         start = [*harness.horovodrun(np), sys.executable, str(PLAIN_SCRIPT)]
+    elif cfg.engine == "ddp":  # one process a rank, started by torchrun
+        start = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes=1"]
+        start += [f"--nproc-per-node={np}", "--max-restarts=0", str(PLAIN_DDP)]
     else:  # one process drives the np replicas, as pipeprof's Keras 3 engines on one host
         start = [sys.executable, str(PLAIN_KERAS3), "--backend", BACKENDS[cfg.engine]]
         start += ["--np", str(np)]
+    model = [] if cfg.engine == "ddp" else ["--model", cfg.model]  # ddp's: small_cnn
     argv = [
         *start,
-        "--model",
-        cfg.model,
+        *model,
         "--image-size",
         str(cfg.image_size),
         "--classes",
@@ -334,9 +343,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--engine",
         default="horovod",
-        choices=("horovod", *BACKENDS),
-        help="horovod (Keras 2), or a Keras 3 engine: data_parallel (JAX), mirrored "
-        "(TensorFlow); the plain side then is plain_keras3_synthetic.py (default: horovod)",
+        choices=("horovod", *BACKENDS, "ddp"),
+        help="horovod (Keras 2), a Keras 3 engine: data_parallel (JAX), mirrored "
+        "(TensorFlow), whose plain side is plain_keras3_synthetic.py; or ddp (PyTorch), "
+        "whose plain side is plain_ddp_synthetic.py under torchrun (default: horovod)",
     )
     p.add_argument("--model", default="small_cnn")
     p.add_argument("--image-size", type=int, default=64)

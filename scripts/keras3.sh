@@ -35,25 +35,7 @@ venv=.venv-keras3
 [ -x "$venv/bin/python" ] || "$PY" -m venv "$venv"
 pip_quiet "$venv" -e '.[jax,test]'
 versions "$venv" "pip install '.[jax]'"
-# the files that hold keras3 tests: the others are the legacy stack's, whose imports need it
-files=$(grep -rlE "pytest\.mark\.keras3" tests --include='test_*.py')
-# the files that hold the cores alone run first, by themselves, in one process: beside xdist's
-# other worker an alone test waits for that worker's whole file (the truth slice waited 705 s
-# for test_keras3.py in the clean-clone CI run on c08cec3, 2026-11-28: 58 min 44 s in all)
-alone=$(grep -lE "pytest\.mark\.alone" $files || true)
-shared=$(grep -LE "pytest\.mark\.alone" $files || true)
-: > "$venv/pytest.log"
-for part in alone shared; do
-  [ -n "${!part}" ] || continue
-  workers=$([ "$part" = alone ] && echo 0 || echo auto)
-  "$venv/bin/python" -m pytest -q -m keras3 -p no:cacheprovider -rs -n "$workers" ${!part} 2>&1 \
-    | tee -a "$venv/pytest.log"
-  status=${PIPESTATUS[0]}
-  [ "$status" = 0 ] || exit "$status"
-done
-if grep -qE "[0-9]+ skipped" "$venv/pytest.log"; then
-  echo "keras3: a test was skipped in the Keras 3 venv, where every one must run" >&2; exit 1
-fi
+bash scripts/marked_tests.sh "$venv" keras3
 
 work=$(mktemp -d -t pipeprof-keras3-tf.XXXXXX)
 trap 'rm -rf "$work"' EXIT

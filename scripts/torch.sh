@@ -13,19 +13,4 @@ venv=.venv-torch
 "$venv/bin/python" -m pip install -q --disable-pip-version-check "$TORCH" -e '.[torch,test]' \
   > "$venv/pip.log" 2>&1 || { tail -20 "$venv/pip.log" >&2; exit 1; }
 "$venv/bin/python" -c "import torch, numpy; print(f'torch ({torch.__version__}), numpy {numpy.__version__}')"
-files=$(grep -rlE "pytest\.mark\.torch" tests --include='test_*.py')
-# as scripts/keras3.sh: the files that hold the cores alone first, in one process, then the rest
-alone=$(grep -lE "pytest\.mark\.alone" $files || true)
-shared=$(grep -LE "pytest\.mark\.alone" $files || true)
-: > "$venv/pytest.log"
-for part in alone shared; do
-  [ -n "${!part}" ] || continue
-  workers=$([ "$part" = alone ] && echo 0 || echo auto)
-  "$venv/bin/python" -m pytest -q -m torch -p no:cacheprovider -rs -n "$workers" ${!part} 2>&1 \
-    | tee -a "$venv/pytest.log"
-  [ "${PIPESTATUS[0]}" -eq 0 ] || exit 1
-done
-if grep -qE "[0-9]+ skipped" "$venv/pytest.log"; then
-  echo "torch: a test was skipped in the torch venv (above)" >&2
-  exit 1
-fi
+bash scripts/marked_tests.sh "$venv" torch

@@ -182,3 +182,16 @@ def test_a_rank_that_fails_under_torchrun_is_named_and_not_restarted(small_datas
     assert said.count("Starting elastic_operator") <= 1 and "restart" not in said.lower(), said[
         -3000:
     ]
+
+
+def test_the_ceiling_benchmark_runs_on_ddp(data_cache_dir):
+    """synthetic_overhead.py's smoke mode on ddp: pipeprof's synthetic row and
+    plain_ddp_synthetic.py under torchrun, each measured and checked by the benchmark itself."""
+    got = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "synthetic_overhead.py"), "--smoke",
+         "--engine", "ddp"],
+        cwd=REPO, capture_output=True, text=True, timeout=600,
+        env={**os.environ, "PIPEPROF_DATA_DIR": str(data_cache_dir)},
+    )  # fmt: skip
+    assert got.returncode == 0, (got.stdout + got.stderr)[-3000:]
+    assert "engine ddp," in got.stdout and "smoke: ok" in got.stdout

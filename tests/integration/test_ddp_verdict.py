@@ -7,6 +7,7 @@ import json
 import pytest
 
 from tests.integration.conftest import run_pipeprof
+from tests.integration.verdict_cases import CASES, TRAIN, merge
 
 pytestmark = [pytest.mark.horovod, pytest.mark.torch, pytest.mark.alone]
 
@@ -57,26 +58,9 @@ def test_tune_gives_a_decode_heavy_loader_workers_and_beats_the_default(tmp_path
     assert "[pipeline.loader]" in (out / "winner.toml").read_text()
 
 
-AUGMENT_HEAVY = """
-name = "expensive-augment"
-[data]
-source = "generated"
-image_size = 64
-num_classes = 3
-[data.generate]
-images = 150
-size = 64
-classes = 3
-[pipeline.augment]
-strength = 2.0
-rotation_deg = 45.0
-crop_scale_min = 0.3
-[train]
-batch_size = 16
-warmup_steps = 3
-min_measure_s = 2
-max_measure_s = 12
-"""
+# the suite's augment case (verdict_cases.py: arbitrary-angle rotation and deep crops at 64 px),
+# with its adaptive measurement
+AUGMENT_HEAVY = merge(CASES["augment"], TRAIN)
 
 # model-bound: small images, no augmentation, and a step of 160 ms that takes no CPU (an
 # emulated device). At 80 ms the DataLoader's own hand-over (about 2 ms a batch from a worker
@@ -95,14 +79,14 @@ classes = 3
 enabled = false
 [train]
 device = "emulated:160"
-batch_size = 16
-warmup_steps = 3
-min_measure_s = 2
-max_measure_s = 12
 """
 
 
-@pytest.mark.parametrize("case, named", [(AUGMENT_HEAVY, "augment"), (CONTROL, "none")])
+@pytest.mark.parametrize(
+    "case, named",
+    [(AUGMENT_HEAVY, "augment"), (merge(CONTROL, TRAIN), "none")],
+    ids=["augment", "control"],
+)
 def test_the_verdict_names_augment_on_ddp_and_nothing_for_a_control(
     case, named, tmp_path, data_cache_dir
 ):
