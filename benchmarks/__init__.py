@@ -53,6 +53,7 @@ HELPERS: tuple[str, ...] = (
     "timeslice.py",  # two runs taking turns on the machine
     "plain_keras_synthetic.py",  # synthetic_overhead's plain side, run under horovodrun
     "plain_keras3_synthetic.py",  # its plain side on the Keras 3 engines
+    "plain_ddp_synthetic.py",  # and on PyTorch DDP
     "truth/__init__.py",
     "truth/inject.py",  # the truth suite's injected costs
     "truth/reference.py",  # the truth suite's plain loop: under horovodrun, or one engine process

@@ -131,59 +131,6 @@ def test_a_killed_loader_worker_is_named_in_one_line_and_the_ceiling_is_kept(
     assert len(kept) > 0
 
 
-TWO_LINES = str(REPO / "tests" / "integration" / "scripts" / "ddp_two_lines.py")
-
-
-def ranks_said(out) -> list[dict]:
-    return [json.loads((out / f"rank{r}.json").read_text()) for r in (0, 1)]
-
-
-def test_a_two_line_script_under_torchrun_and_under_compare_with_torchrun(small_dataset, tmp_path):
-    """The same script, started by torchrun itself (pipeprof's lines do nothing there) and by
-    ``compare --launcher torchrun``: both join a world of 2 whose ranks end with equal weights,
-    and compare measures both ranks at np 2."""
-    photos, _ = small_dataset
-    alone = tmp_path / "alone"
-    torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes=1"]
-    got = subprocess.run(
-        [*torchrun, "--nproc-per-node=2", TWO_LINES, "--data", str(photos), "--out", str(alone)],
-        capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
-    assert got.returncode == 0, got.stdout[-2000:] + got.stderr[-2000:]
-    said = ranks_said(alone)
-    assert [r["world_size"] for r in said] == [2, 2] and said[0]["weights"] == said[1]["weights"]
-
-    measured, out = tmp_path / "measured", tmp_path / "run"
-    run_pipeprof(
-        "compare", "--engine", "ddp", "--launcher", "torchrun", "--np", "2", "--out", str(out),
-        "--no-report", "--no-dashboard", *FAST, "--", sys.executable, TWO_LINES,
-        "--data", str(photos), "--out", str(measured), "--epochs", "10000", timeout=600,
-    )  # fmt: skip
-    said = ranks_said(measured)
-    assert [r["world_size"] for r in said] == [2, 2] and said[0]["weights"] == said[1]["weights"]
-    manifest = json.loads((out / "manifest.json").read_text())
-    assert manifest["launcher"] == "torchrun", manifest.get("launcher")
-    steps = pd.concat(pd.read_csv(f) for f in (out / "steps").glob("np2-real*.csv"))
-    assert set(steps["rank"]) == {0, 1}
-
-
-def test_a_rank_that_fails_under_torchrun_is_named_and_not_restarted(small_dataset, tmp_path):
-    photos, _ = small_dataset
-    out = tmp_path / "run"
-    got = run_pipeprof(
-        "compare", "--engine", "ddp", "--launcher", "torchrun", "--np", "2", "--out", str(out),
-        "--no-report", "--no-dashboard", *FAST, "--", sys.executable, TWO_LINES,
-        "--data", str(photos), "--out", str(tmp_path / "m"), "--fail-rank", "1",
-        ok=False, timeout=600,
-    )  # fmt: skip
-    said = got.stdout + got.stderr
-    assert got.returncode != 0, said[-3000:]
-    assert "rank 1" in said and "exit" in said and "3" in said, said[-3000:]
-    assert said.count("Starting elastic_operator") <= 1 and "restart" not in said.lower(), said[
-        -3000:
-    ]
-
-
 def test_the_ceiling_benchmark_runs_on_ddp(data_cache_dir):
     """synthetic_overhead.py's smoke mode on ddp: pipeprof's synthetic row and
     plain_ddp_synthetic.py under torchrun, each measured and checked by the benchmark itself."""
