@@ -184,7 +184,7 @@ def run_plain(cfg: Config, np: int) -> Measurement:
         "--steps",
         str(cfg.steps),
     ]
-    what = f"plain Keras at np={np}"
+    what = f"plain {'DDP' if cfg.engine == 'ddp' else 'Keras'} at np={np}"
     proc = harness.run(argv, what=what, env=worker_env(), timeout=cfg.timeout_s)
     result = harness.read_tagged(proc.stdout, PLAIN_TAG)
     if result is None:
@@ -384,6 +384,8 @@ def main(argv: list[str] | None = None) -> int:
         help="one tiny round at np=1, then a check of its figures (CI)",
     )
     args = harness.parse_smoke(p, SMOKE, argv)
+    if args.engine == "ddp" and args.model != "small_cnn":
+        p.error(f"--model {args.model}: the plain DDP side trains small_cnn only")
     nps = [int(n) for n in args.np.split(",") if n.strip()]
     cfg = Config(
         args.scenario,

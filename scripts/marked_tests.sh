@@ -9,17 +9,17 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 venv=$1 mark=$2
-files=$(grep -rlE "pytest\.mark\.$mark\b" tests --include='test_*.py')
+files=$(grep -rlE "pytest\.mark\.$mark\b" tests --include='test_*.py') \
+  || { echo "$mark: no test file in tests/ is marked $mark" >&2; exit 1; }
 alone=$(grep -lE "pytest\.mark\.alone" $files || true)
 shared=$(grep -LE "pytest\.mark\.alone" $files || true)
 : > "$venv/pytest.log"
 for part in alone shared; do
   [ -n "${!part}" ] || continue
   workers=$([ "$part" = alone ] && echo 0 || echo auto)
+  # a failure ends the script here (set -e, with pipefail: pytest's status through tee)
   "$venv/bin/python" -m pytest -q -m "$mark" -p no:cacheprovider -rs -n "$workers" ${!part} 2>&1 \
     | tee -a "$venv/pytest.log"
-  status=${PIPESTATUS[0]}
-  [ "$status" = 0 ] || exit "$status"
 done
 if grep -qE "[0-9]+ skipped" "$venv/pytest.log"; then
   echo "$mark: a test was skipped in $venv, where every one must run (above)" >&2

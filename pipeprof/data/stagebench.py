@@ -43,7 +43,7 @@ from pipeprof.data import filecache
 from pipeprof.data.files import count_images
 from pipeprof.errors import PipeprofError
 from pipeprof.launch import signals, supervise, topology
-from pipeprof.scenario import DataConfig, PipelineConfig
+from pipeprof.scenario import DataConfig, PipelineConfig, ServiceUse
 
 # the input library a bench takes for data.library "auto" (callers that know the run's
 # engine pass the library it resolves to): tf.data, which every engine but ddp reads
@@ -64,8 +64,13 @@ def stage_ladder(base: PipelineConfig) -> list[tuple[str, PipelineConfig]]:
 
 
 def single_threaded(p: PipelineConfig) -> PipelineConfig:
+    """One thread of tf.data, or one DataLoader worker process."""
     return dataclasses.replace(
-        p, parallel_calls=1, private_threadpool_size=1, max_intra_op_parallelism=1
+        p,
+        parallel_calls=1,
+        private_threadpool_size=1,
+        max_intra_op_parallelism=1,
+        loader=dataclasses.replace(p.loader, num_workers=1),
     )
 
 
@@ -82,6 +87,8 @@ def _warmed(
     Built by ``data.library``'s input library ("auto": tf.data, as before libraries were
     points of their own), one rank's whole data set on and on."""
     library = AUTO_LIBRARY if data.library == plugins.AUTO else data.library
+    # measured here, in this process: never on a tf.data service the variant names
+    pipe = dataclasses.replace(pipe, service=ServiceUse())
     ds = plugins.make(plugins.INPUTS, library).pipeline(
         data,
         pipe,

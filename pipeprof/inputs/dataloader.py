@@ -149,6 +149,21 @@ def worker_count(pipe: PipelineConfig, local_ranks: int, cores: int | None = Non
     return int(pipe.parallel_calls)
 
 
+def prefetch_count(pipe: PipelineConfig, workers: int) -> int | None:
+    """The batches each loader worker keeps ready (``prefetch_factor``): ``loader.
+    prefetch_factor``, else ``prefetch.depth`` (1 with prefetch off; "autotune": PyTorch's 2);
+    None without workers, where PyTorch takes none."""
+    if not workers:
+        return None
+    if pipe.loader.prefetch_factor != "auto":
+        return int(pipe.loader.prefetch_factor)
+    if not pipe.prefetch.enabled:
+        return 1
+    if pipe.prefetch.depth == "autotune":
+        return DEFAULT_PREFETCH_FACTOR
+    return int(pipe.prefetch.depth)
+
+
 class Loader:
     """A rank's pipeline: an iterable of (x, y) batches over ``epochs`` epochs (None: on and
     on), each ``iter`` an iterator of its own from the same loader and its workers."""
@@ -178,17 +193,7 @@ class Loader:
         self.workers = workers
         if pipe.read.throttle_mb_s:
             dataset.read_s_per_byte = max(1, workers) / (pipe.read.throttle_mb_s * 1e6)
-        prefetch = (
-            None
-            if not workers
-            else int(knobs.prefetch_factor)
-            if knobs.prefetch_factor != "auto"
-            else 1
-            if not pipe.prefetch.enabled
-            else DEFAULT_PREFETCH_FACTOR
-            if pipe.prefetch.depth == "autotune"
-            else int(pipe.prefetch.depth)
-        )
+        prefetch = prefetch_count(pipe, workers)
         self.timeout_s = knobs.timeout_s
         self.loader = DataLoader(
             dataset,
@@ -254,7 +259,10 @@ def _signal_cause(number: int) -> str:
         return "killed by SIGKILL (a kill -9, or the kernel's out-of-memory killer)"
     if number == signal.SIGBUS:
         return _SHM
-    return f"killed by {signal.Signals(number).name}"
+    try:
+        return f"killed by {signal.Signals(number).name}"
+    except ValueError:  # a number Python has no name for
+        return f"killed by signal {number}"
 
 
 _SHM = (

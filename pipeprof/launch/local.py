@@ -12,6 +12,7 @@ end said in one line (``rank_exit``), and the others ended once one fails.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -80,11 +81,13 @@ class LocalLauncher:
 
 
 def ended(launcher: str, line: str) -> tuple[int, int] | None:
-    """(rank, code) from ``launcher``'s line for a rank's end (``ENDED``), else None."""
-    if not line.startswith(f"pipeprof {launcher} launcher: rank "):
-        return None
-    words = line.split()
-    return int(words[4]), int(words[-1])
+    """(rank, code) from ``launcher``'s line for a rank's end (``ENDED``), else None: also for
+    a line that only begins as one (two processes' output run together on one line, as a
+    dying rank's traceback did in the clean-clone CI run on a8af22f)."""
+    m = re.fullmatch(
+        rf"pipeprof {re.escape(launcher)} launcher: rank (\d+) exited with (-?\d+)", line
+    )
+    return (int(m.group(1)), int(m.group(2))) if m else None
 
 
 def main(argv: list[str]) -> int:

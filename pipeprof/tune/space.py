@@ -221,10 +221,13 @@ def tfdata_code(pipe: PipelineConfig) -> str:
     return "\n".join(lines)
 
 
-def dataloader_code(pipe: PipelineConfig) -> str:
-    """The equivalent DataLoader call, for users who build their own loader."""
+def dataloader_code(pipe: PipelineConfig, cores: int) -> str:
+    """The equivalent DataLoader call, for users who build their own loader: each "auto" as
+    the value it takes on a rank of ``cores`` cores."""
+    from pipeprof.inputs.dataloader import prefetch_count, worker_count
+
     knobs = pipe.loader
-    workers = knobs.num_workers
+    workers = worker_count(pipe, 1, cores)
     lines = [
         "sampler = DistributedSampler(dataset, shuffle=True, drop_last=True)",
         "loader = DataLoader(",
@@ -235,10 +238,10 @@ def dataloader_code(pipe: PipelineConfig) -> str:
         f"    num_workers={workers},",
     ]
     if workers != 0:
-        lines.append(f"    prefetch_factor={knobs.prefetch_factor},")
+        lines.append(f"    prefetch_factor={prefetch_count(pipe, workers)},")
         lines.append(f"    persistent_workers={knobs.persistent_workers},")
-    if knobs.pin_memory != "auto":
-        lines.append(f"    pin_memory={knobs.pin_memory},")
+    pin = "torch.cuda.is_available()" if knobs.pin_memory == "auto" else str(knobs.pin_memory)
+    lines.append(f"    pin_memory={pin},")
     lines.append(")")
     if pipe.cache.enabled:
         lines.insert(0, "# the dataset keeps each decoded element it makes (a cache per worker)")

@@ -100,7 +100,8 @@ def tune(
     reporter = reporter or Reporter()
     # the input library the run would build (data.library "auto": the engine's), whose knobs
     # the search turns: tf.data's, or a DataLoader's
-    scenario = dataclasses.replace(scenario, data=plugins.resolve(scenario).data)
+    if scenario.data.library == plugins.AUTO:
+        scenario = dataclasses.replace(scenario, data=plugins.resolve(scenario).data)
     loader = bool(plugins.capability(plugins.INPUTS, scenario.data.library, "loader_knobs"))
     data_root = prepare_data(scenario, reporter)
     base = scenario.variant_pipeline(scenario.variants[0])
@@ -142,9 +143,9 @@ def tune(
             )
             return True
         except PipeprofError as exc:
+            held = ("num_workers",) if loader else ("shuffle_buffer",)  # what sizes the RAM
             refused.setdefault(
-                f"cache={point.get('cache')} shuffle_buffer={point.get('shuffle_buffer')}",
-                exc.message,
+                " ".join(f"{k}={point.get(k)}" for k in ("cache", *held)), exc.message
             )
             return False
 
@@ -220,7 +221,7 @@ def tune(
             "refused": list(refused.values()),
         },
         winner_toml=sp.fragment_toml(winner, loader=loader),
-        code=(sp.dataloader_code(winner) if loader else sp.tfdata_code(winner)) + "\n",
+        code=(sp.dataloader_code(winner, cores) if loader else sp.tfdata_code(winner)) + "\n",
         code_name="dataloader.py.txt" if loader else "tfdata.py.txt",
     )
 

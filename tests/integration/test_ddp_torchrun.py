@@ -3,6 +3,7 @@ lines under torchrun itself, in the torch venv (scripts/torch.sh). A file of its
 xdist's two workers share the torch tests (``--dist loadfile`` gives a file to one worker)."""
 
 import json
+import re
 import subprocess
 import sys
 
@@ -63,7 +64,6 @@ def test_a_rank_that_fails_under_torchrun_is_named_and_not_restarted(small_datas
     )  # fmt: skip
     said = got.stdout + got.stderr
     assert got.returncode != 0, said[-3000:]
-    assert "rank 1" in said and "exit" in said and "3" in said, said[-3000:]
-    assert said.count("Starting elastic_operator") <= 1 and "restart" not in said.lower(), said[
-        -3000:
-    ]
+    # pipeprof's one line, from torchrun's root cause; and rank 1 started once (--max-restarts=0)
+    assert re.search(r"error: np=2: rank 1 exited with 3\b", said), said[-3000:]
+    assert (tmp_path / "m" / "starts-rank1-np2").read_text().count("started") == 1

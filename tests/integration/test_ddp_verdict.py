@@ -55,6 +55,7 @@ def test_tune_gives_a_decode_heavy_loader_workers_and_beats_the_default(tmp_path
     assert got["autotune"]["label"] == "PyTorch defaults"
     code = (out / "dataloader.py.txt").read_text()
     assert f"num_workers={got['winner']['num_workers']}," in code, code
+    assert "auto" not in code, code  # each knob as the value it takes on 2 cores
     assert "[pipeline.loader]" in (out / "winner.toml").read_text()
 
 

@@ -68,3 +68,14 @@ def test_a_failed_worker_is_one_line_with_its_pid_and_cause(message, codes, said
 
 def test_any_other_error_is_left_as_it_is():
     assert worker_failure("CUDA error: out of memory", 30.0) is None
+
+
+def test_the_tuned_loader_is_written_as_code_with_every_auto_as_its_value():
+    from pipeprof.tune.space import dataloader_code
+
+    pipe = loaded().pipeline  # every knob "auto": parallel_calls and prefetch autotuned
+    code = dataloader_code(pipe, cores=3)
+    assert "num_workers=3," in code and "prefetch_factor=2," in code, code
+    assert "pin_memory=torch.cuda.is_available()," in code and "auto" not in code, code
+    none = dataloader_code(loaded("pipeline.loader.num_workers=0").pipeline, cores=3)
+    assert "num_workers=0," in none and "prefetch_factor" not in none, none

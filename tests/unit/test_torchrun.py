@@ -55,3 +55,12 @@ def test_an_engine_it_cannot_start_and_named_hosts_are_refused():
     ddp = plugins.kind(plugins.DISTRIBUTION, "ddp")
     with pytest.raises(PipeprofError, match="not yet on the hosts named"):
         launcher.check(2, LaunchConfig(hosts="a:1,b:1"), 0, ddp)
+
+
+def test_a_launcher_line_run_together_with_another_is_no_rank_end():
+    """Two processes' output on one line (a dying rank's traceback after the launcher's
+    words, as in the clean-clone CI run on a8af22f) is not read as a rank's end."""
+    from pipeprof.launch.local import ended
+
+    assert ended("ssh", "pipeprof ssh launcher: rank 1 exited with -9") == (1, -9)
+    assert ended("ssh", "pipeprof ssh launcher: rank 1 exited with   File run_job") is None

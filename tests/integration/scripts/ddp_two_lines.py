@@ -1,7 +1,8 @@
 """A PyTorch DDP script with pipeprof's two lines, as torchrun starts it: its own process group,
 DistributedSampler, DataLoader workers and DDP model. At its end each rank writes the world
-size it joined and a digest of its weights to ``--out``/rank<N>.json, and ``--fail-rank N``
-makes rank N exit with code 3 after its first step."""
+size it joined and a digest of its weights to ``--out``/rank<N>.json; each start of a rank adds
+a line to ``--out``/starts-rank<N>-np<SIZE>; ``--fail-rank N`` makes rank N exit with code 3
+after its first step."""
 
 import argparse
 import hashlib
@@ -48,6 +49,9 @@ def main():
     args = p.parse_args()
     dist.init_process_group("gloo")
     rank, size = dist.get_rank(), dist.get_world_size()
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, f"starts-rank{rank}-np{size}"), "a") as fh:
+        fh.write("started\n")  # one line each time this rank starts: a restart adds one
     data = Folder(args.data)
     sampler = DistributedSampler(data, num_replicas=size, rank=rank, drop_last=True)
     loader = DataLoader(data, batch_size=8, sampler=sampler, num_workers=1, drop_last=True)
@@ -76,7 +80,6 @@ def main():
     digest = hashlib.sha256()
     for t in net.module.state_dict().values():
         digest.update(t.detach().cpu().numpy().tobytes())
-    os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, f"rank{rank}.json"), "w") as fh:
         json.dump({"world_size": size, "weights": digest.hexdigest(), "steps": steps}, fh)
     dist.destroy_process_group()
