@@ -353,7 +353,13 @@ def finish(result: CompareResult, console: Console, title: str) -> int:
     if result.failure:
         raise PipeprofError(
             result.failure,
-            exit_code=1 if result.signum is None else signals.exit_code(result.signum),
+            exit_code=(
+                signals.exit_code(result.signum)
+                if result.signum is not None
+                else 2
+                if result.refused
+                else 1
+            ),
         )
     return 0
 

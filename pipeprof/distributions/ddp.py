@@ -34,6 +34,8 @@ class DDP(PerProcess):
     launchers: ClassVar[tuple[str, ...]] = ("local", "torchrun")
     started_by: ClassVar[str] = "torch.distributed.init_process_group()"
     stack: ClassVar[str] = "PyTorch"
+    # the Keras backend whose fit it measures, in one process (frameworks.keras3_script)
+    keras_backend: ClassVar[str] = "torch"
 
     @staticmethod
     def installed() -> bool:
@@ -98,6 +100,11 @@ class DDP(PerProcess):
     def attached(self) -> bool:
         return bool(self.dist.is_initialized())
 
+    def alone(self) -> bool:
+        """One process that started no process group (Keras's ``fit`` on torch, which trains
+        in one process): its collectives have no other rank to meet, and are its own values."""
+        return not self.dist.is_initialized() and self.me.size == 1
+
     @property
     def rank(self) -> int:
         return int(self.dist.get_rank()) if self.dist.is_initialized() else self.me.rank
@@ -128,24 +135,32 @@ class DDP(PerProcess):
         return optimizer  # the module's backward reduces the gradients
 
     def broadcast(self, variables: Any, root: int = 0) -> None:
+        if self.alone():
+            return
         for tensor in variables:
             self.dist.broadcast(tensor, src=root)
 
     def barrier(self, name: str) -> None:
-        self.dist.barrier()
+        if not self.alone():
+            self.dist.barrier()
 
     def average(self, values: list[float], name: str) -> Any:
         t = self.torch.tensor(values, dtype=self.torch.float64)
+        if self.alone():
+            return t.numpy()
         if self.torch.cuda.is_available():  # NCCL reduces on the device
             t = t.cuda()
         self.dist.all_reduce(t)
         return (t / self.size).cpu().numpy()
 
     def allreduce(self, tensor: Any, name: str) -> Any:
-        self.dist.all_reduce(tensor)
+        if not self.alone():
+            self.dist.all_reduce(tensor)
         return tensor
 
     def gather(self, objects: list[Any], name: str) -> list[list[Any]]:
+        if self.alone():
+            return [objects]
         out: list[Any] = [None] * self.size
         self.dist.all_gather_object(out, objects)
         return out

@@ -1,10 +1,14 @@
 """Keras 3's internals that pipeprof's own loop reaches into, in one place (read from Keras
-3.15's source): the JAX trainer's stateless train function and the state it takes, and the
+3.15's source): the JAX trainer's stateless train function and the state it takes, the
 TensorFlow trainer's build of a model's training variables before a step is traced under a
-strategy."""
+strategy, and the torch trainer's epoch iterator, which takes each batch outside the train
+function."""
 
 from __future__ import annotations
 
+import sys
+from importlib.util import find_spec
+from types import FrameType
 from typing import Any
 
 
@@ -60,3 +64,24 @@ def build_for_training(model: Any, input_shape: tuple[int, ...]) -> None:
     x = numpy.zeros((2, *input_shape), numpy.float32)
     y = numpy.zeros((2,), numpy.int32)
     model._symbolic_build(data_batch=(x, y))
+
+
+def torch_epoch_iterator() -> Any:
+    """The epoch iterator of the ``fit`` that is running, on Keras's torch trainer: ``fit``'s
+    local ``epoch_iterator``, whose ``_get_iterator()`` gives the iterator each batch is taken
+    from before the train function gets it (``for begin, end, data in epoch_iterator:
+    train_function(data)``). None where no Keras ``fit`` is on the stack."""
+    frame: FrameType | None = sys._getframe(1)
+    while frame is not None:
+        name = frame.f_globals.get("__name__", "")
+        if frame.f_code.co_name == "fit" and name.startswith("keras."):
+            return frame.f_locals.get("epoch_iterator")
+        frame = frame.f_back
+    return None
+
+
+def torch_distribution() -> bool:
+    """Whether this Keras distributes a model over processes on torch (a
+    ``keras.src.backend.torch.distribution_lib``, as JAX's backend has; 3.15.1 has none, and
+    its torch trainer never calls torch.distributed)."""
+    return find_spec("keras.src.backend.torch.distribution_lib") is not None

@@ -13,6 +13,13 @@ synthetic twin's: the first batch Keras's iterator gave, already laid out on the
 Keras lays every batch out, handed again with no input work. A step ends when its logs are
 ready (the callback reads them).
 
+On torch, Keras's trainer takes each batch from its epoch iterator before it calls the train
+function (``steps_per_execution`` is 1 there): the callback gives that epoch iterator
+pipeprof's iterator (``keras3_compat.torch_epoch_iterator``), each take timed, and the twin's
+batch, put on the device as Keras puts a batch, on the twin's steps. Keras 3.15.1 trains
+there in one process: its torch trainer has no DDP, so a compare at np >= 2 stops with one
+line saying so.
+
 A custom loop is measured as on Keras 2 (``rank.loop``): ``for batch in instrument(dataset)``
 and ``with step() as s``; on JAX, where a call returns before its work is done, the step ends
 once ``s.loss`` (or a ``step_fn``'s result) is ready.
@@ -28,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 import keras
 
+from pipeprof.frameworks import keras3_compat
 from pipeprof.rank import in_script
 from pipeprof.rank.identity import identity
 from pipeprof.rank.script_measure import COMPILES, SOURCE, SYNTHETIC
@@ -37,6 +45,7 @@ from pipeprof.telemetry.agent import RankTelemetry
 if TYPE_CHECKING:
     from pipeprof.rank.script_measure import FitMeasurement
 
+TORCH = "torch"  # Keras's backend (KERAS_BACKEND), not pipeprof's framework of that name
 ADD_INSTRUMENT = "add `dataset = pipeprof.keras.instrument(dataset)` before model.fit"
 WRAPPED = "_pipeprof_train_function"  # set on a model whose train function is wrapped
 # JAX's compile of a function: tracing it, lowering it, and XLA's compile (jax._src.dispatch)
@@ -87,7 +96,17 @@ def instrument(dataset: Any) -> Any:
         return loop.loop_dataset(dataset)
     if _is_tf_distributed(dataset):
         return loop.distributed(dataset)
+    if keras.backend.backend() == TORCH and _taken_by_class(dataset):
+        return loop.class_kept(dataset)  # fit on torch takes a DataLoader by its class
     return loop.LoopDataset(dataset, None)
+
+
+def _taken_by_class(dataset: Any) -> bool:
+    """A ``torch.utils.data.DataLoader`` or a ``keras.utils.PyDataset``: what Keras's ``fit``
+    recognises by its class (a wrapper around it would be refused)."""
+    from torch.utils.data import DataLoader
+
+    return isinstance(dataset, (DataLoader, keras.utils.PyDataset))
 
 
 def _is_tf_data(dataset: Any) -> bool:
@@ -156,6 +175,13 @@ class Timed:
             self.samples = rows(batch)
         return batch
 
+    def took(self) -> tuple[float, int]:
+        """The seconds waited and the takes since the last call (a step's, or an
+        execution's: a torch fit keeps one iterator over many steps)."""
+        waited, taken = self.waited_s, self.taken
+        self.waited_s, self.taken = 0.0, 0
+        return waited, taken
+
 
 class Twin:
     """The synthetic twin inside Keras 3's ``fit``: the first batch Keras's iterator gave,
@@ -171,6 +197,29 @@ class Twin:
         if not self.made:
             self.batch, self.made = next(keras_iterator), True  # StopIteration: nothing read
         return itertools.repeat(self.batch)
+
+
+class TorchSource:
+    """On torch, the iterator a fit's epoch takes every batch from, so the source is chosen
+    at each take (``SOURCE`` turns from the twin to the pipeline between two takes): Keras's
+    iterator, or the twin's batch, made from the first batch Keras's gave and put on the
+    device as Keras's torch backend puts every batch (``convert_to_tensor``)."""
+
+    def __init__(self, twin: Twin, keras_iterator: Iterator[Any]) -> None:
+        self.twin, self.keras_iterator = twin, keras_iterator
+
+    def __iter__(self) -> TorchSource:
+        return self
+
+    def __next__(self) -> Any:
+        if SOURCE.source != SYNTHETIC:
+            return next(self.keras_iterator)
+        twin = self.twin
+        if not twin.made:
+            first = next(self.keras_iterator)  # StopIteration: nothing read
+            twin.batch = keras.tree.map_structure(keras.ops.convert_to_tensor, first)
+            twin.made = True
+        return twin.batch
 
 
 class PipeprofCallback(keras.callbacks.Callback):
@@ -196,7 +245,8 @@ class PipeprofCallback(keras.callbacks.Callback):
         self.telemetry: RankTelemetry | None = None
         self.measurement: FitMeasurement | None = None  # under pipeprof compare
         self.twin = Twin()
-        self.timed: Timed | None = None  # the execution's takes
+        self.timed: Timed | None = None  # the execution's takes (on torch, the epoch's)
+        self.epoch_iterator: Any = None  # on torch: fit's, given pipeprof's iterator
         self.step = 0
         self._prev_end = self._prev_cpu = self._t0 = 0.0
         self._compiled = 0.0  # COMPILES's seconds when the step began
@@ -218,6 +268,24 @@ class PipeprofCallback(keras.callbacks.Callback):
             self.timed = Timed(self.twin.source(iter(iterator)))
             return self.timed
 
+        if backend == TORCH:
+            epoch_iterator = keras3_compat.torch_epoch_iterator()
+            if epoch_iterator is None:
+                in_script.fail(
+                    f"pipeprof.keras.PipeprofCallback found no epoch iterator in Keras "
+                    f"{keras.__version__}'s torch fit: a callback of model.fit measures it"
+                )
+            from pipeprof.rank import loop
+
+            own = epoch_iterator._get_iterator
+
+            def torch_iterator() -> Timed:
+                self.timed = Timed(TorchSource(self.twin, loop.own_iterator(own())))
+                return self.timed
+
+            epoch_iterator._get_iterator = torch_iterator
+            self.epoch_iterator = epoch_iterator
+            return
         if backend == "jax":
 
             def jax_train_function(state: Any, iterator: Any) -> Any:
@@ -236,8 +304,8 @@ class PipeprofCallback(keras.callbacks.Callback):
             model.train_function = tf_train_function
         else:
             in_script.fail(
-                f"pipeprof.keras.PipeprofCallback measures Keras 3 on JAX or TensorFlow; this "
-                f"script runs Keras on {backend}"
+                f"pipeprof.keras.PipeprofCallback measures Keras 3 on JAX, TensorFlow or torch; "
+                f"this script runs Keras on {backend}"
             )
 
     def on_train_begin(self, logs: dict | None = None) -> None:
@@ -268,10 +336,13 @@ class PipeprofCallback(keras.callbacks.Callback):
             in_script.fail(
                 f"the script calls model.fit without pipeprof.keras.instrument: {ADD_INSTRUMENT}"
             )
-        strategy = getattr(self.model, "distribute_strategy", None)  # TensorFlow's backend
-        engine = in_script.compare_engine(
-            job, strategy, "the script must build and compile its model under"
-        )
+        if keras.backend.backend() == TORCH:
+            engine = torch_engine(job)
+        else:
+            strategy = getattr(self.model, "distribute_strategy", None)  # TensorFlow's backend
+            engine = in_script.compare_engine(
+                job, strategy, "the script must build and compile its model under"
+            )
         self.measurement = FitMeasurement(
             job, engine=engine, on_record=in_script.streamer(lambda: self.telemetry)
         )
@@ -282,7 +353,8 @@ class PipeprofCallback(keras.callbacks.Callback):
             return
         if self.measurement is not None:
             self.measurement.before_step()
-        self.timed = None
+        if keras.backend.backend() != TORCH:  # there the batch was taken before this call
+            self.timed = None
         self._t0 = time.perf_counter()
         self._compiled = COMPILES.seconds
 
@@ -294,8 +366,9 @@ class PipeprofCallback(keras.callbacks.Callback):
         t2 = time.perf_counter()
         compiled_ms = (COMPILES.seconds - self._compiled) * 1e3  # no step's work
         timed = self.timed
-        n = max(1, timed.taken) if timed is not None else 1
-        wait_ms = timed.waited_s * 1e3 / n if timed is not None else math.nan
+        waited, taken = timed.took() if timed is not None else (math.nan, 1)
+        n = max(1, taken)
+        wait_ms = waited * 1e3 / n
         samples = timed.samples if timed is not None else 0
         if self.measurement is not None:
             # a step runs from the end of the previous one, as in pipeprof's own loop; an
@@ -334,6 +407,9 @@ class PipeprofCallback(keras.callbacks.Callback):
             self.telemetry.put("step", record)
 
     def on_train_end(self, logs: dict | None = None) -> None:
+        if self.epoch_iterator is not None:  # Keras's own _get_iterator again
+            del self.epoch_iterator._get_iterator
+            self.epoch_iterator = None
         original = getattr(self.model, WRAPPED, None)
         if original is not None:  # a later fit of the model gets Keras's own again
             self.model.train_function = original
@@ -343,6 +419,31 @@ class PipeprofCallback(keras.callbacks.Callback):
         if self.telemetry is not None:
             self.telemetry.stop()
             self.telemetry = None
+
+
+def torch_engine(job: Any) -> Any:
+    """The distribution a compare of Keras's ``fit`` on torch measures through: ddp in one
+    process, which starts no process group (Keras trains there alone); a compare at np >= 2
+    stops with one line, since Keras's torch trainer has no DDP."""
+    from pipeprof import plugins
+
+    dist = in_script.distribution_of(job)
+    if getattr(dist, "keras_backend", None) != TORCH:
+        in_script.fail(
+            f"Keras {keras.__version__} on torch: compare this script with --engine ddp, not "
+            f"{dist.name}"
+        )
+    if job.np > 1:
+        why = (
+            "pipeprof measures it in one process"
+            if keras3_compat.torch_distribution()
+            else "its torch backend has no keras.distribution and its trainer starts no DDP"
+        )
+        in_script.fail(
+            f"Keras {keras.__version__}'s fit on torch trains in one process ({why}): compare "
+            "it at --np 1, or train with DDP in your own loop (pipeprof.torch)"
+        )
+    return plugins.make(plugins.DISTRIBUTION, dist.name)
 
 
 def _number(value: Any) -> float:

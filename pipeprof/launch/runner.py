@@ -45,6 +45,20 @@ class LaunchResult:
     def ok(self) -> bool:
         return self.returncode == 0 and not self.timed_out and not self.interrupted
 
+    @property
+    def refused(self) -> bool:
+        """The ranks ended with exit 2 after pipeprof's one line, or were stopped by the
+        launcher after one did (SIGTERM): the script refused as it is used (a usage error, as
+        the command's own are), not a failure while it trained."""
+        codes = {code for _, code in self.exits}
+        return (
+            bool(self.errors)
+            and 2 in codes
+            and codes <= {0, 2, 143, -15}
+            and not self.timed_out
+            and not self.interrupted
+        )
+
     def reason(self) -> str:
         """One line: why the launch did not end well, naming the rank that caused it and its
         host, before what the other ranks said after it. In that order: a rank whose records
@@ -96,7 +110,7 @@ class LaunchResult:
                 + _more(len(self.errors) - 1)
             )
         if self.errors:  # a rank's own failure before those that only saw it
-            errors = sorted(self.errors, key=lambda e: bool(_AFTERMATH.search(e)))
+            errors = same_said_once(sorted(self.errors, key=lambda e: bool(_AFTERMATH.search(e))))
             return (
                 errors[0]
                 + (f"; then {errors[1][:200]}" if len(errors) > 1 else "")
@@ -111,12 +125,39 @@ class LaunchResult:
 
 
 _RANK = re.compile(r"rank (\d+)\b")
+_SAID = re.compile(r"rank (\d+)(?: on (\S+))?: (.*)", re.S)
 # what a rank says when another rank's failure ended the collective it was in
 # (MultiWorkerMirroredStrategy's workers: "Collective ops is aborted by: ..." after a peer's loss)
 _AFTERMATH = re.compile(
     r"Horovod has been shut down|Connection closed by peer|Connection reset by peer|"
     r"Broken pipe|HorovodInternalError|Collective ops is aborted by"
 )
+
+
+def same_said_once(errors: list[str]) -> list[str]:
+    """The ranks' lines, those that say the same thing merged into one that names each rank
+    ("ranks 0 and 1 on h: ..."), in the order of their first."""
+    groups: dict[str, list[tuple[str, str, str]]] = {}  # said -> (line, rank, host)
+    for line in errors:
+        m = _SAID.fullmatch(line)
+        said, rank, host = (m.group(3), m.group(1), m.group(2) or "") if m else (line, "", "")
+        groups.setdefault(said, []).append((line, rank, host))
+    out: list[str] = []
+    for said, who in groups.items():
+        if len(who) == 1 or not all(rank for _, rank, _ in who):
+            out.extend(line for line, _, _ in who)
+            continue
+        who.sort(key=lambda w: int(w[1]))
+        hosts = {host for _, _, host in who}
+        if len(hosts) == 1:
+            ranks = [rank for _, rank, _ in who]
+            host = hosts.pop()
+            names = ", ".join(ranks[:-1]) + f" and {ranks[-1]}" + (f" on {host}" if host else "")
+            out.append(f"ranks {names}: {said}")
+        else:
+            each = [f"rank {rank}" + (f" on {host}" if host else "") for _, rank, host in who]
+            out.append(", ".join(each[:-1]) + f" and {each[-1]}: {said}")
+    return out
 
 
 def rank_of(error: str) -> int | None:

@@ -26,6 +26,7 @@ before it reaches here.
 from __future__ import annotations
 
 import atexit
+import copy
 import math
 import sys
 import time
@@ -326,6 +327,34 @@ def loop_dataset(dataset: Any) -> Any:
 
     ours.__class__ = type(f"Instrumented{parent.__name__}", (parent,), {"__iter__": __iter__})
     return ours
+
+
+def class_kept(dataset: Any) -> Any:
+    """A copy of ``dataset`` that is still of its class (a subclass of it), for what Keras
+    takes by its class (``fit`` on torch takes a ``torch.utils.data.DataLoader``): its
+    iteration by the user's loop is measured, by Keras or TensorFlow it is its own. The
+    user's object is left as it is (the copy shares its dataset, sampler and workers' settings)."""
+    ours = copy.copy(dataset)
+    parent = type(ours)
+
+    def __iter__(self: Any) -> Any:
+        if from_library(sys._getframe(1)):
+            return parent.__iter__(self)
+        return LoopIterator(lambda: parent.__iter__(self), None)
+
+    ours.__class__ = type(
+        f"Instrumented{parent.__name__}",
+        (parent,),
+        {"__iter__": __iter__, "_pipeprof_parent": parent},
+    )
+    return ours
+
+
+def own_iterator(source: Any) -> Iterator[Any]:
+    """``iter(source)`` as its own class gives it: for a copy ``class_kept`` made, its
+    parent's iterator, not the measured loop's (pipeprof's own iteration of it in ``fit``)."""
+    parent = getattr(type(source), "_pipeprof_parent", None)
+    return parent.__iter__(source) if parent is not None else iter(source)
 
 
 def distributed(dataset: Any) -> Any:

@@ -123,10 +123,17 @@ def _bad_files(run_dir: Path, np: int, variant: str, rank: int, telemetry=None):
 
 def _input_failure(exc: BaseException) -> str | None:
     """The one line for a rank ended by its input (a bad file under data.on_bad_file = "fail",
-    or a decode error past the checks), else None."""
+    or a decode error past the checks; a DataLoader worker gone, whose error PyTorch's SIGCHLD
+    handler raises wherever the main thread is, in the step as often as in the loader's
+    ``next()``), else None."""
     from pipeprof.data import badfiles
 
-    return badfiles.failure_line(exc)
+    line = badfiles.failure_line(exc)
+    if line is None and isinstance(exc, RuntimeError):
+        from pipeprof.inputs.dataloader import worker_failure
+
+        line = worker_failure(str(exc), math.nan)
+    return line
 
 
 def _start_telemetry(

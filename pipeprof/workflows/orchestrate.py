@@ -45,6 +45,7 @@ class CompareResult:
         default_factory=list
     )  # analysis.verdict.Verdict per np, with --ablation or --verdict
     signum: int | None = None  # the stop signal (SIGINT, SIGTERM, SIGHUP) that ended it early
+    refused: bool = False  # the failure: every rank refused the script as used (exit 2)
 
 
 @dataclass(frozen=True)
@@ -153,6 +154,7 @@ def open_run(
 class Outcome:
     failure: str | None = None  # one line; None when every launch ended well
     signum: int | None = None  # the stop signal that ended it early
+    refused: bool = False  # the failing launch's ranks all refused the script (LaunchResult)
 
 
 # one worker count's launch: its result, or (None, why it could not start); then its failure line
@@ -179,6 +181,7 @@ def each_worker_count(
             after(n)
             if failure is not None:
                 out.failure, out.signum = failure, result.signum if result is not None else None
+                out.refused = result is not None and result.refused
                 break
     stream.close()
     out.failure, out.signum = caught.outcome(out.failure, out.signum, run_dir)

@@ -187,7 +187,8 @@ def compare_script(request: CompareRequest, *, reporter: Reporter | None = None)
             signum = caught.signum
             failure = f"{signals.Interrupted(signum)} while measuring the transformations (run directory: {run_dir})"
     finish_run(run, failure, signum, reporter, report)
-    return CompareResult(run_dir, summary, failure, verdicts, signum=signum)
+    refused = outcome.refused and failure == outcome.failure
+    return CompareResult(run_dir, summary, failure, verdicts, signum=signum, refused=refused)
 
 
 def ablate(

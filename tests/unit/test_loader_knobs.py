@@ -66,6 +66,19 @@ def test_a_failed_worker_is_one_line_with_its_pid_and_cause(message, codes, said
     assert line is not None and said in line and "\n" not in line, line
 
 
+def test_a_worker_s_death_raised_in_the_step_is_the_rank_s_one_line_too():
+    """PyTorch's SIGCHLD handler raises in the main thread wherever it is, in the model's step as
+    often as in the loader's next(): the rank's own failure path names the worker as well."""
+    from pipeprof.rank.worker import _input_failure
+
+    said = _input_failure(RuntimeError("DataLoader worker (pid 4321) is killed by signal: Killed."))
+    assert said == (
+        "data.library dataloader: loader worker pid 4321 killed by SIGKILL (a kill -9, or the "
+        "kernel's out-of-memory killer)"
+    )
+    assert _input_failure(RuntimeError("shape mismatch")) is None
+
+
 def test_any_other_error_is_left_as_it_is():
     assert worker_failure("CUDA error: out of memory", 30.0) is None
 

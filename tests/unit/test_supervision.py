@@ -500,6 +500,26 @@ def test_the_failure_line_blames_the_rank_that_ended_first_not_the_one_that_saw_
     assert plain.reason() == "rank 2: x; then rank 0: y (and 1 more)"
 
 
+def test_ranks_that_say_the_same_are_named_in_one_line_and_a_refusal_exits_2():
+    same = "Keras's fit on torch trains in one process"
+    both = runner.LaunchResult(
+        returncode=2,
+        errors=[f"rank 1 on vm: {same}", f"rank 0 on vm: {same}"],
+        exits=[(1, 2), (0, -15)],
+    )
+    assert both.reason() == f"ranks 0 and 1 on vm: {same}"
+    assert both.refused  # a rank the launcher stopped after the other's refusal: still one
+    apart = runner.LaunchResult(
+        returncode=1, errors=[f"rank 0 on a: {same}", f"rank 2 on b: {same}", "rank 1 on a: x"]
+    )
+    assert apart.reason() == f"rank 0 on a and rank 2 on b: {same}; then rank 1 on a: x"
+    # a rank that crashed (exit 1) beside one that refused: a failure, not a refusal
+    crashed = runner.LaunchResult(
+        returncode=1, errors=[f"rank 0 on vm: {same}"], exits=[(0, 2), (1, 1)]
+    )
+    assert not crashed.refused
+
+
 def test_horovodrun_s_lines_for_a_rank_s_end_are_read_under_gloo_and_mpi():
     from pipeprof.launch.horovod import ExitLines
 
