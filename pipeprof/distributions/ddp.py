@@ -4,8 +4,10 @@ in ``DistributedDataParallel``, so its gradients are averaged during ``backward`
 module of the rank side that starts ``torch.distributed``.
 
 Its rendezvous is a TCP store on the first host (``MASTER_ADDR``/``MASTER_PORT``, as torchrun
-and dask_pytorch_ddp give it): the launching process picks a free port for each launch; a
-script started by the user's own launcher brings its own (``env://``)."""
+and dask_pytorch_ddp give it): on this host, a port the launching process finds free for each
+launch (on the loopback where every rank is here); on another host, a port of its own a worker
+count, as data_parallel's coordinator takes one. A script started by the user's own launcher
+brings its own (``env://``)."""
 
 from __future__ import annotations
 
@@ -19,6 +21,16 @@ from pipeprof.errors import PipeprofError
 from pipeprof.rank.identity import identity
 
 JOIN_TIMEOUT_S = 300  # the ranks' wait for each other at the store and in a collective
+STORE_PORT = 29620  # the store's on a first host that is not this one: + np % 16 (clear of
+# torch's own defaults, 29400 and 29500)
+
+
+def first_host_address(host: str) -> str:
+    """How the other hosts reach this one, the first, named ``host`` in the host list: its
+    hostname where the list says it by a loopback name (``localhost``, 127.0.0.1)."""
+    if host in ("localhost", "::1") or host.startswith("127."):
+        return socket.gethostname()
+    return host
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -31,7 +43,7 @@ def free_port(host: str = "127.0.0.1") -> int:
 class DDP(PerProcess):
     name = "ddp"
     frameworks: ClassVar[tuple[str, ...]] = ("torch",)
-    launchers: ClassVar[tuple[str, ...]] = ("local", "torchrun")
+    launchers: ClassVar[tuple[str, ...]] = ("local", "ssh", "torchrun")
     started_by: ClassVar[str] = "torch.distributed.init_process_group()"
     stack: ClassVar[str] = "PyTorch"
     # the Keras backend whose fit it measures, in one process (frameworks.keras3_script)
@@ -45,8 +57,17 @@ class DDP(PerProcess):
 
     @staticmethod
     def rendezvous(np: int, launch: Any, run_dir: str) -> dict[str, Any]:
-        """The store's address for one launch on this host: a free port of the loopback."""
-        return {"addr": "127.0.0.1", "port": free_port()}
+        """The store's address for one launch: the first host's (``topology.assign``), on a
+        port free there now where it is this host."""
+        from pipeprof.launch import topology
+
+        used = list(topology.assign(np, launch).ranks_by_host)
+        first = used[0]
+        if not topology.is_this_host(first):
+            return {"addr": first, "port": STORE_PORT + np % 16}
+        if len(used) == 1:
+            return {"addr": "127.0.0.1", "port": free_port()}
+        return {"addr": first_host_address(first), "port": free_port("0.0.0.0")}
 
     @staticmethod
     def prepare_script(np: int, rendezvous: dict[str, Any]) -> None:

@@ -96,17 +96,20 @@ def instrument(dataset: Any) -> Any:
         return loop.loop_dataset(dataset)
     if _is_tf_distributed(dataset):
         return loop.distributed(dataset)
-    if keras.backend.backend() == TORCH and _taken_by_class(dataset):
-        return loop.class_kept(dataset)  # fit on torch takes a DataLoader by its class
+    if keras.backend.backend() == TORCH:
+        if _taken_by_class(dataset):
+            return loop.class_kept(dataset)  # fit on torch takes a DataLoader by its class
+        if isinstance(dataset, keras.utils.PyDataset):
+            return dataset  # fit's takes are timed by the callback; a copy would not pickle
     return loop.LoopDataset(dataset, None)
 
 
 def _taken_by_class(dataset: Any) -> bool:
-    """A ``torch.utils.data.DataLoader`` or a ``keras.utils.PyDataset``: what Keras's ``fit``
-    recognises by its class (a wrapper around it would be refused)."""
+    """A ``torch.utils.data.DataLoader``: what Keras's ``fit`` recognises by its class (a
+    wrapper around it would be refused)."""
     from torch.utils.data import DataLoader
 
-    return isinstance(dataset, (DataLoader, keras.utils.PyDataset))
+    return isinstance(dataset, DataLoader)
 
 
 def _is_tf_data(dataset: Any) -> bool:
@@ -200,23 +203,35 @@ class Twin:
 
 
 class TorchSource:
-    """On torch, the iterator a fit's epoch takes every batch from, so the source is chosen
-    at each take (``SOURCE`` turns from the twin to the pipeline between two takes): Keras's
-    iterator, or the twin's batch, made from the first batch Keras's gave and put on the
-    device as Keras's torch backend puts every batch (``convert_to_tensor``)."""
+    """On torch, the iterator a fit's epoch takes every batch from. Keras's torch trainer
+    takes a step's batch before the step's callbacks, so the measurement's plan for the step
+    is asked here, at the take (``before``), and the source chosen by it: Keras's iterator,
+    made at the first take that needs it (its DataLoader workers start inside a measured
+    wait, and none prefetches while the twin runs), or the twin's batch, made from the first
+    batch Keras's gave and put on the device as Keras's torch backend puts every batch
+    (``convert_to_tensor``)."""
 
-    def __init__(self, twin: Twin, keras_iterator: Iterator[Any]) -> None:
-        self.twin, self.keras_iterator = twin, keras_iterator
+    def __init__(
+        self, twin: Twin, make: Callable[[], Iterator[Any]], before: Callable[[], None]
+    ) -> None:
+        self.twin, self.make, self.before = twin, make, before
+        self.keras_iterator: Iterator[Any] | None = None
 
     def __iter__(self) -> TorchSource:
         return self
 
+    def _keras_next(self) -> Any:
+        if self.keras_iterator is None:
+            self.keras_iterator = self.make()
+        return next(self.keras_iterator)
+
     def __next__(self) -> Any:
+        self.before()
         if SOURCE.source != SYNTHETIC:
-            return next(self.keras_iterator)
+            return self._keras_next()
         twin = self.twin
         if not twin.made:
-            first = next(self.keras_iterator)  # StopIteration: nothing read
+            first = self._keras_next()  # StopIteration: nothing read
             twin.batch = keras.tree.map_structure(keras.ops.convert_to_tensor, first)
             twin.made = True
         return twin.batch
@@ -280,7 +295,8 @@ class PipeprofCallback(keras.callbacks.Callback):
             own = epoch_iterator._get_iterator
 
             def torch_iterator() -> Timed:
-                self.timed = Timed(TorchSource(self.twin, loop.own_iterator(own())))
+                source = TorchSource(self.twin, lambda: loop.own_iterator(own()), self._before)
+                self.timed = Timed(source)
                 return self.timed
 
             epoch_iterator._get_iterator = torch_iterator
@@ -308,9 +324,15 @@ class PipeprofCallback(keras.callbacks.Callback):
                 f"this script runs Keras on {backend}"
             )
 
+    def _before(self) -> None:
+        """The measurement's plan for the step about to start (its source, its phase)."""
+        if self.measurement is not None:
+            self.measurement.before_step()
+
     def on_train_begin(self, logs: dict | None = None) -> None:
         if not self.active:
             return
+        self.twin, self.timed = Twin(), None  # this fit's own: its first batch
         rank, size, _, _ = in_script.ranks()
         self.rank, self.size, self.host = rank, size, identity().host
         job = in_script.job()
@@ -348,13 +370,23 @@ class PipeprofCallback(keras.callbacks.Callback):
         )
         self.size = self.measurement.size
 
+    def on_epoch_begin(self, epoch: int, logs: dict | None = None) -> None:
+        """A step runs from the end of the previous one within an epoch: what fit did between
+        epochs (validation, other callbacks) is no step's."""
+        if self.active:
+            self._prev_end, self._prev_cpu = time.perf_counter(), time.process_time()
+            self._compiled = COMPILES.seconds
+
     def on_train_batch_begin(self, batch: int, logs: dict | None = None) -> None:
         if not self.active:
             return
-        if self.measurement is not None:
-            self.measurement.before_step()
-        if keras.backend.backend() != TORCH:  # there the batch was taken before this call
-            self.timed = None
+        if keras.backend.backend() == TORCH:
+            # the batch was taken before this call (TorchSource asked the plan then): the
+            # step began at the previous one's end
+            self._t0 = self._prev_end
+            return
+        self._before()
+        self.timed = None
         self._t0 = time.perf_counter()
         self._compiled = COMPILES.seconds
 
@@ -405,6 +437,7 @@ class PipeprofCallback(keras.callbacks.Callback):
         self.step += n
         if self.telemetry is not None:
             self.telemetry.put("step", record)
+        self._prev_end, self._prev_cpu = time.perf_counter(), time.process_time()
 
     def on_train_end(self, logs: dict | None = None) -> None:
         if self.epoch_iterator is not None:  # Keras's own _get_iterator again

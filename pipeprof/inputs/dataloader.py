@@ -272,11 +272,13 @@ _SHM = (
 
 
 def worker_failure(
-    message: str, timeout_s: float, codes: dict[int, int] | None = None
+    message: str, timeout_s: float, codes: dict[int, int] | None = None, waiting: bool = True
 ) -> str | None:
     """One line naming the loader worker that failed and why, from PyTorch's error ``message``
-    and the workers' exit ``codes`` by pid; None for any other error."""
+    and the workers' exit ``codes`` by pid; None for any other error. ``waiting``: the error
+    came from the loader's ``next()`` (else from PyTorch's SIGCHLD handler, anywhere)."""
     codes = codes or {}
+    during = "while the rank waited for its batch" if waiting else "during the run"
     if m := _KILLED.search(message):
         pid, signal_name = m.groups()
         if "Bus error" in signal_name or "shared memory" in message:
@@ -289,7 +291,7 @@ def worker_failure(
     if m := _EXITED.search(message):
         return (
             f"data.library dataloader: loader worker pid {m.group(1)} exited with code "
-            f"{m.group(2)} while the rank waited for its batch"
+            f"{m.group(2)} {during}"
         )
     if m := _GONE.search(message):
         pids = [int(p) for p in m.group(1).replace(",", " ").split()]
@@ -302,10 +304,11 @@ def worker_failure(
                 said.append(f"loader worker pid {pid} {_signal_cause(-code)}")
             else:
                 said.append(f"loader worker pid {pid} exited with code {code}")
-        return f"data.library dataloader: {'; '.join(said)}, while the rank waited for a batch"
-    if _TIMED_OUT.search(message):
+        return f"data.library dataloader: {'; '.join(said)}, {during}"
+    if m := _TIMED_OUT.search(message):
+        seconds = timeout_s if timeout_s == timeout_s else float(m.group(1))  # nan: as said
         return (
-            f"data.library dataloader: no loader worker handed over a batch in {timeout_s:g} s "
+            f"data.library dataloader: no loader worker handed over a batch in {seconds:g} s "
             "(pipeline.loader.timeout_s): a worker is hung"
         )
     return None

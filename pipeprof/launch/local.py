@@ -103,9 +103,15 @@ def main(argv: list[str]) -> int:
     )
 
 
-def wait_all(procs: list[subprocess.Popen], launcher: str = "local") -> int:
-    """Wait for a launch's processes (rank ``i`` is ``procs[i]``), saying each one's end in one
-    line: the first to fail ends the others (SIGTERM, then SIGKILL ``STOP_WAIT_S`` later), a
+def wait_all(
+    procs: list[subprocess.Popen],
+    launcher: str = "local",
+    unit: str = "rank",
+    order: list[int] | None = None,
+) -> int:
+    """Wait for a launch's processes (rank ``i`` is ``procs[i]``; node ``i`` where ``unit`` is
+    "node", a process that starts a node's ranks), saying each one's end in one line (and
+    appending its index to ``order``, the order they ended in): the first to fail ends the others (SIGTERM, then SIGKILL ``STOP_WAIT_S`` later), a
     stop signal to this process reaches them all, and the launch's code is the first failure's."""
     code, said = 0, set()
 
@@ -113,7 +119,10 @@ def wait_all(procs: list[subprocess.Popen], launcher: str = "local") -> int:
         for r, p in enumerate(procs):
             if p.returncode is not None and r not in said:
                 said.add(r)
-                print(ENDED.format(launcher=launcher, rank=r, code=p.returncode), flush=True)
+                if order is not None:
+                    order.append(r)
+                said_end = ENDED.format(launcher=launcher, rank=r, code=p.returncode)
+                print(said_end.replace(": rank ", f": {unit} ", 1), flush=True)
 
     def stop(signum: int, _frame: Any) -> None:
         for p in procs:

@@ -54,7 +54,7 @@ class LaunchResult:
         return (
             bool(self.errors)
             and 2 in codes
-            and codes <= {0, 2, 143, -15}
+            and codes <= {0, 2, 143, -15, -9, 137, 255}  # the others stopped after it
             and not self.timed_out
             and not self.interrupted
         )

@@ -68,6 +68,17 @@ class SshLauncher:
         return ended(self.name, line)
 
 
+def exported_env(names: list[str]) -> dict[str, str]:
+    """What a remote node's processes are given: the variables the launch exported by name,
+    and every one of pipeprof's (a user's script learns its job from them, set after the
+    launcher's environment was made)."""
+    return {
+        k: v
+        for k, v in os.environ.items()
+        if (k in names or k.startswith("PIPEPROF_")) and not NOT_EXPORTED.fullmatch(k)
+    }
+
+
 def remote_argv(host: str, cwd: str, env: dict[str, str], cmd: list[str]) -> list[str]:
     """``cmd`` on ``host`` over ssh, in ``cwd`` with ``env`` (each variable given by value)."""
     exported = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
@@ -86,7 +97,7 @@ def main(argv: list[str]) -> int:
         if topology.is_this_host(host):
             procs.append(subprocess.Popen(cmd, env=dict(os.environ, **who)))
         else:
-            env = {k: os.environ[k] for k in plan["exported"] if k in os.environ} | who
+            env = exported_env(plan["exported"]) | who
             procs.append(
                 subprocess.Popen(remote_argv(host, plan["cwd"], env, cmd), stdin=subprocess.DEVNULL)
             )

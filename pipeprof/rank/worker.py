@@ -132,7 +132,7 @@ def _input_failure(exc: BaseException) -> str | None:
     if line is None and isinstance(exc, RuntimeError):
         from pipeprof.inputs.dataloader import worker_failure
 
-        line = worker_failure(str(exc), math.nan)
+        line = worker_failure(str(exc), math.nan, waiting=False)
     return line
 
 

@@ -105,7 +105,8 @@ def test_a_loop_whose_steps_are_not_marked_is_told_which_line_to_add(
         "compare", "--np", "1", "--out", str(tmp_path / "run"), "--no-dashboard",
         "--", sys.executable, str(script), ok=False,
     )  # fmt: skip
-    assert got.returncode == 1 and got.stderr.count("\n") == 1, got.stderr[-3000:]
+    # refused as written (exit 2, a usage error), in one line
+    assert got.returncode == 2 and got.stderr.count("\n") == 1, got.stderr[-3000:]
     assert f"{script}:{line}: " in got.stderr, got.stderr  # the loop's line, or the step's
     assert said in got.stderr and fix in got.stderr, got.stderr
 

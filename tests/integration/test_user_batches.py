@@ -45,7 +45,7 @@ def test_a_sequence_or_a_generator_is_measured(kind, nps, small_dataset, tmp_pat
             "compare", "--np", "1", "--ablation", "--out", str(tmp_path / "abl"), "--",
             sys.executable, SCRIPT, "--data", str(photos), "--input", kind, ok=False,
         )  # fmt: skip
-        assert refused.returncode == 1 and refused.stderr.count("\n") == 1, refused.stderr
+        assert refused.returncode == 2 and refused.stderr.count("\n") == 1, refused.stderr
         assert "--ablation splits a tf.data pipeline into its stages; a DirectoryIterator" in (
             refused.stderr
         )

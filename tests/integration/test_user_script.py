@@ -150,7 +150,8 @@ def test_a_script_without_pipeprofs_lines_gets_one_line_saying_what_to_add(photo
         ],
         tmp_path,
     )
-    assert proc.returncode == 1 and proc.stderr.count("\n") == 1, proc.stderr[-3000:]
+    # refused as written (each rank's pipeprof line, exit 2): a usage error, as a bad flag
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr[-3000:]
     assert (
         "without pipeprof.keras.instrument" in proc.stderr
         and "dataset = pipeprof.keras.instrument" in proc.stderr

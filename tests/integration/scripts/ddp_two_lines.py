@@ -1,13 +1,14 @@
 """A PyTorch DDP script with pipeprof's two lines, as torchrun starts it: its own process group,
 DistributedSampler, DataLoader workers and DDP model. At its end each rank writes the world
-size it joined and a digest of its weights to ``--out``/rank<N>.json; each start of a rank adds
-a line to ``--out``/starts-rank<N>-np<SIZE>; ``--fail-rank N`` makes rank N exit with code 3
-after its first step."""
+size it joined, a digest of its weights and its host's name to ``--out``/rank<N>.json; each
+start of a rank adds a line to ``--out``/starts-rank<N>-np<SIZE>; ``--fail-rank N`` makes
+rank N exit with code 3 after its first step."""
 
 import argparse
 import hashlib
 import json
 import os
+import socket
 import sys
 
 import numpy as np
@@ -81,7 +82,8 @@ def main():
     for t in net.module.state_dict().values():
         digest.update(t.detach().cpu().numpy().tobytes())
     with open(os.path.join(args.out, f"rank{rank}.json"), "w") as fh:
-        json.dump({"world_size": size, "weights": digest.hexdigest(), "steps": steps}, fh)
+        said = {"world_size": size, "weights": digest.hexdigest(), "steps": steps}
+        json.dump({**said, "host": socket.gethostname()}, fh)
     dist.destroy_process_group()
 
 

@@ -1,0 +1,107 @@
+"""PyTorch DDP across the test cluster's two hosts: pipeprof's own ranks (``--engine ddp``,
+started over ssh, the TCP store on the first host), and a user's script with the two lines
+under ``--launcher torchrun`` (a torchrun on each node, at the first node's rendezvous). Each
+records a world of 2 on both hostnames and equal weights; a rank that fails on the second
+host is named in one line, started once, and nothing is left on either host. These run in the
+torch venv (scripts/torch.sh)."""
+
+import json
+import sys
+
+import pandas as pd
+import pytest
+
+from tests.cluster.drive import (
+    REPO,
+    both_hosts_in_summary,
+    finish,
+    nothing_left,
+    pipeprof_argv,
+    start,
+)
+
+pytestmark = [pytest.mark.horovod, pytest.mark.torch]
+
+SCENARIO = """name = "ddp-two-hosts"
+[data]
+source = "generated"
+image_size = 32
+num_classes = 3
+[data.generate]
+images = 96
+size = 32
+classes = 3
+[train]
+engine = "ddp"
+batch_size = 8
+warmup_steps = 3
+measure_steps = 20
+"""
+TWO_LINES = f"{REPO}/tests/integration/scripts/ddp_two_lines.py"
+FAST = ("--set", "train.min_measure_s=2", "--set", "train.max_measure_s=8")
+
+
+@pytest.fixture(scope="module")
+def photos(tmp_path_factory):
+    """A generated image folder the script reads on both hosts (one file system)."""
+    from pipeprof.data.generate import generate
+    from pipeprof.scenario import GenerateConfig
+
+    cfg = GenerateConfig(images=90, size=48, classes=3, seed=5)
+    return generate(cfg, tmp_path_factory.mktemp("data") / "small")
+
+
+def test_ddp_across_both_hosts_over_ssh(cluster, tmp_path):
+    h0, h1 = cluster.hosts
+    scenario, out = tmp_path / "ddp.toml", tmp_path / "run"
+    scenario.write_text(SCENARIO)
+    argv = pipeprof_argv(scenario, out, "--np", "1,2", "-H", f"{h0.name}:1,{h1.name}:1")
+    code, stdout, err = finish(start(cluster, tmp_path, [*argv, "--no-report", "--no-dashboard"]))
+    assert code == 0, stdout[-3000:] + err[-2000:]
+    assert "launcher ssh (train.engine ddp on the hosts named" in stdout.splitlines()[0]
+    both_hosts_in_summary(out, h0, h1)
+    launch = json.loads((out / "model.json").read_text())["launches"]["2"]
+    assert (launch["processes"], launch["hosts"]) == (2, [h0.name, h1.name]), launch
+    assert len(set(launch["weights_digest"])) == 1, launch  # DDP kept the replicas in step
+    steps = pd.concat(pd.read_csv(f) for f in (out / "steps").glob("np2-*.csv"))
+    assert set(zip(steps["rank"], steps["host"])) == {(0, h0.name), (1, h1.name)}
+    assert not nothing_left(cluster)
+
+
+def two_lines_under_torchrun(cluster, tmp_path, photos, measured, *more: str):
+    h0, h1 = cluster.hosts
+    argv = [
+        sys.executable, "-m", "pipeprof", "compare", "--engine", "ddp", "--launcher", "torchrun",
+        "--np", "2", "-H", f"{h0.name}:1,{h1.name}:1", "--out", str(tmp_path / "run"),
+        "--no-report", "--no-dashboard", *FAST, "--", sys.executable, TWO_LINES,
+        "--data", str(photos), "--out", str(measured), *more,
+    ]  # fmt: skip
+    return finish(start(cluster, tmp_path, argv), timeout=400)
+
+
+def test_a_two_line_script_under_torchrun_on_each_node(cluster, tmp_path, photos):
+    h0, h1 = cluster.hosts
+    measured = tmp_path / "m"
+    code, stdout, err = two_lines_under_torchrun(
+        cluster, tmp_path, photos, measured, "--epochs", "10000"
+    )
+    assert code == 0, stdout[-3000:] + err[-2000:]
+    said = [json.loads((measured / f"rank{r}.json").read_text()) for r in (0, 1)]
+    assert [(r["world_size"], r["host"]) for r in said] == [(2, h0.name), (2, h1.name)], said
+    assert said[0]["weights"] == said[1]["weights"], said
+    steps = pd.concat(pd.read_csv(f) for f in (tmp_path / "run" / "steps").glob("np2-real*.csv"))
+    assert set(zip(steps["rank"], steps["host"])) == {(0, h0.name), (1, h1.name)}
+    assert not nothing_left(cluster)
+
+
+def test_a_rank_that_fails_on_the_second_node_is_named_once_and_nothing_is_left(
+    cluster, tmp_path, photos
+):
+    measured = tmp_path / "m"
+    code, stdout, err = two_lines_under_torchrun(
+        cluster, tmp_path, photos, measured, "--fail-rank", "1"
+    )
+    assert code != 0 and err.strip().count("\n") == 0, stdout[-3000:] + err
+    assert "error: np=2: rank 1" in err and "exited with 3" in err, err
+    assert (measured / "starts-rank1-np2").read_text().count("started") == 1
+    assert not nothing_left(cluster)
