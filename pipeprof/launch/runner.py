@@ -50,7 +50,7 @@ class LaunchResult:
         """The ranks ended with exit 2 after pipeprof's one line, or were stopped by the
         launcher after one did (SIGTERM): the script refused as it is used (a usage error, as
         the command's own are), not a failure while it trained."""
-        codes = {code for _, code in self.exits}
+        codes = {code for _, code in self.exits} or {self.returncode}  # one process: its own
         return (
             bool(self.errors)
             and 2 in codes

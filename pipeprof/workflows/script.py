@@ -174,20 +174,21 @@ def compare_script(request: CompareRequest, *, reporter: Reporter | None = None)
     failure, signum = outcome.failure, outcome.signum
     summary = write_summary(run_dir, {"synthetic"}, list(VARIANTS))
     verdicts: list[Verdict] = []
+    refused = outcome.refused
     if ablation and failure is None and not summary.empty:
         cores = max(1, int(cores_per_rank(scenario, max(nps), cores_override)))
         reporter.message(
             f"measuring each transformation of the script's dataset alone, on {cores} core(s)"
         )
         with caught:
-            verdicts, failure = ablate(
+            verdicts, failure, refused = ablate(
                 cmd, run, base_env, cores, summary, scenario, nps, cores_override
             )
         if caught.signum is not None:
             signum = caught.signum
             failure = f"{signals.Interrupted(signum)} while measuring the transformations (run directory: {run_dir})"
     finish_run(run, failure, signum, reporter, report)
-    refused = outcome.refused and failure == outcome.failure
+    refused = refused and signum is None
     return CompareResult(run_dir, summary, failure, verdicts, signum=signum, refused=refused)
 
 
@@ -200,9 +201,10 @@ def ablate(
     scenario: Scenario,
     nps: list[int],
     cores_override: float | None,
-) -> tuple[list[Verdict], str | None]:
+) -> tuple[list[Verdict], str | None, bool]:
     """The script once more, alone on ``cores`` cores, measuring its dataset's transformations;
-    then the verdict per worker count from those costs and the compare's figures."""
+    then the verdict per worker count from those costs and the compare's figures; and whether
+    the script refused the ablation as written (``LaunchResult.refused``)."""
     job = ScriptJob(run_dir=str(run.path), np=1, mode="ablate")
     result = runner.run(
         topology.pinned_argv(cmd, cores),
@@ -215,6 +217,7 @@ def ablate(
         return (
             [],
             f"the ablation launch failed: {result.reason()} (log: {run.log_path('ablation')})",
+            result.refused,
         )
     rows = [
         {
@@ -227,7 +230,7 @@ def ablate(
     ]
     verdicts = verdicts_per_np(rows, summary, scenario, "real", cores_override) if rows else []
     write_verdicts(run, verdicts)
-    return verdicts, None
+    return verdicts, None, False
 
 
 def script_scenario(cmd: list[str], overrides: list, base: Scenario | None = None) -> Scenario:
