@@ -118,6 +118,16 @@ FAST_FILE_SECONDS = {
 }
 
 
+@pytest.fixture(scope="session")
+def small_dataset(tmp_path_factory):
+    """A real generated image folder (the integration and cluster tests'): 3 classes, 90 JPEGs of 48px."""
+    from pipeprof.data.generate import generate
+    from pipeprof.scenario import GenerateConfig
+
+    cfg = GenerateConfig(images=90, size=48, classes=3, seed=5)
+    return generate(cfg, tmp_path_factory.mktemp("data") / "small"), cfg
+
+
 def keras3_installed() -> bool:
     """Whether this venv has the Keras 3 stack (Keras 3 with JAX), whose tests need it."""
     from importlib.util import find_spec

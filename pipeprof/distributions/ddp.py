@@ -25,12 +25,22 @@ STORE_PORT = 29620  # the store's on a first host that is not this one: + np % 1
 # torch's own defaults, 29400 and 29500)
 
 
-def first_host_address(host: str) -> str:
-    """How the other hosts reach this one, the first, named ``host`` in the host list: its
-    hostname where the list says it by a loopback name (``localhost``, 127.0.0.1)."""
-    if host in ("localhost", "::1") or host.startswith("127."):
-        return socket.gethostname()
-    return host
+def first_host_endpoint(np: int, launch: Any, base_port: int) -> tuple[str, int]:
+    """Where a launch's processes meet, on its first host (``topology.assign``): the loopback
+    and a free port where every process is on this host; this host's name (its hostname where
+    the list says it by a loopback name) and a port free on every interface where it is the
+    first of several; else the first host and ``base_port`` + np % 16, a port a worker count."""
+    from pipeprof.launch import topology
+
+    used = list(topology.assign(np, launch).ranks_by_host)
+    first = used[0]
+    if not topology.is_this_host(first):
+        return first, base_port + np % 16
+    if len(used) == 1:
+        return "127.0.0.1", free_port()
+    if first in ("localhost", "::1") or first.startswith("127."):
+        first = socket.gethostname()
+    return first, free_port("0.0.0.0")
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -57,17 +67,9 @@ class DDP(PerProcess):
 
     @staticmethod
     def rendezvous(np: int, launch: Any, run_dir: str) -> dict[str, Any]:
-        """The store's address for one launch: the first host's (``topology.assign``), on a
-        port free there now where it is this host."""
-        from pipeprof.launch import topology
-
-        used = list(topology.assign(np, launch).ranks_by_host)
-        first = used[0]
-        if not topology.is_this_host(first):
-            return {"addr": first, "port": STORE_PORT + np % 16}
-        if len(used) == 1:
-            return {"addr": "127.0.0.1", "port": free_port()}
-        return {"addr": first_host_address(first), "port": free_port("0.0.0.0")}
+        """The store's address for one launch, on its first host (``first_host_endpoint``)."""
+        addr, port = first_host_endpoint(np, launch, STORE_PORT)
+        return {"addr": addr, "port": port}
 
     @staticmethod
     def prepare_script(np: int, rendezvous: dict[str, Any]) -> None:

@@ -97,19 +97,13 @@ def instrument(dataset: Any) -> Any:
     if _is_tf_distributed(dataset):
         return loop.distributed(dataset)
     if keras.backend.backend() == TORCH:
-        if _taken_by_class(dataset):
+        from torch.utils.data import DataLoader
+
+        if isinstance(dataset, DataLoader):
             return loop.class_kept(dataset)  # fit on torch takes a DataLoader by its class
         if isinstance(dataset, keras.utils.PyDataset):
             return dataset  # fit's takes are timed by the callback; a copy would not pickle
     return loop.LoopDataset(dataset, None)
-
-
-def _taken_by_class(dataset: Any) -> bool:
-    """A ``torch.utils.data.DataLoader``: what Keras's ``fit`` recognises by its class (a
-    wrapper around it would be refused)."""
-    from torch.utils.data import DataLoader
-
-    return isinstance(dataset, DataLoader)
 
 
 def _is_tf_data(dataset: Any) -> bool:

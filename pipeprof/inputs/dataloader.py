@@ -306,7 +306,7 @@ def worker_failure(
                 said.append(f"loader worker pid {pid} exited with code {code}")
         return f"data.library dataloader: {'; '.join(said)}, {during}"
     if m := _TIMED_OUT.search(message):
-        seconds = timeout_s if timeout_s == timeout_s else float(m.group(1))  # nan: as said
+        seconds = float(m.group(1)) if math.isnan(timeout_s) else timeout_s  # nan: as said
         return (
             f"data.library dataloader: no loader worker handed over a batch in {seconds:g} s "
             "(pipeline.loader.timeout_s): a worker is hung"

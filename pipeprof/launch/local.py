@@ -26,7 +26,7 @@ from pipeprof.scenario import LaunchConfig
 
 # what each process is told: rank, size, local rank, local size (torchrun's names)
 IDENTITY = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE")
-ENDED = "pipeprof {launcher} launcher: rank {rank} exited with {code}"
+ENDED = "pipeprof {launcher} launcher: {unit} {rank} exited with {code}"  # unit: rank, node
 STOP_WAIT_S = 10.0  # a rank asked to stop, before it is killed
 
 
@@ -121,8 +121,10 @@ def wait_all(
                 said.add(r)
                 if order is not None:
                     order.append(r)
-                said_end = ENDED.format(launcher=launcher, rank=r, code=p.returncode)
-                print(said_end.replace(": rank ", f": {unit} ", 1), flush=True)
+                print(
+                    ENDED.format(launcher=launcher, unit=unit, rank=r, code=p.returncode),
+                    flush=True,
+                )
 
     def stop(signum: int, _frame: Any) -> None:
         for p in procs:

@@ -51,13 +51,32 @@ RENDEZVOUS_PORT = 29660
 RUN = (sys.executable, "-m", "torch.distributed.run")
 
 
+class RootCause:
+    """torchrun's report of the first failure it saw, read a line at a time: ``read(line)`` is
+    (rank, exit code) once its "Root Cause" entry's last line is read, else None (the entries
+    above it are the ranks torchrun ended after that one)."""
+
+    def __init__(self) -> None:
+        self._rank: int | None = None
+        self._root = False
+
+    def read(self, line: str) -> tuple[int, int] | None:
+        if line.strip() == _ROOT:
+            self._root, self._rank = True, None
+        elif self._root and (m := _RANK.match(line)):
+            self._rank = int(m.group(1))
+        elif self._root and self._rank is not None and (m := _EXIT.match(line)):
+            rank, self._root, self._rank = self._rank, False, None
+            return rank, int(m.group(1))
+        return None
+
+
 class TorchrunLauncher:
     name = "torchrun"
     needs = "PyTorch (torch.distributed.run)"
 
     def __init__(self) -> None:
-        self._rank: int | None = None
-        self._root = False
+        self._cause = RootCause()
         self._hosts_checked = hosts.CheckedOnce()
         self._exported: list[str] = []
 
@@ -97,16 +116,11 @@ class TorchrunLauncher:
                 *RUN, "--standalone", "--nnodes=1", f"--nproc-per-node={np}",
                 "--max-restarts=0", "--no-python", *cmd,
             ]  # fmt: skip
-        from pipeprof.distributions.ddp import first_host_address, free_port
+        from pipeprof.distributions.ddp import first_host_endpoint
 
-        first = nodes[0][0]
-        if topology.is_this_host(first):
-            first, port = first_host_address(first), free_port("0.0.0.0")
-        else:
-            port = RENDEZVOUS_PORT + np % 16
         plan = {
             "nodes": [[host, count] for host, count in nodes],
-            "master": [first, port],
+            "master": list(first_host_endpoint(np, launch, RENDEZVOUS_PORT)),
             "cwd": os.getcwd(),
             "exported": self._exported,
         }
@@ -114,22 +128,10 @@ class TorchrunLauncher:
 
     def rank_exit(self, line: str) -> tuple[int, int] | None:
         """A rank's failure, as (rank, exit code): across nodes, the supervisor's line for it
-        (``main``); on one node, torchrun's first failure, its "Root Cause" entry (the entries
-        above it are the ranks it ended after that one)."""
+        (``main``); on one node, torchrun's own report of its first failure (``RootCause``)."""
         if (said := ended(self.name, line)) is not None:
             return said
-        return self.root_cause(line)
-
-    def root_cause(self, line: str) -> tuple[int, int] | None:
-        """(rank, exit code) of torchrun's "Root Cause" entry, once its last line is read."""
-        if line.strip() == _ROOT:
-            self._root, self._rank = True, None
-        elif self._root and (m := _RANK.match(line)):
-            self._rank = int(m.group(1))
-        elif self._root and self._rank is not None and (m := _EXIT.match(line)):
-            rank, self._root, self._rank = self._rank, False, None
-            return rank, int(m.group(1))
-        return None
+        return self._cause.read(line)
 
 
 def node_argv(plan: dict[str, Any], node: int, cmd: list[str]) -> list[str]:
@@ -192,17 +194,18 @@ def main(argv: list[str]) -> int:
         if procs[node].returncode in (0, None):
             continue
         for rank, rank_code in reported[node] or [(first_rank[node], procs[node].returncode)]:
-            print(ENDED.format(launcher="torchrun", rank=rank, code=rank_code), flush=True)
+            said = ENDED.format(launcher="torchrun", unit="rank", rank=rank, code=rank_code)
+            print(said, flush=True)
     return code
 
 
 def _relay(proc: subprocess.Popen, host: str, reported: list[tuple[int, int]]) -> None:
     """A node's output, passed on with its host first; its torchrun's failures kept."""
-    parser = TorchrunLauncher()
+    cause = RootCause()
     assert proc.stdout is not None
     for line in proc.stdout:
         print(f"[{host}] {line}", end="" if line.endswith("\n") else "\n", flush=True)
-        if (found := parser.root_cause(line.rstrip("\n"))) is not None:
+        if (found := cause.read(line.rstrip("\n"))) is not None:
             reported.append(found)
 
 

@@ -19,36 +19,13 @@ from tests.cluster.drive import (
     pipeprof_argv,
     start,
 )
+from tests.integration.conftest import small_scenario
 
 pytestmark = [pytest.mark.horovod, pytest.mark.torch]
 
-SCENARIO = """name = "ddp-two-hosts"
-[data]
-source = "generated"
-image_size = 32
-num_classes = 3
-[data.generate]
-images = 96
-size = 32
-classes = 3
-[train]
-engine = "ddp"
-batch_size = 8
-warmup_steps = 3
-measure_steps = 20
-"""
+SCENARIO = small_scenario("ddp-two-hosts", 20, 'engine = "ddp"\n')
 TWO_LINES = f"{REPO}/tests/integration/scripts/ddp_two_lines.py"
 FAST = ("--set", "train.min_measure_s=2", "--set", "train.max_measure_s=8")
-
-
-@pytest.fixture(scope="module")
-def photos(tmp_path_factory):
-    """A generated image folder the script reads on both hosts (one file system)."""
-    from pipeprof.data.generate import generate
-    from pipeprof.scenario import GenerateConfig
-
-    cfg = GenerateConfig(images=90, size=48, classes=3, seed=5)
-    return generate(cfg, tmp_path_factory.mktemp("data") / "small")
 
 
 def test_ddp_across_both_hosts_over_ssh(cluster, tmp_path):
@@ -68,8 +45,9 @@ def test_ddp_across_both_hosts_over_ssh(cluster, tmp_path):
     assert not nothing_left(cluster)
 
 
-def two_lines_under_torchrun(cluster, tmp_path, photos, measured, *more: str):
+def two_lines_under_torchrun(cluster, tmp_path, small_dataset, measured, *more: str):
     h0, h1 = cluster.hosts
+    photos, _ = small_dataset
     argv = [
         sys.executable, "-m", "pipeprof", "compare", "--engine", "ddp", "--launcher", "torchrun",
         "--np", "2", "-H", f"{h0.name}:1,{h1.name}:1", "--out", str(tmp_path / "run"),
@@ -79,11 +57,11 @@ def two_lines_under_torchrun(cluster, tmp_path, photos, measured, *more: str):
     return finish(start(cluster, tmp_path, argv), timeout=400)
 
 
-def test_a_two_line_script_under_torchrun_on_each_node(cluster, tmp_path, photos):
+def test_a_two_line_script_under_torchrun_on_each_node(cluster, tmp_path, small_dataset):
     h0, h1 = cluster.hosts
     measured = tmp_path / "m"
     code, stdout, err = two_lines_under_torchrun(
-        cluster, tmp_path, photos, measured, "--epochs", "10000"
+        cluster, tmp_path, small_dataset, measured, "--epochs", "10000"
     )
     assert code == 0, stdout[-3000:] + err[-2000:]
     said = [json.loads((measured / f"rank{r}.json").read_text()) for r in (0, 1)]
@@ -95,11 +73,11 @@ def test_a_two_line_script_under_torchrun_on_each_node(cluster, tmp_path, photos
 
 
 def test_a_rank_that_fails_on_the_second_node_is_named_once_and_nothing_is_left(
-    cluster, tmp_path, photos
+    cluster, tmp_path, small_dataset
 ):
     measured = tmp_path / "m"
     code, stdout, err = two_lines_under_torchrun(
-        cluster, tmp_path, photos, measured, "--fail-rank", "1"
+        cluster, tmp_path, small_dataset, measured, "--fail-rank", "1"
     )
     assert code != 0 and err.strip().count("\n") == 0, stdout[-3000:] + err
     assert "error: np=2: rank 1" in err and "exited with 3" in err, err

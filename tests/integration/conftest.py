@@ -45,16 +45,6 @@ def verdict_of(gap: float, half: float) -> str:
 
 
 @pytest.fixture(scope="session")
-def small_dataset(tmp_path_factory):
-    """A real generated image folder: 3 classes, 90 JPEGs of 48px."""
-    from pipeprof.data.generate import generate
-    from pipeprof.scenario import GenerateConfig
-
-    cfg = GenerateConfig(images=90, size=48, classes=3, seed=5)
-    return generate(cfg, tmp_path_factory.mktemp("data") / "small"), cfg
-
-
-@pytest.fixture(scope="session")
 def data_cache_dir(tmp_path_factory):
     """Where tests let pipeprof generate built-in datasets (shared by the pytest session)."""
     return tmp_path_factory.mktemp("pipeprof-data")
