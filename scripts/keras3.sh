@@ -39,9 +39,14 @@ bash scripts/marked_tests.sh "$venv" keras3
 
 work=$(mktemp -d -t pipeprof-keras3-tf.XXXXXX)
 trap 'rm -rf "$work"' EXIT
-"$PY" -m venv "$work/venv"
-pip_quiet "$work/venv" '.[tensorflow]'
-versions "$work/venv" "pip install '.[tensorflow]'"
+if [ -n "${PIPEPROF_CI_VENVS:-}" ]; then
+  tfvenv=$PIPEPROF_CI_VENVS/keras3-tf  # installed by scripts/ci_venvs.sh, as CI runs it
+else
+  tfvenv=$work/venv
+  "$PY" -m venv "$tfvenv"
+  pip_quiet "$tfvenv" '.[tensorflow]'
+fi
+versions "$tfvenv" "pip install '.[tensorflow]'"
 cat > "$work/s.toml" <<'TOML'
 name = "keras3-tf"
 [data]
@@ -57,12 +62,12 @@ batch_size = 8
 warmup_steps = 3
 measure_steps = 12
 TOML
-PIPEPROF_DATA_DIR="$work/data" "$work/venv/bin/pipeprof" compare "$work/s.toml" --np 1,2 \
+PIPEPROF_DATA_DIR="$work/data" "$tfvenv/bin/pipeprof" compare "$work/s.toml" --np 1,2 \
   --out "$work/run" --no-report --no-dashboard > "$work/compare.log" 2>&1 \
   || { cat "$work/compare.log" >&2; exit 1; }
 head -1 "$work/compare.log" | grep -q "engine mirrored (TensorFlow installed)" \
   || { echo "keras3: auto did not take mirrored on the TensorFlow stack:" >&2; head -3 "$work/compare.log" >&2; exit 1; }
-"$work/venv/bin/python" - "$work/run" <<'PY'
+"$tfvenv/bin/python" - "$work/run" <<'PY'
 import json, sys
 import pandas as pd
 run = sys.argv[1]

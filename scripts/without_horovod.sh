@@ -10,10 +10,15 @@ cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3.11}
 work=$(mktemp -d -t pipeprof-no-horovod.XXXXXX)
 trap 'rm -rf "$work"' EXIT
-"$PY" -m venv "$work/venv"
-"$work/venv/bin/python" -m pip install -q --disable-pip-version-check "./[cpu]" \
-  > "$work/pip.log" 2>&1 || { tail -20 "$work/pip.log" >&2; exit 1; }
-if "$work/venv/bin/python" -c "import horovod" 2>/dev/null; then
+if [ -n "${PIPEPROF_CI_VENVS:-}" ]; then
+  venv=$PIPEPROF_CI_VENVS/no-horovod  # installed by scripts/ci_venvs.sh, as CI runs it
+else
+  venv=$work/venv
+  "$PY" -m venv "$venv"
+  "$venv/bin/python" -m pip install -q --disable-pip-version-check "./[cpu]" \
+    > "$work/pip.log" 2>&1 || { tail -20 "$work/pip.log" >&2; exit 1; }
+fi
+if "$venv/bin/python" -c "import horovod" 2>/dev/null; then
   echo "without_horovod: Horovod is importable in the venv that must lack it" >&2; exit 1
 fi
 cat > "$work/s.toml" <<'TOML'
@@ -34,12 +39,12 @@ measure_steps = 12
 TOML
 export PIPEPROF_DATA_DIR="$work/data"
 # no --engine: auto takes mirrored where TensorFlow is and Horovod is not, and says so first
-"$work/venv/bin/pipeprof" compare "$work/s.toml" --np 1,2 \
+"$venv/bin/pipeprof" compare "$work/s.toml" --np 1,2 \
   --out "$work/run" --no-report --no-dashboard > "$work/mirrored.log" 2>&1 \
   || { cat "$work/mirrored.log" >&2; exit 1; }
 head -1 "$work/mirrored.log" | grep -q "engine mirrored (TensorFlow installed), launcher local" \
   || { echo "without_horovod: the first line did not say auto took mirrored:" >&2; head -3 "$work/mirrored.log" >&2; exit 1; }
-"$work/venv/bin/python" - "$work/run/summary.csv" <<'PY'
+"$venv/bin/python" - "$work/run/summary.csv" <<'PY'
 import sys
 import pandas as pd
 s = pd.read_csv(sys.argv[1])
@@ -50,12 +55,12 @@ PY
 # MultiWorkerMirroredStrategy too: with no horovodrun, mpirun starts its workers (where Open
 # MPI is installed, as `setup.sh test` installs it)
 if command -v mpirun >/dev/null; then
-  "$work/venv/bin/pipeprof" compare "$work/s.toml" --engine multi_worker_mirrored --np 1,2 \
+  "$venv/bin/pipeprof" compare "$work/s.toml" --engine multi_worker_mirrored --np 1,2 \
     --out "$work/mwms" --no-report --no-dashboard > "$work/mwms.log" 2>&1 \
     || { cat "$work/mwms.log" >&2; exit 1; }
   head -1 "$work/mwms.log" | grep -q "launcher mpirun (train.engine multi_worker_mirrored with no Horovod installed" \
     || { echo "without_horovod: the first line did not say mpirun starts the workers:" >&2; head -3 "$work/mwms.log" >&2; exit 1; }
-  "$work/venv/bin/python" - "$work/mwms/summary.csv" <<'PY'
+  "$venv/bin/python" - "$work/mwms/summary.csv" <<'PY'
 import sys
 import pandas as pd
 s = pd.read_csv(sys.argv[1])
@@ -66,7 +71,7 @@ PY
   mwms=", a multi_worker_mirrored compare at np 1, 2 under mpirun"
 fi
 set +e
-"$work/venv/bin/pipeprof" compare "$work/s.toml" --engine horovod --np 1 --out "$work/refused" \
+"$venv/bin/pipeprof" compare "$work/s.toml" --engine horovod --np 1 --out "$work/refused" \
   --no-report --no-dashboard > "$work/horovod.out" 2> "$work/horovod.err"
 code=$?
 set -e
