@@ -22,8 +22,10 @@ def test_quickstart_on_keras3_gives_rows_and_the_horovod_stacks_verdict(
     # On JAX the gaps (about 12%, below) sit between the 5% and 20% lines, so each variant
     # measures to the scenario's cap of 75 s: 410 s for this test in the clean-clone CI run on
     # d72010b. Its assertion is the verdict its own gap and interval give, which holds at any
-    # length, so it measures 20 s a variant (a wider interval, the same check)
-    cap = ["--set", "train.max_measure_s=10"] if backend == "jax" else []
+    # length, so it measures 20 s a variant (a wider interval, the same check). 10 s a variant
+    # took 206.5 s against 213.4 s at 20 s (the CI runs on a10cc62 and 526bddd): the rest of
+    # its time is not measuring, so it keeps the narrower interval of 20 s
+    cap = ["--set", "train.max_measure_s=20"] if backend == "jax" else []
     got = run_pipeprof(
         "compare", "quickstart", "--np", "1,2", "--engine", engine, "--out", str(out),
         "--no-report", "--no-dashboard", *cap, data=data_cache_dir, timeout=900,
