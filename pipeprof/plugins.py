@@ -55,6 +55,7 @@ POINTS: dict[str, dict[str, str | Callable[[], Any]]] = {
         "local": "pipeprof.launch.local:LocalLauncher",
         "ssh": "pipeprof.launch.ssh:SshLauncher",
         "torchrun": "pipeprof.launch.torchrun:TorchrunLauncher",
+        "dask": "pipeprof.launch.dask:DaskLauncher",
     },
 }
 # the scenario key that names each axis's point, for the one-line errors
@@ -107,6 +108,15 @@ def make(axis: str, name: str) -> Any:
 def capability(axis: str, name: str, attribute: str, default: Any = None) -> Any:
     """A capability of a point, read from its class."""
     return getattr(kind(axis, name), attribute, default)
+
+
+def places_ranks(launcher: str) -> bool:
+    """Whether ``launcher`` places the ranks itself, on the workers of its own cluster
+    (``launch.scheduler``: Dask's), not on ``launch.hosts``: the launching side knows neither
+    their hosts nor their meeting point before they start."""
+    return launcher in names(LAUNCHER) and bool(
+        capability(LAUNCHER, launcher, "places_ranks", False)
+    )
 
 
 def added() -> dict[str, dict[str, str]]:

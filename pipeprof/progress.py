@@ -38,7 +38,7 @@ class Launch:
     np: int | None
     of_variants: int
     launcher: str = ""  # what starts them ("horovodrun", "mpirun")
-    hosts: str = ""  # where, as "host:ranks,..." ("localhost:2" on this host alone)
+    hosts: str = ""  # where: "host:ranks,..." ("localhost:2" on this host alone), or Dask's words
 
 
 @dataclass(frozen=True)

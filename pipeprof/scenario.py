@@ -243,6 +243,9 @@ class LaunchConfig:
     controller: Literal["gloo", "mpi"] = "gloo"
     oversubscribe: bool = False  # more ranks than this host's slots (--oversubscribe)
     network_interface: str = ""  # the ranks' interface, alike on all hosts (--network-interface)
+    # launcher dask: the scheduler of a running Dask cluster whose workers run the ranks
+    # (--scheduler, e.g. tcp://node1:8786); empty: a LocalCluster on this host for each launch
+    scheduler: str = ""
     timeout_s: int = 3600  # per worker count; a hung launch is killed after this
 
 
@@ -464,6 +467,13 @@ def validate(s: Scenario, base_dir: Path | None = None) -> None:
         not (s.launch.hosts and s.launch.hostfile),
         "launch.hosts",
         "and launch.hostfile are exclusive: give one",
+    )
+
+    need(
+        not s.launch.scheduler or plugins.places_ranks(s.launch.launcher),
+        "launch.scheduler",
+        f"({s.launch.scheduler!r}) is where --launcher dask runs its ranks; launch.launcher is "
+        f"{s.launch.launcher!r}: add --launcher dask, or drop --scheduler",
     )
     need(
         s.telemetry.gpu_interval_ms >= 10,

@@ -98,6 +98,7 @@ LAUNCH_FILE_SECONDS = {
     "test_ddp.py": 1,  # skipped here: scripts/torch.sh runs these in the torch venv
     "test_ddp_torchrun.py": 1,
     "test_ddp_hosts.py": 1,
+    "test_dask.py": 1,
 }
 
 # Seconds each of the fast tier's longer files took alone on the 2-core development machine

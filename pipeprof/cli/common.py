@@ -46,6 +46,7 @@ VALUE_FLAGS = {
     "hosts": "launch.hosts",
     "hostfile": "launch.hostfile",
     "network_interface": "launch.network_interface",
+    "scheduler": "launch.scheduler",
     "engine": "train.engine",
     "timeout": "launch.timeout_s",
     "device": "train.device",
@@ -179,7 +180,8 @@ def add_common_arguments(p: argparse.ArgumentParser) -> None:
         metavar="NAME",
         help="what starts the ranks (launch.launcher): auto (the default: srun inside a Slurm "
         "allocation, else the engine's own), horovodrun, local (pipeprof's own, on this host), srun (a job step of the allocation per "
-        "worker count), mpirun (Open MPI's, directly; Horovod's MPI controller joins the ranks); "
+        "worker count), mpirun (Open MPI's, directly; Horovod's MPI controller joins the ranks), "
+        "ssh, torchrun and dask (train.engine ddp: each rank a task on a Dask cluster's worker); "
         "external: your launcher starts `pipeprof rank` (see pipeprof rank --help)",
     )
     p.add_argument(
@@ -189,6 +191,12 @@ def add_common_arguments(p: argparse.ArgumentParser) -> None:
         help="hosts and their slots, e.g. node1:8,node2:8",
     )
     p.add_argument("--hostfile", metavar="FILE", help="a hostfile: lines 'node1 slots=8'")
+    p.add_argument(
+        "--scheduler",
+        metavar="ADDR",
+        help="--launcher dask: a running Dask cluster's scheduler (e.g. tcp://node1:8786), whose "
+        "workers run the ranks (default: a LocalCluster on this host for each worker count)",
+    )
     p.add_argument(
         "--network-interface",
         metavar="IFACE",

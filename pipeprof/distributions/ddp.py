@@ -53,7 +53,7 @@ def free_port(host: str = "127.0.0.1") -> int:
 class DDP(PerProcess):
     name = "ddp"
     frameworks: ClassVar[tuple[str, ...]] = ("torch",)
-    launchers: ClassVar[tuple[str, ...]] = ("local", "ssh", "torchrun")
+    launchers: ClassVar[tuple[str, ...]] = ("local", "ssh", "torchrun", "dask")
     started_by: ClassVar[str] = "torch.distributed.init_process_group()"
     stack: ClassVar[str] = "PyTorch"
     # the Keras backend whose fit it measures, in one process (frameworks.keras3_script)
@@ -67,7 +67,13 @@ class DDP(PerProcess):
 
     @staticmethod
     def rendezvous(np: int, launch: Any, run_dir: str) -> dict[str, Any]:
-        """The store's address for one launch, on its first host (``first_host_endpoint``)."""
+        """The store's address for one launch, on its first host (``first_host_endpoint``);
+        none under Dask, which places the ranks itself and gives each MASTER_ADDR and
+        MASTER_PORT (``launch.dask``)."""
+        from pipeprof import plugins
+
+        if plugins.places_ranks(launch.launcher):
+            return {}
         addr, port = first_host_endpoint(np, launch, STORE_PORT)
         return {"addr": addr, "port": port}
 

@@ -118,6 +118,17 @@ def check_slots(np: int, launch: LaunchConfig, gpu_count: int) -> None:
         )
 
 
+def check_joins_by_torch(launcher: str, distribution: Any) -> None:
+    """Refuse ``launcher`` (torchrun, dask: they start processes that meet through
+    ``torch.distributed``'s variables) for an engine whose processes do not."""
+    if launcher not in getattr(distribution, "launchers", ()):
+        engine = getattr(distribution, "name", "")
+        raise PipeprofError(
+            f"--launcher {launcher} starts processes that join by torch.distributed; "
+            f"train.engine {engine} does not (use --engine ddp)"
+        )
+
+
 def base_env(base: dict[str, str], cwd: str) -> dict[str, str]:
     """What every rank's environment needs, whatever starts it."""
     env = dict(base)

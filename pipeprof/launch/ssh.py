@@ -27,12 +27,26 @@ from pipeprof.launch.mpirun import NOT_EXPORTED
 from pipeprof.scenario import LaunchConfig
 
 
-class SshLauncher:
+class ExportsByName:
+    """A launcher whose processes on other hosts are given the launch's variables by name
+    (``exported_env``): ``env`` keeps the names, those mpirun's ``-x`` would pass too."""
+
+    _exported: list[str]
+
+    def env(
+        self, base: dict[str, str], cwd: str, *, emulated: bool = False, local_ranks: int = 1
+    ) -> dict[str, str]:
+        env = base_env(base, cwd)
+        self._exported = sorted(k for k in env if not NOT_EXPORTED.fullmatch(k))
+        return env
+
+
+class SshLauncher(ExportsByName):
     name = "ssh"
 
     def __init__(self) -> None:
         self._hosts_checked = hosts.CheckedOnce()
-        self._exported: list[str] = []
+        self._exported = []
 
     @staticmethod
     def available() -> bool:
@@ -43,13 +57,6 @@ class SshLauncher:
     def check(self, np: int, launch: LaunchConfig, gpu_count: int, distribution: Any) -> None:
         check_slots(np, launch, gpu_count)
         self._hosts_checked(np, launch)
-
-    def env(
-        self, base: dict[str, str], cwd: str, *, emulated: bool = False, local_ranks: int = 1
-    ) -> dict[str, str]:
-        env = base_env(base, cwd)
-        self._exported = sorted(k for k in env if not NOT_EXPORTED.fullmatch(k))
-        return env
 
     def ranks_argv(self, np: int, launch: LaunchConfig, rank_cmd: list[str]) -> list[str]:
         return self.script_argv(np, launch, rank_cmd)

@@ -33,9 +33,9 @@ from typing import Any
 
 from pipeprof.errors import PipeprofError
 from pipeprof.launch import hosts, supervise, topology
-from pipeprof.launch.launcher import base_env, check_slots
+from pipeprof.launch.launcher import check_joins_by_torch, check_slots
 from pipeprof.launch.local import ENDED, ended, wait_all
-from pipeprof.launch.mpirun import NOT_EXPORTED  # what a remote node is not given
+from pipeprof.launch.ssh import ExportsByName
 from pipeprof.scenario import LaunchConfig
 
 # torchrun's report of a failed process: "rank      : 1 (local_rank: 1)", then
@@ -71,26 +71,21 @@ class RootCause:
         return None
 
 
-class TorchrunLauncher:
+class TorchrunLauncher(ExportsByName):
     name = "torchrun"
     needs = "PyTorch (torch.distributed.run)"
 
     def __init__(self) -> None:
         self._cause = RootCause()
         self._hosts_checked = hosts.CheckedOnce()
-        self._exported: list[str] = []
+        self._exported = []
 
     @staticmethod
     def available() -> bool:
         return find_spec(PACKAGE) is not None
 
     def check(self, np: int, launch: LaunchConfig, gpu_count: int, distribution: Any) -> None:
-        engine = getattr(distribution, "name", "")
-        if "torchrun" not in getattr(distribution, "launchers", ()):
-            raise PipeprofError(
-                f"--launcher torchrun starts processes that join by torch.distributed; "
-                f"train.engine {engine} does not (use --engine ddp)"
-            )
+        check_joins_by_torch(self.name, distribution)
         if not self.available():
             raise PipeprofError(
                 "--launcher torchrun needs PyTorch, whose torch.distributed.run is torchrun: "
@@ -98,13 +93,6 @@ class TorchrunLauncher:
             )
         check_slots(np, launch, gpu_count)
         self._hosts_checked(np, launch)
-
-    def env(
-        self, base: dict[str, str], cwd: str, *, emulated: bool = False, local_ranks: int = 1
-    ) -> dict[str, str]:
-        env = base_env(base, cwd)
-        self._exported = sorted(k for k in env if not NOT_EXPORTED.fullmatch(k))
-        return env
 
     def ranks_argv(self, np: int, launch: LaunchConfig, rank_cmd: list[str]) -> list[str]:
         return self.script_argv(np, launch, rank_cmd)

@@ -132,18 +132,21 @@ def stream_endpoint(
 def launch_event(np: int, of_variants: int, launcher: str, launch: LaunchConfig) -> Launch:
     """What the terminal and the dashboard are told as ``np`` ranks start: by which launcher,
     on which hosts."""
-    return Launch(
-        np=np,
-        of_variants=of_variants,
-        launcher=launcher,
-        hosts=topology.assign(np, launch).hosts_arg,
-    )
+    if plugins.places_ranks(launch.launcher):  # Dask's workers, once the launch reaches them
+        where = f"the Dask workers of {launch.scheduler}" if launch.scheduler else "a LocalCluster"
+    else:
+        where = topology.assign(np, launch).hosts_arg
+    return Launch(np=np, of_variants=of_variants, launcher=launcher, hosts=where)
 
 
 def launch_endpoint(launch: LaunchConfig, stream_host: str | None) -> tuple[str, str]:
     """``stream_endpoint`` for a launch on ``launch``'s hosts."""
     named = topology.host_slots(launch)
     peers = tuple(h for h, _ in named[0] if not topology.is_this_host(h)) if named else ()
-    return stream_endpoint(
-        named is not None, stream_host, interface=launch.network_interface, peers=peers
-    )
+    remote = named is not None
+    if plugins.places_ranks(launch.launcher) and launch.scheduler:
+        # ranks on a Dask cluster's workers, wherever they are: told the address this host
+        # has towards the scheduler (the loopback for a scheduler on it)
+        host = launch.scheduler.split("://")[-1].rsplit(":", 1)[0].strip("[]")
+        remote, peers = True, (host,)
+    return stream_endpoint(remote, stream_host, interface=launch.network_interface, peers=peers)

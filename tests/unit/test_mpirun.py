@@ -43,7 +43,7 @@ def test_the_ranks_environment_is_exported_but_the_shells_own_and_device_masks()
 def test_mpirun_is_a_launcher_by_name_and_an_unknown_one_is_one_line():
     assert launcher.get("mpirun").name == "mpirun"
     with pytest.raises(
-        PipeprofError, match="known: horovodrun, local, mpirun, srun, ssh, torchrun$"
+        PipeprofError, match="known: dask, horovodrun, local, mpirun, srun, ssh, torchrun$"
     ):
         launcher.get("srunx")
 
