@@ -58,7 +58,7 @@ def compare(client: Any, *args: str, out: str | os.PathLike[str] | None = None) 
     ]  # fmt: skip
     # a LocalCluster held in this process set its nannies' variables here (one OpenMP
     # thread, ...): the compare gets this process's environment without them
-    from pipeprof.launch.dask import without_nanny_settings
+    from pipeprof.launch.dask_rank import without_nanny_settings
 
     proc = subprocess.Popen(
         argv,

@@ -11,9 +11,9 @@ workers are taken in the order of their host names (a host's ranks together, as
 dask_pytorch_ddp groups them), and where any worker offers a ``GPU`` resource only those are
 taken, a rank each, the task asking for one.
 
-A supervisor process (``python -m pipeprof.launch.dask PLAN -- CMD``, what the runner starts)
-joins the cluster, picks the workers, and submits one task a rank (``rank_task``). The task
-starts the rank's command as a process of its own on its worker's host, told who it is by the
+A supervisor process (``python -m pipeprof.launch.dask PLAN -- CMD``, what the runner
+starts) joins the cluster, picks the workers, and submits one task a rank
+(``dask_rank.rank_task``). The task starts the rank's command as a process of its own on its worker's host, told who it is by the
 variables ``init_process_group`` and ``rank.identity`` read: MASTER_ADDR (rank 0's worker's
 address), MASTER_PORT (a port that worker found free, not dask_pytorch_ddp's fixed 23456),
 RANK, WORLD_SIZE, LOCAL_RANK and LOCAL_WORLD_SIZE; the variables a nanny sets for its worker
@@ -34,10 +34,8 @@ import contextlib
 import json
 import logging
 import os
-import queue
 import re
 import socket
-import subprocess
 import sys
 import threading
 import time
@@ -46,17 +44,16 @@ from importlib.util import find_spec
 from typing import Any
 
 from pipeprof.errors import PipeprofError
-from pipeprof.launch import signals, supervise
+from pipeprof.launch import signals
+from pipeprof.launch.dask_rank import LINES_S, POLL_S, rank_task
 from pipeprof.launch.job import ERROR_TAG
 from pipeprof.launch.launcher import check_joins_by_torch, check_slots
 from pipeprof.launch.local import ENDED, IDENTITY, STOP_WAIT_S, ended
-from pipeprof.launch.ssh import ExportsByName
+from pipeprof.launch.ssh import ExportsByName, exported_env
 from pipeprof.scenario import LaunchConfig
 
 PACKAGE = "distributed"  # dask.distributed, the package that has Client and LocalCluster
 CONNECT_S = 30  # the wait to reach a --scheduler, and for a LocalCluster's workers
-POLL_S = 0.5  # how often a task looks for the stop, and the supervisor for lost workers
-LINES_S = 0.2  # a task sends its process's output at least this often
 GPU = "GPU"  # the resource a worker's GPU is (dask worker --resources "GPU=1")
 
 
@@ -103,110 +100,6 @@ class DaskLauncher(ExportsByName):
 
     def rank_exit(self, line: str) -> tuple[int, int] | None:
         return ended(self.name, line)
-
-
-# -- on a worker ----------------------------------------------------------------------------
-
-
-def free_port() -> int:
-    """A TCP port nothing listens on now, on every interface of the worker's host."""
-    with socket.socket() as s:
-        s.bind(("0.0.0.0", 0))
-        return int(s.getsockname()[1])
-
-
-def nanny_settings() -> dict[str, str]:
-    """What a nanny sets in its worker's environment, and a LocalCluster's nannies in the
-    process that holds them (``distributed.nanny.pre-spawn-environ``: one OpenMP, MKL and
-    OpenBLAS thread, ...; and PYTHONHASHSEED, 6640 where unset)."""
-    import dask.config
-
-    pre = dask.config.get("distributed.nanny.pre-spawn-environ", {}) or {}
-    settings = {str(k): str(v) for k, v in pre.items()}
-    if settings.get("PYTHONHASHSEED") in (None, "0"):
-        settings["PYTHONHASHSEED"] = "6640"
-    return settings
-
-
-def without_nanny_settings(env: dict[str, str], keep: Any = ()) -> dict[str, str]:
-    """``env`` less each variable a nanny set (its value the nanny's), but those in ``keep``."""
-    nanny = nanny_settings()
-    return {k: v for k, v in env.items() if k in keep or nanny.get(k) != v}
-
-
-def rank_task(
-    cmd: list[str], cwd: str, env: dict[str, str], rank: int, topic: str, stop: str
-) -> dict[str, Any]:
-    """One rank, run by a worker's task thread: ``cmd`` as a process of its own, in the
-    worker's environment less its nanny's settings, plus ``env``; its output sent as events
-    on ``topic`` (``{"rank", "host", "lines"}``). It is stopped (SIGTERM, ``STOP_WAIT_S``,
-    SIGKILL to it and what it started) once the Event ``stop`` is set, once this task is
-    cancelled (its launch's client gone), or should anything here fail; it gets SIGTERM should
-    the worker die. Returns the rank, its host and its exit code."""
-    from distributed import Event, get_worker
-    from distributed.worker import thread_state
-
-    worker, host, key = get_worker(), socket.gethostname(), thread_state.key
-    proc = subprocess.Popen(
-        supervise.dies_with_parent_argv(cmd, env.get("PATH")),
-        cwd=cwd,
-        env={**without_nanny_settings(dict(os.environ), keep=env), **env},
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        errors="replace",
-        start_new_session=True,
-    )
-    family = supervise.Family(proc)
-    lines: queue.Queue[str | None] = queue.Queue()
-
-    def pump() -> None:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            lines.put(line.rstrip("\n"))
-        lines.put(None)
-
-    def send(batch: list[str]) -> None:
-        if batch:
-            worker.log_event(topic, {"rank": rank, "host": host, "lines": batch})
-
-    def cancelled() -> bool:
-        task = worker.state.tasks.get(key)
-        return task is None or task.state in ("cancelled", "released", "forgotten")
-
-    threading.Thread(target=pump, name="pipeprof-rank-output", daemon=True).start()
-    batch: list[str] = []
-    sent = looked = time.monotonic()
-    exited_at = None
-    try:
-        stopped = Event(stop)
-        while True:
-            try:
-                line = lines.get(timeout=LINES_S)
-            except queue.Empty:
-                line = ""
-            if line is None:
-                break
-            if line:
-                batch.append(line)
-            now = time.monotonic()
-            if now - sent >= LINES_S or len(batch) >= 200:
-                send(batch)
-                batch, sent = [], now
-            if exited_at is None and proc.poll() is not None:
-                exited_at = now
-            if exited_at is not None and now - exited_at > STOP_WAIT_S:
-                break  # exited, and what it started still holds its output open
-            if now - looked >= POLL_S:
-                looked = now
-                family.refresh()
-                if proc.poll() is None and (stopped.is_set() or cancelled()):
-                    family.stop(grace_s=STOP_WAIT_S)
-    finally:
-        code = family.stop(grace_s=STOP_WAIT_S)
-    send(batch)
-    return {"rank": rank, "host": host, "code": code}
 
 
 # -- the supervisor -------------------------------------------------------------------------
@@ -318,8 +211,6 @@ def main(argv: list[str]) -> int:
     was. The first rank to fail, or to lose its worker, ends the others; the launch's code is
     the first failure's (1 for a lost worker). A stop signal here stops every rank first."""
     plan, cmd = json.loads(argv[0]), argv[argv.index("--") + 1 :]
-    from pipeprof.launch.ssh import exported_env
-
     env = exported_env(plan["exported"])  # before a LocalCluster's nannies set theirs here
     with signals.handled():
         try:
@@ -365,8 +256,8 @@ def launch(plan: dict[str, Any], cmd: list[str], env: dict[str, str]) -> int:
         except (OSError, TimeoutError, RuntimeError) as exc:
             out.line(f"{ERROR_TAG} {where}: {type(exc).__name__}: {str(exc)[:300]}")
             return 1
-        return run_ranks(client, cmd, plan["cwd"], env, chosen, info, nanny_log, out)
-    return 1  # not reached: the block returns
+        code = run_ranks(client, cmd, plan["cwd"], env, chosen, info, nanny_log, out)
+    return code
 
 
 def run_ranks(
@@ -388,7 +279,9 @@ def run_ranks(
     np, launch_id, since = len(chosen), uuid.uuid4().hex[:12], time.time()
     topic, stop_name = f"pipeprof-output-{launch_id}", f"pipeprof-stop-{launch_id}"
     first = info[chosen[0]]
-    port = client.run(free_port, workers=[chosen[0]])[chosen[0]]
+    from pipeprof.distributions.ddp import free_port
+
+    port = client.run(free_port, "0.0.0.0", workers=[chosen[0]])[chosen[0]]
     client.subscribe_topic(topic, out.event)
     stop = Event(stop_name, client=client)
     futures = []
@@ -419,16 +312,16 @@ def run_ranks(
         while running:
             present = client.scheduler_info(n_workers=-1)["workers"]
             for rank in sorted(running):
-                ended_as = _ended(futures[rank], chosen[rank] in present, KilledWorker)
-                if ended_as is False:
+                end = _ended(futures[rank], chosen[rank] in present, KilledWorker)
+                if end is None:
                     continue
                 running.discard(rank)
-                if isinstance(ended_as, str):  # the task itself failed: said now
+                rank_code, said = end
+                if said:  # the task itself failed: said now
                     out.line(f"{ERROR_TAG} rank {rank} on {info[chosen[rank]]['host']}: its "
-                             f"Dask task ended: {ended_as}"[:400])  # fmt: skip
-                    failed.append((rank, 1))
-                elif ended_as != 0:
-                    failed.append((rank, ended_as))
+                             f"Dask task ended: {said}"[:400])  # fmt: skip
+                if rank_code != 0:
+                    failed.append((rank, rank_code))
             if failed and stopping_since is None:
                 stopping_since = time.monotonic()
                 stop.set()
@@ -456,21 +349,20 @@ def run_ranks(
     return code
 
 
-def _ended(future: Any, worker_present: bool, killed: type) -> int | str | None | bool:
-    """How a rank's task ended: its exit code; None for its worker lost; a string for the task
-    itself failing; False while it runs."""
+def _ended(future: Any, worker_present: bool, killed: type) -> tuple[int | None, str] | None:
+    """None while a rank's task runs; else its exit code (None: its worker lost) and, for a
+    task that itself failed, what to say of it."""
     if future.status == "finished":
-        return int(future.result()["code"])
-    if future.status == "error" and isinstance(future.exception(), killed):
-        return None
+        return int(future.result()["code"]), ""
     if future.status == "error":
-        return f"{type(future.exception()).__name__}: {future.exception()}"
-    if future.status in ("cancelled", "lost") or not worker_present:
-        if not worker_present:  # its worker gone: the task waits for none other
-            future.cancel()
-            return None
-        return f"its future was {future.status}"
-    return False
+        exc = future.exception()
+        return (None, "") if isinstance(exc, killed) else (1, f"{type(exc).__name__}: {exc}")
+    if not worker_present:  # its worker gone: the task waits for none other
+        future.cancel()
+        return None, ""
+    if future.status in ("cancelled", "lost"):
+        return 1, f"its future was {future.status}"
+    return None
 
 
 if __name__ == "__main__":
