@@ -14,6 +14,7 @@ from __future__ import annotations
 import datetime
 import os
 import socket
+import sys
 from typing import Any, ClassVar
 
 from pipeprof.distributions import PerProcess
@@ -48,6 +49,23 @@ def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket() as s:
         s.bind((host, 0))
         return int(s.getsockname()[1])
+
+
+def script_threads(local_ranks: int) -> None:
+    """A script's PyTorch on the CPU: each rank its share of the host's cores for its ops, as
+    pipeprof's own ranks get it, unless the user set ``OMP_NUM_THREADS``. Left alone, each
+    rank's ops take every core: 2 ranks on 2 cores ran 4 threads, and examples/petnames_ddp.py's
+    step took 2.3 to 4.4 times as long at half the batch (2026-11-29). torchrun sets one
+    thread a rank for the same reason."""
+    if "OMP_NUM_THREADS" in os.environ:
+        return
+    from pipeprof.launch import topology
+
+    threads = topology.cores_per_rank(local_ranks)
+    os.environ["OMP_NUM_THREADS"] = str(threads)  # for the processes the script starts
+    torch = sys.modules.get("torch")
+    if torch is not None:  # imported before pipeprof.torch: its pool is sized already
+        torch.set_num_threads(threads)
 
 
 class DDP(PerProcess):
@@ -88,6 +106,7 @@ class DDP(PerProcess):
         os.environ.setdefault("RANK", str(me.rank))
         os.environ.setdefault("WORLD_SIZE", str(me.size))
         os.environ.setdefault("LOCAL_RANK", str(me.local_rank))
+        script_threads(me.local_size)
 
     def __init__(self) -> None:
         try:
