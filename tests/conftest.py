@@ -99,6 +99,7 @@ LAUNCH_FILE_SECONDS = {
     "test_ddp_torchrun.py": 1,
     "test_ddp_hosts.py": 1,
     "test_dask.py": 1,
+    "test_petnames.py": 1,
 }
 
 # Seconds each of the fast tier's longer files took alone on the 2-core development machine

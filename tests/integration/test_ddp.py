@@ -142,3 +142,19 @@ def test_the_ceiling_benchmark_runs_on_ddp(data_cache_dir):
     )  # fmt: skip
     assert got.returncode == 0, (got.stdout + got.stderr)[-3000:]
     assert "engine ddp," in got.stdout and "smoke: ok" in got.stdout
+
+
+def test_the_pet_names_workload_runs_on_local_ranks_each_with_half_the_global_batch(tmp_path):
+    """examples/petnames_ddp.py (its verdicts: test_petnames.py, on Dask) at np 2 on local
+    ranks: its global batch of 256, 128 a rank."""
+    out = tmp_path / "run"
+    script = [sys.executable, str(REPO / "examples" / "petnames_ddp.py"), "--epochs", "10000"]
+    run_pipeprof(
+        "compare", "--engine", "ddp", "--set", "launch.np=[2]", "--out", str(out),
+        "--no-report", "--no-dashboard", *FAST, "--", *script, timeout=600,
+    )  # fmt: skip
+    summary = pd.read_csv(out / "summary.csv")
+    assert list(summary["np"]) == [2, 2], summary.to_dict()
+    assert summary["verdict"].notna().all(), summary.to_dict()
+    steps = pd.concat(pd.read_csv(f) for f in (out / "steps").glob("np2-*.csv"))
+    assert set(steps["rank"]) == {0, 1} and set(steps["batch_size"]) == {128}
