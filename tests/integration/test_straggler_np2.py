@@ -12,7 +12,10 @@ import pytest
 
 from tests.integration.conftest import run_pipeprof
 
-pytestmark = pytest.mark.horovod  # it trains
+# it trains, alone: its "none" half needs both ranks to get the same share of the cores. Beside
+# another test on 2 cores one rank's pipeline is starved and is, truly, the slow rank: the
+# clean-clone CI run on fecfec3 (2026-11-29) named rank 0 there
+pytestmark = [pytest.mark.horovod, pytest.mark.alone]
 
 SCENARIO = """name = "slow-rank"
 [data]

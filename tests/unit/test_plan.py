@@ -288,9 +288,10 @@ def test_stock_kept_means_restocked_as_much_while_read_as_while_not():
     assert keeps_stock(2, 3, 0.11) and not keeps_stock(2, 3, 0.252)
 
 
-def _fresh_run(source: _Source, after: int = 0, seconds: float = 1.5):
+def _fresh_run(source: _Source, after: int = 0, seconds: float = 1.5, step=None):
     """``run_variant`` of ``source`` given ``Fresh`` (its first iterator serves ``after`` real
-    steps at least), and the spans of the twin's measured halves from the third round on."""
+    steps at least), and the spans of the twin's measured halves from the third round on;
+    ``step``: the device step (``_device_step``'s 10 ms by default)."""
     from pipeprof.rank import measure
     from pipeprof.scenario import TrainConfig
 
@@ -319,7 +320,7 @@ def _fresh_run(source: _Source, after: int = 0, seconds: float = 1.5):
         # halves of 2 settle + 8 measured steps: several rounds in a second, on any machine
         mp.setattr(stopping, "check_every", lambda warmup_step_s: 8)
         measured = measure.run_variant(
-            _device_step,
+            step or _device_step,
             None,
             np=1,
             variant="real",
@@ -361,10 +362,15 @@ def test_a_pipeline_slower_than_its_steps_is_made_anew_each_round_and_shows_its_
 def test_a_pipeline_faster_than_its_steps_keeps_its_iterator_and_its_stock():
     from pipeprof.rank import measure
 
-    # a batch every 3 ms, read every 10: its buffers (10 batches) are full again by the end of
-    # each real half, as they stay in steady state
-    source = _Source(0.003, depth=10)
-    measured, _, dropped = _fresh_run(source)
+    # a batch every 6 ms, read every 20: its buffers (10 batches) are full again by the end of
+    # each real half, as they stay in steady state. At 3 ms and 10 ms (the same ratio) it
+    # failed once in the fast tier on 2 cores (2026-11-29): a 3 ms producer thread fell behind
+    def step(x, y):  # an accelerator: 20 ms a step, no host CPU
+        time.sleep(0.020)
+        return {"loss": 0.0, "accuracy": 0.0}
+
+    source = _Source(0.006, depth=10)
+    measured, _, dropped = _fresh_run(source, seconds=3.0, step=step)
     assert max(r.round for r in measured.records) >= 2
     assert measured.flush == measure.FLUSH_FIRST
     assert source.iterators == 1 == len(dropped)  # dropped once, at the end
