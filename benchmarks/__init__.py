@@ -27,6 +27,9 @@ class Benchmark:
     # the smoke run's arguments besides ``--smoke``: ``{out}`` is a new folder for it to write
     # in, ``{bench}`` the benchmarks/ folder
     args: tuple[str, ...] = ()
+    # the venv whose tier runs its smoke mode, where not the main one: "torch", the torch
+    # venv (scripts/torch.sh), which holds PyTorch, JAX and Grain and no TensorFlow
+    venv: str = ""
 
 
 BENCHMARKS: tuple[Benchmark, ...] = (
@@ -45,6 +48,7 @@ BENCHMARKS: tuple[Benchmark, ...] = (
     Benchmark("bad_file_checks.py", launches=False, heavy=True),
     Benchmark("suite_cost.py", launches=False),
     Benchmark("nvml_real_gpu.py", launches=False, args=("--out", "{out}")),
+    Benchmark("gpu_check.py", launches=True, args=("--out", "{out}"), venv="torch"),
 )
 
 HELPERS: tuple[str, ...] = (

@@ -47,6 +47,7 @@ POINTS: dict[str, dict[str, str | Callable[[], Any]]] = {
     INPUTS: {
         "tfdata": "pipeprof.inputs.tfdata:TfData",
         "dataloader": "pipeprof.inputs.dataloader:DataLoaderInputs",
+        "grain": "pipeprof.inputs.grain:GrainInputs",
     },
     LAUNCHER: {
         "horovodrun": "pipeprof.launch.horovod:HorovodLauncher",
@@ -205,6 +206,18 @@ def resolve(scenario: Any) -> Any:
                 raise PipeprofError(
                     f"pipeline.loader.{knobs[0]}: a PyTorch DataLoader knob, and data.library "
                     f"{library} builds no DataLoader (variant {variant.name!r})"
+                )
+    feeds = capability(INPUTS, library, "engines", None)
+    if feeds is not None and engine not in feeds:
+        raise PipeprofError(
+            f"data.library {library}: it feeds train.engine {' or '.join(feeds)}, not {engine}"
+        )
+    if not capability(INPUTS, library, "grain_knobs", False):
+        for variant in scenario.variants:
+            if knobs := scenario.variant_pipeline(variant).grain.set_keys():
+                raise PipeprofError(
+                    f"pipeline.grain.{knobs[0]}: a Grain knob, and data.library {library} "
+                    f"builds no Grain dataset (variant {variant.name!r})"
                 )
     return dataclasses.replace(
         scenario,

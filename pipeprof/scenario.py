@@ -54,7 +54,8 @@ class DataConfig:
     # it, counted and listed in the run directory; or "fail" the run, naming it
     on_bad_file: Literal["skip", "fail"] = "skip"
     generate: GenerateConfig = field(default_factory=GenerateConfig)
-    # what builds the pipeline (pipeprof.plugins: tfdata); "auto": the framework's first
+    # what builds the pipeline (pipeprof.plugins: tfdata, dataloader, grain); "auto": the
+    # framework's first
     library: str = "auto"
 
 
@@ -168,6 +169,27 @@ class LoaderConfig:
 
 
 @dataclass(frozen=True)
+class GrainConfig:
+    """Grain's own knobs (``data.library = "grain"`` reads them; the other libraries refuse
+    them). "auto": what pipeprof derives from the stages (``pipeprof.inputs.grain``):
+    ``worker_count`` from ``parallel_calls``, ``worker_buffer_size`` from ``prefetch.depth``."""
+
+    worker_count: int | Literal["auto"] = "auto"  # processes of mp_prefetch; 0: none
+    worker_buffer_size: int | Literal["auto"] = "auto"  # batches each worker keeps ready
+    read_threads: int | Literal["auto"] = "auto"  # ReadOptions.num_threads in each process
+    read_buffer_size: int | Literal["auto"] = "auto"  # ReadOptions.prefetch_buffer_size
+
+    def set_keys(self) -> list[str]:
+        """The knobs set away from their defaults."""
+        default = GrainConfig()
+        return [
+            f.name
+            for f in dataclasses.fields(self)
+            if getattr(self, f.name) != getattr(default, f.name)
+        ]
+
+
+@dataclass(frozen=True)
 class PipelineConfig:
     read: ReadConfig = field(default_factory=ReadConfig)
     label: StageSwitch = field(default_factory=StageSwitch)
@@ -182,6 +204,7 @@ class PipelineConfig:
     deterministic: bool = False  # keep element order under parallel maps (slower)
     service: ServiceUse = field(default_factory=ServiceUse)
     loader: LoaderConfig = field(default_factory=LoaderConfig)
+    grain: GrainConfig = field(default_factory=GrainConfig)
 
 
 @dataclass(frozen=True)
@@ -559,6 +582,17 @@ def _check_pipeline(p: PipelineConfig, where: str, key: str, source: str = "") -
             f"must be >= 1 or 'auto', got {loader.prefetch_factor}",
         )
     need(loader.timeout_s > 0, "loader.timeout_s", f"must be > 0, got {loader.timeout_s}")
+    for knob, least, zero in (
+        ("worker_count", 0, " (0: batches made in the rank's read threads)"),
+        ("worker_buffer_size", 1, ""),
+        ("read_threads", 1, ""),
+        ("read_buffer_size", 1, ""),
+    ):
+        value = getattr(p.grain, knob)
+        if isinstance(value, int):
+            need(
+                value >= least, f"grain.{knob}", f"must be >= {least}{zero} or 'auto', got {value}"
+            )
     address = p.service.address
     need(
         not address or (":" in address and address.rsplit(":", 1)[1].isdigit()),

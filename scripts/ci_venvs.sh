@@ -13,7 +13,7 @@
 #   DIR/no-horovod   '[cpu]'          scripts/without_horovod.sh takes it (PIPEPROF_CI_VENVS=DIR)
 #   DIR/keras3-tf    '[tensorflow]'   scripts/keras3.sh's compare of '.[tensorflow]' alone
 #   .venv-keras3     '[jax,test]'     scripts/keras3.sh reinstalls pipeprof there editable
-#   .venv-torch      torch's CPU build and '[torch,keras-torch,dask,test]'  (likewise scripts/torch.sh)
+#   .venv-torch      torch's CPU build and '[torch,keras-torch,dask,grain,test]'  (likewise scripts/torch.sh)
 # Each install's output is kept in DIR/NAME.log and shown when it fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -42,7 +42,7 @@ start() { install "$@" & pids+=($!); names+=("$2"); }
 start "$dir/no-horovod" "$dir/no-horovod.log" "pipeprof[cpu] @ file://$wheel"
 start "$dir/keras3-tf" "$dir/keras3-tf.log" "pipeprof[tensorflow] @ file://$wheel"
 start .venv-keras3 "$dir/keras3.log" "pipeprof[jax,test] @ file://$wheel"
-start .venv-torch "$dir/torch.log" "$TORCH" "pipeprof[torch,keras-torch,dask,test] @ file://$wheel"
+start .venv-torch "$dir/torch.log" "$TORCH" "pipeprof[torch,keras-torch,dask,grain,test] @ file://$wheel"
 failed=0
 for i in "${!pids[@]}"; do
   if ! wait "${pids[$i]}"; then

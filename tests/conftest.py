@@ -81,7 +81,6 @@ LAUNCH_FILE_SECONDS = {
     "test_user_batches.py": 60,
     "test_service_np2.py": 54,
     "test_signals_np2.py": 55,  # +8 s since: the tf.distribute rank's end (2026-11-27)
-    "test_straggler_np2.py": 47,
     "test_bad_files.py": 35,
     "test_bad_records.py": 30,
     "test_live_np2.py": 70,
@@ -99,7 +98,8 @@ LAUNCH_FILE_SECONDS = {
     "test_ddp_torchrun.py": 1,
     "test_ddp_hosts.py": 1,
     "test_dask.py": 1,
-    "test_petnames.py": 1,
+    "test_ddp_threads.py": 1,
+    "test_grain.py": 1,
 }
 
 # Seconds each of the fast tier's longer files took alone on the 2-core development machine

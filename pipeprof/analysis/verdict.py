@@ -80,6 +80,41 @@ LOADER_ADVICE = {
 }
 
 
+# the same stages when Grain feeds the ranks (Keras 3 on JAX): its knobs and tools
+GRAIN_ADVICE = {
+    "read": [
+        "cache the decoded images (pipeline.cache, placement before_augment) if each Grain "
+        "process's copy fits in RAM, or store them decoded on local disk (ArrayRecord)",
+        "store images at the model's size (pre-resized JPEGs), or decode JPEGs at a reduced scale "
+        '(Pillow\'s Image.draft; pipeline.read.decode = "reduced")',
+        "raise the worker processes up to the cores a rank has (ds.mp_prefetch("
+        "grain.MultiprocessingOptions(num_workers=...)); pipeline.grain.worker_count), or read "
+        "from faster storage",
+    ],
+    "label": [
+        "build the (path, label) list once, as the data source, instead of parsing paths per element",
+    ],
+    "shuffle": [
+        "Grain's shuffle permutes indices, which costs nothing: look at what the maps do per element",
+    ],
+    "map": [
+        "keep the map in vectorised numpy, and raise the worker processes up to the cores a rank "
+        "has (pipeline.grain.worker_count)",
+        "cache its output before the transformations that must run every epoch, if it is "
+        "deterministic and each process's copy fits in RAM",
+        "run per-batch math on the accelerator, inside the jitted step",
+    ],
+    "augment": [
+        "move augmentation onto the accelerator: Keras preprocessing layers (RandomFlip, "
+        "RandomRotation, RandomCrop) inside the model, run by JAX on the device",
+        "cache decoded images before augment, so only augmentation is paid per epoch",
+        'augment whole batches (pipeline.augment.placement = "batch"), with worker processes up '
+        "to the cores a rank has (pipeline.grain.worker_count)",
+        "choose nodes with more CPU cores per GPU",
+    ],
+}
+
+
 KIND_WORDS = (
     (
         "augment",
@@ -250,6 +285,7 @@ def decide(
     input_wait_pct: float | None = None,
     measured_remedies: list[str] | None = None,
     loader: bool = False,
+    grain: bool = False,
 ) -> Verdict:
     """The verdict at one worker count (``loader``: a DataLoader feeds the ranks, whose knobs
     the advice names in place of tf.data's).
@@ -393,9 +429,15 @@ def decide(
             )
         else:
             lines.insert(0, f"input-bound: the {worst} stage bounds throughput ({why}).")
-        advice = (LOADER_ADVICE if loader else ADVICE)[stage_kind(worst)]
+        advice = (LOADER_ADVICE if loader else GRAIN_ADVICE if grain else ADVICE)[stage_kind(worst)]
         if slows_step:
-            more = "more loader workers spread" if loader else "more parallel calls spread"
+            more = (
+                "more loader workers spread"
+                if loader
+                else "more Grain workers spread"
+                if grain
+                else "more parallel calls spread"
+            )
             advice = [
                 "cut the CPU the pipeline takes per sample (cache before the costly stage, cheaper "
                 f"transformations, or move them off this host's CPU): {more} the "

@@ -138,11 +138,8 @@ def print_result(res: TuneResult, console: Console) -> None:
     console.print(cmp)
     for line in res.refused:
         console.print(f"[yellow]refused[/] {line}")
-    console.print(
-        "equivalent DataLoader code:"
-        if res.code_file == "dataloader.py.txt"
-        else "equivalent tf.data code:"
-    )
+    said = {"dataloader.py.txt": "DataLoader", "grain.py.txt": "Grain"}
+    console.print(f"equivalent {said.get(res.code_file, 'tf.data')} code:")
     console.print(Syntax((res.run_dir / res.code_file).read_text(), "python", theme="ansi_dark"))
     console.print(
         f"scenario fragment: {res.run_dir / 'winner.toml'}  "

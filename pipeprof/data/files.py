@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import io
 import os
 from dataclasses import dataclass
 from pathlib import Path
+
+import numpy
 
 from pipeprof.errors import PipeprofError
 
@@ -116,3 +119,17 @@ def stored_side(data_root: str | Path, sample: int = 8) -> tuple[str, int] | Non
         return None
     formats = {h[0] for h in headers}
     return (formats.pop() if len(formats) == 1 else "mixed"), min(min(h[1], h[2]) for h in headers)
+
+
+def decode_image(encoded: bytes, size: int, reduced: bool) -> numpy.ndarray:
+    """An image file's bytes as float32 HWC in 0..1, resized to ``size`` (bilinear); a JPEG
+    with ``reduced`` decoded at the smallest DCT scale that keeps ``size`` (Pillow's draft)."""
+    from PIL import Image
+
+    with Image.open(io.BytesIO(encoded)) as image:
+        if reduced:
+            image.draft("RGB", (size, size))
+        rgb = image.convert("RGB")
+        if rgb.size != (size, size):
+            rgb = rgb.resize((size, size), Image.Resampling.BILINEAR)
+        return numpy.asarray(rgb, dtype=numpy.float32) / 255.0

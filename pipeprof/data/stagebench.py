@@ -64,13 +64,16 @@ def stage_ladder(base: PipelineConfig) -> list[tuple[str, PipelineConfig]]:
 
 
 def single_threaded(p: PipelineConfig) -> PipelineConfig:
-    """One thread of tf.data, or one DataLoader worker process."""
+    """One thread of tf.data, one DataLoader worker process, or Grain's one read thread in
+    this process (no worker process: its own timings are read at once, where a worker's reach
+    this process every 5 s)."""
     return dataclasses.replace(
         p,
         parallel_calls=1,
         private_threadpool_size=1,
         max_intra_op_parallelism=1,
         loader=dataclasses.replace(p.loader, num_workers=1),
+        grain=dataclasses.replace(p.grain, worker_count=0, read_threads=1),
     )
 
 
@@ -83,9 +86,9 @@ def _warmed(
     warmup_batches: int,
     cache_prefix: str,
 ):
-    """An iterator over ``pipe``, past its start-up: the shuffle buffer and any cache filled.
-    Built by ``data.library``'s input library ("auto": tf.data, as before libraries were
-    points of their own), one rank's whole data set on and on."""
+    """``pipe``'s pipeline and an iterator over it, past its start-up: the shuffle buffer and
+    any cache filled. Built by ``data.library``'s input library ("auto": tf.data, as before
+    libraries were points of their own), one rank's whole data set on and on."""
     library = AUTO_LIBRARY if data.library == plugins.AUTO else data.library
     # measured here, in this process: never on a tf.data service the variant names
     pipe = dataclasses.replace(pipe, service=ServiceUse())
@@ -110,7 +113,7 @@ def _warmed(
         fill = max(fill, images // batch_size + 1)
     for _ in range(warmup_batches + fill):
         next(it)
-    return it
+    return ds, it
 
 
 def measure(
@@ -133,7 +136,8 @@ def measure(
     ``target_pct`` % of it (known well enough to rank), or lies wholly below ``beat`` (it
     cannot win: it loses early), and at ``seconds`` at the latest."""
     # the shuffle buffer and any cache are filled first: those are start-up, not steady state
-    it = _warmed(
+    library = AUTO_LIBRARY if data.library == plugins.AUTO else data.library
+    ds, it = _warmed(
         data,
         pipe,
         data_root=data_root,
@@ -161,6 +165,12 @@ def measure(
                 stop = STOP_TARGET
                 break
     cpu = cpu_seconds() - c0
+    # the library's own timing of its stages (Grain's execution summary), where it has one
+    own = plugins.capability(plugins.INPUTS, library, "own_stage_ms", None)
+    own_ms = own(ds) if own is not None else {}
+    close = getattr(ds, "close", None)
+    if close is not None:  # Grain's workers end now, before the next trial's start
+        close()
     del it  # a DataLoader's workers end with their iterator, before the next trial's start
     samples = len(ends) * batch_size
     rate, half = _interval(t0, ends, batch_size)
@@ -172,6 +182,7 @@ def measure(
         "seconds": wall,
         "half_pct": 100 * half / rate if rate > 0 and not math.isnan(half) else math.nan,
         "stop": stop,
+        "library_stage_ms": own_ms,
     }
 
 
@@ -370,6 +381,9 @@ def stage_costs(bench: StageBench, base: PipelineConfig) -> list[dict[str, Any]]
             row[f"core_ms_per_sample_{label}"] = res["core_ms_per_sample"]
             row[f"marginal_core_ms_{label}"] = max(0.0, res["core_ms_per_sample"] - prev[label])
             prev[label] = res["core_ms_per_sample"]
+            if label == "1" and stage in res.get("library_stage_ms", {}):
+                # the library's own figure for the stage, ms an element in its one thread
+                row["library_ms_per_element"] = res["library_stage_ms"][stage]
         rows.append(row)
     return rows
 

@@ -48,7 +48,7 @@ class Model:
 
 class Keras3:
     name = "keras3"
-    inputs: ClassVar[tuple[str, ...]] = ("tfdata",)
+    inputs: ClassVar[tuple[str, ...]] = ("tfdata", "grain")
 
     @staticmethod
     def installed() -> bool:

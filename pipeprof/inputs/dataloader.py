@@ -25,7 +25,6 @@ moves it to the device.
 
 from __future__ import annotations
 
-import io
 import math
 import re
 import time
@@ -34,6 +33,7 @@ from typing import Any
 
 import numpy
 
+from pipeprof.data.files import decode_image as decode
 from pipeprof.data.files import scan_image_folder
 from pipeprof.data.magnitudes import Magnitudes
 from pipeprof.errors import PipeprofError
@@ -44,20 +44,6 @@ from pipeprof.scenario import AugmentConfig, DataConfig, PipelineConfig
 
 SOURCES = ("generated", "folder")
 DEFAULT_PREFETCH_FACTOR = 2  # PyTorch's
-
-
-def decode(encoded: bytes, size: int, reduced: bool) -> numpy.ndarray:
-    """An image file's bytes as float32 HWC in 0..1, resized to ``size`` (bilinear); a JPEG
-    with ``reduced`` decoded at the smallest DCT scale that keeps ``size`` (Pillow's draft)."""
-    from PIL import Image
-
-    with Image.open(io.BytesIO(encoded)) as image:
-        if reduced:
-            image.draft("RGB", (size, size))
-        rgb = image.convert("RGB")
-        if rgb.size != (size, size):
-            rgb = rgb.resize((size, size), Image.Resampling.BILINEAR)
-        return numpy.asarray(rgb, dtype=numpy.float32) / 255.0
 
 
 def augment_image(torch: Any, x: Any, m: Magnitudes, flip: bool, size: int) -> Any:
@@ -329,6 +315,7 @@ def batch_augment(augment: AugmentConfig, size: int) -> Callable[[Any, Any], Any
 class DataLoaderInputs:
     name = "dataloader"
     loader_knobs = True  # it reads [pipeline.loader]; other libraries refuse those keys
+    code_name = "dataloader.py.txt"  # tune's winner as a DataLoader call
 
     def pipeline(
         self,

@@ -9,6 +9,12 @@ from rich.table import Table
 from pipeprof.renderers.table import fmt
 
 
+def own_figure(value: float) -> str:
+    """A library's own figure for a stage, or why there is none: Grain times the nodes of its
+    dataset (its read-and-decode map, its augmentation), not every stage pipeprof names."""
+    return "not timed by Grain" if pd.isna(value) else fmt(value, 3)
+
+
 def stage_cost_table(summary: pd.DataFrame) -> Table | None:
     if "stage_marginal_ms" not in summary or summary["stage_marginal_ms"].isna().all():
         return None
@@ -69,13 +75,11 @@ def print_diagnosis(
             title_justify="left",
             header_style="bold",
         )
-        for name in (
-            "stage",
-            "samples/s 1 thread",
-            "samples/s configured",
-            "core-ms/sample",
-            "marginal core-ms",
-        ):
+        # the input library's own timing of a stage (Grain's), beside pipeprof's
+        own = "library_ms_per_element" in stages and stages["library_ms_per_element"].notna().any()
+        names = ["stage", "samples/s 1 thread", "samples/s configured", "core-ms/sample"]
+        names += ["marginal core-ms"] + (["Grain's own ms/element"] if own else [])
+        for name in names:
             t.add_column(name, justify="left" if name == "stage" else "right")
         for _, r in stages.iterrows():
             t.add_row(
@@ -84,6 +88,7 @@ def print_diagnosis(
                 fmt(r["samples_per_s_configured"], 0),
                 fmt(r["core_ms_per_sample_1"], 3),
                 fmt(r["marginal_core_ms_1"], 3),
+                *([own_figure(r["library_ms_per_element"])] if own else []),
             )
         console.print(t)
     for v in verdicts:

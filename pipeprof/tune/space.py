@@ -15,7 +15,8 @@ Point = dict[str, Any]
 class Dimension:
     # tf.data: prefetch | parallel_calls | private_threadpool_size | max_intra_op_parallelism |
     # cache | shuffle_buffer; a DataLoader: cache | num_workers | prefetch_factor |
-    # persistent_workers | pin_memory
+    # persistent_workers | pin_memory; Grain: cache | worker_count | worker_buffer_size |
+    # read_threads
     name: str
     values: tuple[Any, ...]
 
@@ -29,6 +30,25 @@ PYTORCH_DEFAULTS = {
     "persistent_workers": False,
     "pin_memory": False,
 }
+
+
+# Grain's knobs: the point's key is the [pipeline.grain] key
+GRAIN_KNOBS = ("worker_count", "worker_buffer_size", "read_threads")
+# Grain's own defaults, as a user's ``ds.to_iter_dataset()`` has them: no worker process
+# (mp_prefetch not called), ReadOptions' 16 read threads
+GRAIN_DEFAULTS = {"worker_count": 0, "worker_buffer_size": 1, "read_threads": 16}
+
+
+def grain_space(cores: int) -> list[Dimension]:
+    """Grain's space on the cores one rank has: the cache first, then the worker processes
+    (none: batches made in the rank's read threads, Grain's default), the batches each keeps
+    ready, and the read threads of each process."""
+    return [
+        Dimension("cache", ("off", "before_augment")),
+        Dimension("worker_count", tuple(dict.fromkeys([0, max(1, cores // 2), cores, 2 * cores]))),
+        Dimension("worker_buffer_size", (1, 2, 4)),
+        Dimension("read_threads", tuple(dict.fromkeys([1, cores, 16]))),
+    ]
 
 
 def loader_space(cores: int, gpu: bool = False) -> list[Dimension]:
@@ -79,24 +99,28 @@ def point_of(pipe: PipelineConfig, space: list[Dimension]) -> Point:
         else pipe.cache.placement,
         "shuffle_buffer": pipe.shuffle.buffer_size,
         **{k: getattr(pipe.loader, k) for k in LOADER_KNOBS},
+        **{k: getattr(pipe.grain, k) for k in GRAIN_KNOBS},
     }
     return {d.name: full[d.name] for d in space}
 
 
 def defaults_point(pipe: PipelineConfig, space: list[Dimension]) -> Point:
     """What a user gets without tuning, as the baseline beside the winner: tf.data left to
-    itself (AUTOTUNE, default thread pools), or a DataLoader with PyTorch's defaults; the
-    scenario's cache and shuffle buffer either way."""
-    if any(d.name in LOADER_KNOBS for d in space):
-        p = point_of(pipe, space)
-        p.update({k: v for k, v in PYTORCH_DEFAULTS.items() if k in p})
-        return p
+    itself (AUTOTUNE, default thread pools), a DataLoader with PyTorch's defaults, or Grain
+    with its own; the scenario's cache and shuffle buffer either way."""
+    for knobs, defaults in ((LOADER_KNOBS, PYTORCH_DEFAULTS), (GRAIN_KNOBS, GRAIN_DEFAULTS)):
+        if any(d.name in knobs for d in space):
+            p = point_of(pipe, space)
+            p.update({k: v for k, v in defaults.items() if k in p})
+            return p
     return autotune_point(pipe, space)
 
 
 def defaults_label(space: list[Dimension]) -> str:
     """How the output names ``defaults_point``."""
-    return "PyTorch defaults" if any(d.name in LOADER_KNOBS for d in space) else "AUTOTUNE"
+    if any(d.name in LOADER_KNOBS for d in space):
+        return "PyTorch defaults"
+    return "Grain defaults" if any(d.name in GRAIN_KNOBS for d in space) else "AUTOTUNE"
 
 
 def autotune_point(pipe: PipelineConfig, space: list[Dimension]) -> Point:
@@ -138,6 +162,8 @@ def apply(pipe: PipelineConfig, point: Point) -> PipelineConfig:
         )
     if knobs := {k: point[k] for k in LOADER_KNOBS if k in point}:
         p = dataclasses.replace(p, loader=dataclasses.replace(p.loader, **knobs))
+    if knobs := {k: point[k] for k in GRAIN_KNOBS if k in point}:
+        p = dataclasses.replace(p, grain=dataclasses.replace(p.grain, **knobs))
     if "shuffle_buffer" in point and p.shuffle.enabled:
         p = dataclasses.replace(
             p, shuffle=dataclasses.replace(p.shuffle, buffer_size=point["shuffle_buffer"])
@@ -156,9 +182,10 @@ def grid(space: list[Dimension]) -> list[Point]:
     return points
 
 
-def fragment_toml(pipe: PipelineConfig, loader: bool = False) -> str:
+def fragment_toml(pipe: PipelineConfig, loader: bool = False, grain: bool = False) -> str:
     """The tuned settings as a scenario fragment (``pipeprof compare --overlay``); ``loader``:
-    a DataLoader's, whose [pipeline.loader] knobs it holds in place of tf.data's."""
+    a DataLoader's, whose [pipeline.loader] knobs it holds in place of tf.data's; ``grain``:
+    Grain's [pipeline.grain]."""
 
     def val(v: Any) -> str:
         return (
@@ -171,6 +198,9 @@ def fragment_toml(pipe: PipelineConfig, loader: bool = False) -> str:
     if loader:
         lines.append("[pipeline.loader]")
         lines += [f"{k} = {val(getattr(pipe.loader, k))}" for k in LOADER_KNOBS]
+    elif grain:
+        lines.append("[pipeline.grain]")
+        lines += [f"{k} = {val(getattr(pipe.grain, k))}" for k in GRAIN_KNOBS]
     else:
         lines.append("[pipeline]")
         for k in ("parallel_calls", "private_threadpool_size", "max_intra_op_parallelism"):
@@ -245,4 +275,31 @@ def dataloader_code(pipe: PipelineConfig, cores: int) -> str:
     lines.append(")")
     if pipe.cache.enabled:
         lines.insert(0, "# the dataset keeps each decoded element it makes (a cache per worker)")
+    return "\n".join(lines)
+
+
+def grain_code(pipe: PipelineConfig, cores: int) -> str:
+    """The equivalent Grain calls, for users who build their own dataset: each "auto" as the
+    value it takes on a rank of ``cores`` cores."""
+    from pipeprof.inputs.grain import read_threads, worker_buffer, worker_count
+
+    workers = worker_count(pipe, 1, cores)
+    threads = read_threads(pipe, workers, 1)
+    lines = ["ds = grain.MapDataset.source(files_and_labels)[rank::ranks].repeat()"]
+    if pipe.shuffle.enabled:
+        lines.append("ds = ds.shuffle(seed=0)")
+    lines.append("ds = ds.map(read_decode_and_label)")
+    if pipe.augment.enabled:
+        lines.append("ds = ds.random_map(augment)")
+    lines += [
+        "ds = ds.batch(batch_size, drop_remainder=True)",
+        f"ds = ds.to_iter_dataset(grain.ReadOptions(num_threads={threads}))",
+    ]
+    if workers:
+        lines.append(
+            "ds = ds.mp_prefetch(grain.MultiprocessingOptions("
+            f"num_workers={workers}, per_worker_buffer_size={worker_buffer(pipe)}))"
+        )
+    if pipe.cache.enabled:
+        lines.insert(0, "# read_decode_and_label keeps each element it makes (a cache per process)")
     return "\n".join(lines)

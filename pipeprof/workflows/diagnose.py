@@ -141,6 +141,7 @@ def verdicts_per_np(
                 if remedies_cited
                 else None,
                 loader=loader,
+                grain=bool(plugins.capability(plugins.INPUTS, library, "grain_knobs", False)),
             )
         )
         slow = at.loc[reference].get("straggler") if measured else None

@@ -13,6 +13,7 @@ from pipeprof.analysis.stages import LADDER
 from pipeprof.config import build
 from pipeprof.errors import PipeprofError
 from pipeprof.inputs.dataloader import worker_count
+from pipeprof.inputs.grain import worker_count as grain_workers
 from pipeprof.launch import hosts, topology
 from pipeprof.launch.job import VariantSpec
 from pipeprof.progress import Launch
@@ -94,6 +95,9 @@ def check_memory(
     loader = library != plugins.AUTO and plugins.capability(
         plugins.INPUTS, library, "loader_knobs", False
     )
+    grain = library != plugins.AUTO and plugins.capability(
+        plugins.INPUTS, library, "grain_knobs", False
+    )
     for n in nps:
         local = topology.assign(n, scenario.launch).ranks_per_host
         budget = budget_bytes or default_ram_budget_bytes(local)
@@ -106,7 +110,11 @@ def check_memory(
                     -(-images // n),
                     budget,
                     f"{scenario.source_file or 'scenario'}: variant '{spec.name}' at np={n}",
-                    worker_count(pipe, local) if loader else None,
+                    worker_count(pipe, local)
+                    if loader
+                    else grain_workers(pipe, local)
+                    if grain
+                    else None,
                 )
 
 

@@ -22,6 +22,7 @@ from pipeprof.data.files import count_images
 from pipeprof.data.stagebench import StageBench
 from pipeprof.errors import PipeprofError
 from pipeprof.inputs.dataloader import worker_count
+from pipeprof.inputs.grain import worker_count as grain_workers
 from pipeprof.launch import signals
 from pipeprof.reporting import Reporter
 from pipeprof.rundir import RUNNING, RunDir, manifest
@@ -102,7 +103,9 @@ def tune(
     # the search turns: tf.data's, or a DataLoader's
     if scenario.data.library == plugins.AUTO:
         scenario = dataclasses.replace(scenario, data=plugins.resolve(scenario).data)
-    loader = bool(plugins.capability(plugins.INPUTS, scenario.data.library, "loader_knobs"))
+    library = scenario.data.library
+    loader = bool(plugins.capability(plugins.INPUTS, library, "loader_knobs"))
+    grain = bool(plugins.capability(plugins.INPUTS, library, "grain_knobs"))
     data_root = prepare_data(scenario, reporter)
     base = scenario.variant_pipeline(scenario.variants[0])
     run = RunDir.create(out, f"{scenario.name}-tune")
@@ -121,11 +124,13 @@ def tune(
         )
     )
     run.write_status(RUNNING)
-    space = (
-        sp.loader_space(cores, gpu=Nvml().device_count() > 0)
-        if loader
-        else sp.default_space(cores, shuffle=base.shuffle.enabled)
-    )
+    if loader:
+        space = sp.loader_space(cores, gpu=Nvml().device_count() > 0)
+    elif grain:
+        space = sp.grain_space(cores)
+    else:
+        space = sp.default_space(cores, shuffle=base.shuffle.enabled)
+    code_name = plugins.capability(plugins.INPUTS, library, "code_name", "tfdata.py.txt")
     budget = ram_budget_bytes or default_ram_budget_bytes(1)
     images = -(-count_images(data_root) // ranks) if data_root else 0
     refused: dict[str, str] = {}
@@ -139,11 +144,18 @@ def tune(
                 images,
                 budget,
                 "tune",
-                worker_count(pipe, 1, cores) if loader else None,
+                worker_count(pipe, 1, cores)
+                if loader
+                else grain_workers(pipe, 1, cores)
+                if grain
+                else None,
             )
             return True
         except PipeprofError as exc:
-            held = ("num_workers",) if loader else ("shuffle_buffer",)  # what sizes the RAM
+            # what sizes the RAM
+            held = (
+                ("num_workers",) if loader else ("worker_count",) if grain else ("shuffle_buffer",)
+            )
             refused.setdefault(
                 " ".join(f"{k}={point.get(k)}" for k in ("cache", *held)), exc.message
             )
@@ -220,9 +232,16 @@ def tune(
             "autotune": auto_res,
             "refused": list(refused.values()),
         },
-        winner_toml=sp.fragment_toml(winner, loader=loader),
-        code=(sp.dataloader_code(winner, cores) if loader else sp.tfdata_code(winner)) + "\n",
-        code_name="dataloader.py.txt" if loader else "tfdata.py.txt",
+        winner_toml=sp.fragment_toml(winner, loader=loader, grain=grain),
+        code=(
+            sp.dataloader_code(winner, cores)
+            if loader
+            else sp.grain_code(winner, cores)
+            if grain
+            else sp.tfdata_code(winner)
+        )
+        + "\n",
+        code_name=code_name,
     )
 
     confirm = None
@@ -266,7 +285,7 @@ def tune(
         winner,
         list(refused.values()),
         confirm,
-        "dataloader.py.txt" if loader else "tfdata.py.txt",
+        code_name,
     )
 
 
