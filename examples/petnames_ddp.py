@@ -19,6 +19,7 @@ batch / ranks, so 1 and 2 ranks train on the same samples a step.
 """
 
 import argparse
+import os
 import random
 import sys
 
@@ -145,23 +146,28 @@ def loader_for(args, pairs, device, rank, size):
 
 def main():
     args = parse_args()
-    dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+    device = torch.device("cpu")
+    if torch.cuda.is_available():  # this host's GPU of this rank, before the group starts
+        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+        torch.cuda.set_device(device)
+    dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
     rank, size = dist.get_rank(), dist.get_world_size()
-    if args.batch_size % size:
+    if args.batch_size % size or args.batch_size < size:
         sys.exit(
             f"petnames_ddp.py: --batch-size {args.batch_size} does not split over {size} ranks"
         )
-    device = (
-        torch.device("cuda", rank % torch.cuda.device_count())
-        if torch.cuda.is_available()
-        else torch.device("cpu")
-    )
     loader, sampler = loader_for(
         args, windows(pet_names(args.names), args.window), device, rank, size
     )
+    if len(loader) == 0:
+        sys.exit(
+            f"petnames_ddp.py: a rank's {len(sampler)} windows make no batch of "
+            f"{args.batch_size // size}: raise --names or lower --batch-size"
+        )
     loader = pt.instrument(loader)  # pipeprof
     torch.manual_seed(0)
-    net = DistributedDataParallel(Model(args.hidden).to(device))
+    model = Model(args.hidden).to(device)
+    net = DistributedDataParallel(model, device_ids=[device] if device.type == "cuda" else None)
     opt = torch.optim.Adam(net.parameters(), lr=args.lr)
     loss_fn = torch.nn.CrossEntropyLoss()
 
@@ -173,13 +179,14 @@ def main():
         opt.step()
         return loss.detach()
 
+    loss = float("nan")
     for epoch in range(args.epochs):
         sampler.set_epoch(epoch)
         for x, y in loader:
             with pt.step() as s:  # pipeprof
-                s.loss = train_step(x, y)
+                s.loss = loss = train_step(x, y)
     if rank == 0:
-        print(f"trained {args.epochs} epoch(s) on {size} rank(s), loss {float(s.loss):.3f}")
+        print(f"trained {args.epochs} epoch(s) on {size} rank(s), loss {float(loss):.3f}")
     dist.destroy_process_group()
 
 

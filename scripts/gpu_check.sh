@@ -21,7 +21,7 @@ case "${1:-}" in
     python3 -m pip wheel -q --no-deps -w "$wheels" . >/dev/null
     python3 -m pip download -q --only-binary=:all: --python-version "$pyver" \
       --platform manylinux_2_28_x86_64 --platform manylinux2014_x86_64 --platform any \
-      -d "$wheels" 'keras>=3.11' 'grain>=0.2.12' 'tensorboard>=2.15'
+      -d "$wheels" 'keras>=3.11' 'grain>=0.2.15' 'tensorboard>=2.15'
     # what the host has already (PyTorch's and JAX's stacks, and pipeprof's other needs)
     for have in numpy jax jaxlib ml_dtypes scipy opt_einsum pandas matplotlib rich pygments \
         markdown_it_py mdurl psutil prometheus_client nvidia_ml_py packaging typing_extensions \

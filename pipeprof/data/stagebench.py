@@ -105,7 +105,7 @@ def _warmed(
     # data set (a DataLoader's sampler shuffles its indices and holds no buffer).
     images = count_images(data_root) if data.source in ("folder", "generated") else 0
     has_buffer = pipe.shuffle.enabled and not plugins.capability(
-        plugins.INPUTS, library, "loader_knobs", False
+        plugins.INPUTS, library, "shuffles_indices", False
     )
     buffer = pipe.shuffle.buffer_size if has_buffer else 0
     fill = (min(buffer, images) if images else buffer) // batch_size
@@ -396,6 +396,8 @@ def main(argv: list[str] | None = None) -> int:
     if cores:
         os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[:cores])
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    # Grain times its own nodes in this process (pipeprof.inputs.grain), for the stage table
+    os.environ.setdefault("PIPEPROF_GRAIN_STAGE_TIMING", "1")
     return serve(cores)
 
 

@@ -316,6 +316,7 @@ class DataLoaderInputs:
     name = "dataloader"
     loader_knobs = True  # it reads [pipeline.loader]; other libraries refuse those keys
     code_name = "dataloader.py.txt"  # tune's winner as a DataLoader call
+    shuffles_indices = True  # its sampler permutes indices: no buffer to fill
 
     def pipeline(
         self,

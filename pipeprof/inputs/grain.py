@@ -1,7 +1,7 @@
 """Grain as an input library (``data.library = "grain"``), for Keras 3 on JAX with no TensorFlow: a
 ``grain.MapDataset`` over an image folder, each element read, decoded (Pillow), labelled from
-its folder, through the user's map, cached, augmented (numpy), in that order; the rank's shard
-a slice of the file list; the shuffle Grain's, reshuffled each epoch; batches made in Grain's
+its folder, cached, through the user's map, augmented (numpy), in that order; the rank's
+shard a slice of the file list; the shuffle Grain's, reshuffled each epoch; batches made in Grain's
 read threads and, with workers, in its worker processes (``mp_prefetch``).
 
 How the scenario's knobs become Grain's:
@@ -12,10 +12,13 @@ How the scenario's knobs become Grain's:
 - ``pipeline.grain.worker_buffer_size``: batches each worker keeps ready ("auto": from
   ``prefetch.depth``, whose "autotune" is Grain's default of 1; ``prefetch.enabled = false``: 1);
 - ``pipeline.grain.read_threads``: ``ReadOptions.num_threads`` in each process ("auto": 1 with
-  workers, the rank's share of the cores without), its buffer ``read_buffer_size`` elements
-  ("auto": twice the threads, at least a batch);
+  workers, the rank's share of the cores without), its buffer ``read_buffer_size`` batches
+  ("auto": the threads, at least 2);
 - ``pipeline.cache`` (memory): each process keeps the decoded elements it has made;
-- ``pipeline.read.throttle_mb_s``: each read sleeps as storage of that rate per rank.
+- ``pipeline.read.throttle_mb_s``: each read sleeps as storage of that rate per rank, shared
+  by every read thread of every process;
+- ``pipeline.shuffle``: Grain's, a permutation of the rank's shard each epoch (the buffer size
+  has no meaning here), each rank its own seed.
 
 Grain starts its workers with ``spawn`` and hands each a copy of the dataset: one iterator is
 kept across a run's rounds, as a user's training keeps it across epochs. Grain times each of
@@ -28,6 +31,7 @@ A batch is float32 NHWC images in 0..1 and int32 labels, numpy arrays on the hos
 from __future__ import annotations
 
 import math
+import os
 import re
 import time
 from collections.abc import Callable, Iterator
@@ -46,8 +50,12 @@ from pipeprof.scenario import AugmentConfig, DataConfig, PipelineConfig
 
 SOURCES = ("generated", "folder")
 # Grain's names for what pipeprof's stages do, as its execution summary calls the dataset
-# nodes (``MapMapDataset(transform=Element @ ...)``): the class of each transformation
+# nodes (``MapMapDataset(transform=<pipeprof.inputs.grain.Element object at ...>)``): the
+# class of each transformation
 STAGE_OF_NODE = {"Element": "read", "Shuffle": "shuffle", "Augment": "augment"}
+# set in the stage benchmark's process: Grain times its nodes there (a training run's pipeline
+# carries no timing a user's would not)
+TRACK_STAGES = "PIPEPROF_GRAIN_STAGE_TIMING"
 
 
 def _sample(x: numpy.ndarray, rows: numpy.ndarray, cols: numpy.ndarray) -> numpy.ndarray:
@@ -107,8 +115,18 @@ class Element:
     def __init__(self, data: DataConfig, pipe: PipelineConfig, read_s_per_byte: float) -> None:
         self.size, self.pipe, self.read_s_per_byte = data.image_size, pipe, read_s_per_byte
         self.cache: dict[str, tuple[numpy.ndarray, int]] = {}
+        self.user_map: Callable[..., Any] | None = None  # resolved in the process that maps
 
     def __call__(self, item: tuple[str, int]) -> tuple[numpy.ndarray, int]:
+        image, label = self.element(item)
+        if self.pipe.map.function:  # after the cache, as tf.data's and the DataLoader's
+            if self.user_map is None:
+                self.user_map = resolve_callable(self.pipe.map.function, "pipeline.map.function")
+            image, label = self.user_map(image, label, **self.pipe.map.kwargs)
+            image = numpy.asarray(image, dtype=numpy.float32)
+        return image, int(label)
+
+    def element(self, item: tuple[str, int]) -> tuple[numpy.ndarray, int]:
         path, label = item
         if path in self.cache:
             return self.cache[path]
@@ -121,10 +139,6 @@ class Element:
         except Exception as exc:  # Pillow's UnidentifiedImageError, OSError on a truncated file
             raise PipeprofError(f"{path}: cannot be decoded ({exc})") from None
         label = label if self.pipe.label.enabled else 0
-        if self.pipe.map.function:
-            fn = resolve_callable(self.pipe.map.function, "pipeline.map.function")
-            image, label = fn(image, label, **self.pipe.map.kwargs)
-            image = numpy.asarray(image, dtype=numpy.float32)
         if self.pipe.cache.enabled:
             self.cache[path] = (image, int(label))
         return image, int(label)
@@ -184,7 +198,9 @@ class GrainPipeline:
         if not flags.FLAGS.is_parsed():
             flags.FLAGS.mark_as_parsed()
         index, count = shard
-        mine = items[index::count]
+        # equal shards, as DistributedSampler(drop_last=True) makes them: every rank the same
+        # number of batches an epoch
+        mine = items[: len(items) // count * count][index::count]
         if len(mine) < batch_size:
             raise PipeprofError(
                 f"data: shard {index} of {count} holds {len(mine)} images, fewer than one "
@@ -195,12 +211,15 @@ class GrainPipeline:
         threads = read_threads(pipe, self.workers, local)
         throttle = pipe.read.throttle_mb_s
         ds = grain.MapDataset.source(mine)
+        if pipe.shuffle.enabled:  # before repeat: each epoch a permutation of its own
+            ds = ds.shuffle(seed=pipe.shuffle.seed + index)
         ds = ds.repeat(epochs)
-        if pipe.shuffle.enabled:  # after repeat: each epoch in an order of its own
-            ds = ds.shuffle(seed=pipe.shuffle.seed)
-        ds = ds.map(Element(data, pipe, max(1, self.workers) / (throttle * 1e6) if throttle else 0))
+        # the storage rate shared by every read in flight: each process's read threads
+        readers = max(1, self.workers) * threads
+        ds = ds.map(Element(data, pipe, readers / (throttle * 1e6) if throttle else 0))
         if pipe.augment.enabled and pipe.augment.placement == "element":
-            ds = ds.random_map(Augment(pipe.augment, data.image_size), seed=pipe.shuffle.seed)
+            augment = Augment(pipe.augment, data.image_size)
+            ds = ds.random_map(augment, seed=pipe.shuffle.seed + index)  # each rank its draws
         ds = ds.batch(batch_size, drop_remainder=True, batch_fn=_stack)
         buffer = pipe.grain.read_buffer_size
         it = ds.to_iter_dataset(
@@ -215,13 +234,15 @@ class GrainPipeline:
                     num_workers=self.workers, per_worker_buffer_size=worker_buffer(pipe)
                 )
             )
-        experimental = grain.experimental
-        self.dataset = experimental.WithOptionsIterDataset(
-            it,
-            experimental.DatasetOptions(
-                execution_tracking_mode=experimental.ExecutionTrackingMode.STAGE_TIMING
-            ),
-        )
+        if os.environ.get(TRACK_STAGES):  # the stage benchmark's: Grain times its nodes
+            experimental = grain.experimental
+            it = experimental.WithOptionsIterDataset(
+                it,
+                experimental.DatasetOptions(
+                    execution_tracking_mode=experimental.ExecutionTrackingMode.STAGE_TIMING
+                ),
+            )
+        self.dataset = it
         self.iterator: Any = None
         self.shape = (batch_size, data.image_size, data.image_size, 3)
         self.batch_augment = (
@@ -263,7 +284,7 @@ def grain_stage_ms(pipeline: Any) -> dict[str, float]:
         if stats is not None:
             stats.report()
         summary = grain_dataset.get_execution_summary(iterator)
-    except Exception:  # a Grain that no longer has these internals: its figures go unsaid
+    except (ImportError, AttributeError, ValueError):  # no summary, or other internals
         return {}
     out: dict[str, float] = {}
     for node in summary.nodes.values():
@@ -299,6 +320,7 @@ class GrainInputs:
     grain_knobs = True  # it reads [pipeline.grain]; other libraries refuse those keys
     own_stage_ms = staticmethod(grain_stage_ms)  # Grain's own timing of its stages
     code_name = "grain.py.txt"  # tune's winner as Grain's own calls
+    shuffles_indices = True  # Grain's shuffle permutes indices: no buffer to fill
 
     def pipeline(
         self,
@@ -359,9 +381,7 @@ class GrainInputs:
     def epoch_elements(
         self, data: DataConfig, pipe: PipelineConfig, data_root: str, shard: tuple[int, int]
     ) -> int | None:
-        if pipe.cache.enabled:
-            return None  # each process's cache fills over several epochs
-        return len(scan_image_folder(data_root).files) // shard[1]
+        return None  # asked of a restartable pipeline only, and Grain's is not
 
     def batch_augment(self, augment: AugmentConfig, size: int) -> Callable[[Any, Any], Any]:
         return batch_augment(augment, size)

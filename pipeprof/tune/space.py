@@ -35,7 +35,8 @@ PYTORCH_DEFAULTS = {
 # Grain's knobs: the point's key is the [pipeline.grain] key
 GRAIN_KNOBS = ("worker_count", "worker_buffer_size", "read_threads")
 # Grain's own defaults, as a user's ``ds.to_iter_dataset()`` has them: no worker process
-# (mp_prefetch not called), ReadOptions' 16 read threads
+# (mp_prefetch not called), ReadOptions' 16 read threads (its read buffer of 500 elements is
+# pipeprof's read_buffer_size, which tune leaves as the scenario has it)
 GRAIN_DEFAULTS = {"worker_count": 0, "worker_buffer_size": 1, "read_threads": 16}
 
 
@@ -285,12 +286,12 @@ def grain_code(pipe: PipelineConfig, cores: int) -> str:
 
     workers = worker_count(pipe, 1, cores)
     threads = read_threads(pipe, workers, 1)
-    lines = ["ds = grain.MapDataset.source(files_and_labels)[rank::ranks].repeat()"]
+    lines = ["ds = grain.MapDataset.source(files_and_labels)[rank::ranks]"]
     if pipe.shuffle.enabled:
-        lines.append("ds = ds.shuffle(seed=0)")
-    lines.append("ds = ds.map(read_decode_and_label)")
-    if pipe.augment.enabled:
-        lines.append("ds = ds.random_map(augment)")
+        lines.append(f"ds = ds.shuffle(seed={pipe.shuffle.seed} + rank)")
+    lines += ["ds = ds.repeat()", "ds = ds.map(read_decode_and_label)"]
+    if pipe.augment.enabled and pipe.augment.placement == "element":
+        lines.append(f"ds = ds.random_map(augment, seed={pipe.shuffle.seed} + rank)")
     lines += [
         "ds = ds.batch(batch_size, drop_remainder=True)",
         f"ds = ds.to_iter_dataset(grain.ReadOptions(num_threads={threads}))",

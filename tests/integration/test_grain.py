@@ -51,7 +51,7 @@ def test_a_grain_pipeline_under_data_parallel_gives_rows_and_verdicts_at_np_1_an
     assert set(steps["batch_size"]) == {16}  # 8 a replica, 2 replicas in the one process
 
 
-def test_grain_knobs_are_refused_for_another_library_and_grain_for_another_engine(tmp_path):
+def test_grain_knobs_are_refused_for_another_library_and_grain_for_torch(tmp_path):
     scen = tmp_path / "s.toml"
     scen.write_text(small_scenario("knobs", 5, "[pipeline.grain]\nworker_count = 2\n"))
     got = run_pipeprof(
@@ -80,5 +80,6 @@ def test_the_gpu_checks_smoke_mode_runs_its_four_compares_on_the_cpu(tmp_path, d
     assert got.returncode == 0, (got.stdout + got.stderr)[-3000:]
     rows = [line for line in got.stdout.splitlines() if line.startswith(("ddp-", "data_parallel-"))]
     assert len(rows) == 4, got.stdout
-    assert all("NVML found no GPU" in r for r in rows), got.stdout
+    # the GPU column: NVML's figure, or why there is none (a host without a GPU: this one)
+    assert all(r.endswith("%") or r.endswith("(NVML found no GPU)") for r in rows), got.stdout
     assert "smoke: ok" in got.stdout
