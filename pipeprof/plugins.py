@@ -150,12 +150,22 @@ def installed(axis: str, name: str) -> bool:
 ENGINE_PREFERENCE = ("horovod", "data_parallel", "mirrored", "ddp")
 
 
+def _default_pipeline_installed(engine: str) -> bool:
+    """Whether the input library an engine's first installed framework reads by default is
+    installed too: Keras 3 on JAX beside PyTorch with no TensorFlow (Grain's stack) would
+    otherwise take ``data_parallel``, whose default tf.data cannot run there."""
+    served = [f for f in getattr(kind(DISTRIBUTION, engine), "frameworks", ()) if f != "*"]
+    framework = next((f for f in served if installed(FRAMEWORK, f)), None)
+    libraries = getattr(kind(FRAMEWORK, framework), "inputs", ()) if framework else ()
+    return not libraries or installed(INPUTS, libraries[0])
+
+
 def choose_engine() -> tuple[str, str]:
     """The engine ``train.engine = "auto"`` is on this host, and the words that say why: the
     first of ``ENGINE_PREFERENCE`` whose packages are installed (its class's ``installed``
     and ``stack``), else the first, whose start will say what it lacks."""
     for name in ENGINE_PREFERENCE:
-        if installed(DISTRIBUTION, name):
+        if installed(DISTRIBUTION, name) and _default_pipeline_installed(name):
             stack = getattr(kind(DISTRIBUTION, name), "stack", name)
             return name, f"engine {name} ({stack} installed)"
     first = ENGINE_PREFERENCE[0]

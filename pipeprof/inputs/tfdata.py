@@ -13,6 +13,12 @@ class TfData:
     name = "tfdata"
     frameworks: ClassVar[tuple[str, ...]] = ("keras2",)
 
+    @staticmethod
+    def installed() -> bool:
+        from importlib.util import find_spec
+
+        return find_spec("tensorflow") is not None
+
     def __init__(self) -> None:
         import tensorflow as tf
 
