@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import io
 import os
+import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy
 
@@ -133,3 +135,47 @@ def decode_image(encoded: bytes, size: int, reduced: bool) -> numpy.ndarray:
         if rgb.size != (size, size):
             rgb = rgb.resize((size, size), Image.Resampling.BILINEAR)
         return numpy.asarray(rgb, dtype=numpy.float32) / 255.0
+
+
+# the sources a Python input library (the DataLoader, Grain) reads: image folders
+FOLDER_SOURCES = ("generated", "folder")
+
+
+def labelled_folder(
+    data: Any, pipe: Any, data_root: str, library: str
+) -> tuple[list[str], list[int]]:
+    """The image files of ``data_root`` and their labels (their class folder's index), for
+    ``library``, an input library that reads image folders in Python and caches in memory;
+    a scenario it cannot serve is a one-line error."""
+    if data.source not in FOLDER_SOURCES:
+        raise PipeprofError(
+            f"data.source {data.source!r}: data.library {library} reads "
+            f"{' or '.join(FOLDER_SOURCES)} image folders"
+        )
+    if pipe.cache.enabled and pipe.cache.kind != "memory":
+        raise PipeprofError(
+            f"pipeline.cache.kind 'file': data.library {library} caches in memory only"
+        )
+    if pipe.service.enabled:
+        raise PipeprofError("pipeline.service: a tf.data service feeds tf.data pipelines only")
+    listing = scan_image_folder(data_root)
+    if len(listing.classes) != data.num_classes:
+        raise PipeprofError(
+            f"data.num_classes is {data.num_classes} but '{data_root}' has "
+            f"{len(listing.classes)} class folders"
+        )
+    index = {c: i for i, c in enumerate(listing.classes)}
+    return listing.files, [index[f.rsplit("/", 2)[-2]] for f in listing.files]
+
+
+def read_image(path: str, size: int, reduced: bool, s_per_byte: float = 0.0) -> numpy.ndarray:
+    """Image file ``path`` read (sleeping ``s_per_byte`` a byte read: throttled storage) and
+    decoded (``decode_image``); an undecodable file is a one-line error naming it."""
+    with open(path, "rb") as fh:
+        encoded = fh.read()
+    if s_per_byte:
+        time.sleep(len(encoded) * s_per_byte)
+    try:
+        return decode_image(encoded, size, reduced)
+    except Exception as exc:  # Pillow's UnidentifiedImageError, OSError on a truncated file
+        raise PipeprofError(f"{path}: cannot be decoded ({exc})") from None

@@ -27,14 +27,12 @@ from __future__ import annotations
 
 import math
 import re
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy
 
-from pipeprof.data.files import decode_image as decode
-from pipeprof.data.files import scan_image_folder
+from pipeprof.data.files import labelled_folder, read_image, scan_image_folder
 from pipeprof.data.magnitudes import Magnitudes
 from pipeprof.errors import PipeprofError
 from pipeprof.launch import topology
@@ -42,7 +40,6 @@ from pipeprof.models import resolve_callable
 from pipeprof.rank.identity import identity
 from pipeprof.scenario import AugmentConfig, DataConfig, PipelineConfig
 
-SOURCES = ("generated", "folder")
 DEFAULT_PREFETCH_FACTOR = 2  # PyTorch's
 
 
@@ -97,14 +94,8 @@ class FolderImages:
         """Read, decode and label file ``i`` (from the cache where it holds it)."""
         if i in self.cache:
             return self.cache[i]
-        with open(self.files[i], "rb") as fh:
-            encoded = fh.read()
-        if self.read_s_per_byte:
-            time.sleep(len(encoded) * self.read_s_per_byte)
-        try:
-            image = decode(encoded, self.data.image_size, self.pipe.read.decode == "reduced")
-        except Exception as exc:  # Pillow's UnidentifiedImageError, OSError on a truncated file
-            raise PipeprofError(f"{self.files[i]}: cannot be decoded ({exc})") from None
+        reduced = self.pipe.read.decode == "reduced"
+        image = read_image(self.files[i], self.data.image_size, reduced, self.read_s_per_byte)
         label = self.labels[i] if self.pipe.label.enabled else 0
         if self.pipe.cache.enabled:
             self.cache[i] = (image, label)
@@ -330,26 +321,8 @@ class DataLoaderInputs:
         cache_prefix: str = "",
         bad_files: Any = None,
     ) -> Loader:
-        if data.source not in SOURCES:
-            raise PipeprofError(
-                f"data.source {data.source!r}: data.library dataloader reads "
-                f"{' or '.join(SOURCES)} image folders"
-            )
-        if pipe.cache.enabled and pipe.cache.kind != "memory":
-            raise PipeprofError(
-                "pipeline.cache.kind 'file': data.library dataloader caches in memory only"
-            )
-        if pipe.service.enabled:
-            raise PipeprofError("pipeline.service: a tf.data service feeds tf.data pipelines only")
-        listing = scan_image_folder(data_root)
-        if len(listing.classes) != data.num_classes:
-            raise PipeprofError(
-                f"data.num_classes is {data.num_classes} but '{data_root}' has "
-                f"{len(listing.classes)} class folders"
-            )
-        index = {c: i for i, c in enumerate(listing.classes)}
-        labels = [index[f.rsplit("/", 2)[-2]] for f in listing.files]
-        dataset = FolderImages(listing.files, labels, data, pipe)
+        files, labels = labelled_folder(data, pipe, data_root, self.name)
+        dataset = FolderImages(files, labels, data, pipe)
         return Loader(dataset, shard, batch_size, pipe, epochs)
 
     def element_spec(self, pipeline: Any) -> Any:

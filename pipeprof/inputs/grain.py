@@ -33,14 +33,12 @@ from __future__ import annotations
 import math
 import os
 import re
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy
 
-from pipeprof.data.files import decode_image as decode
-from pipeprof.data.files import scan_image_folder
+from pipeprof.data.files import labelled_folder, read_image
 from pipeprof.data.magnitudes import Magnitudes
 from pipeprof.errors import PipeprofError
 from pipeprof.launch import topology
@@ -48,7 +46,6 @@ from pipeprof.models import resolve_callable
 from pipeprof.rank.identity import identity
 from pipeprof.scenario import AugmentConfig, DataConfig, PipelineConfig
 
-SOURCES = ("generated", "folder")
 # Grain's names for what pipeprof's stages do, as its execution summary calls the dataset
 # nodes (``MapMapDataset(transform=<pipeprof.inputs.grain.Element object at ...>)``): the
 # class of each transformation
@@ -130,14 +127,8 @@ class Element:
         path, label = item
         if path in self.cache:
             return self.cache[path]
-        with open(path, "rb") as fh:
-            encoded = fh.read()
-        if self.read_s_per_byte:
-            time.sleep(len(encoded) * self.read_s_per_byte)
-        try:
-            image = decode(encoded, self.size, self.pipe.read.decode == "reduced")
-        except Exception as exc:  # Pillow's UnidentifiedImageError, OSError on a truncated file
-            raise PipeprofError(f"{path}: cannot be decoded ({exc})") from None
+        reduced = self.pipe.read.decode == "reduced"
+        image = read_image(path, self.size, reduced, self.read_s_per_byte)
         label = label if self.pipe.label.enabled else 0
         if self.pipe.cache.enabled:
             self.cache[path] = (image, int(label))
@@ -340,26 +331,8 @@ class GrainInputs:
             raise PipeprofError(
                 f"data.library grain needs Grain ({exc}): pip install 'pipeprof[grain]'"
             ) from None
-        if data.source not in SOURCES:
-            raise PipeprofError(
-                f"data.source {data.source!r}: data.library grain reads "
-                f"{' or '.join(SOURCES)} image folders"
-            )
-        if pipe.cache.enabled and pipe.cache.kind != "memory":
-            raise PipeprofError(
-                "pipeline.cache.kind 'file': data.library grain caches in memory only"
-            )
-        if pipe.service.enabled:
-            raise PipeprofError("pipeline.service: a tf.data service feeds tf.data pipelines only")
-        listing = scan_image_folder(data_root)
-        if len(listing.classes) != data.num_classes:
-            raise PipeprofError(
-                f"data.num_classes is {data.num_classes} but '{data_root}' has "
-                f"{len(listing.classes)} class folders"
-            )
-        index = {c: i for i, c in enumerate(listing.classes)}
-        items = [(f, index[f.rsplit("/", 2)[-2]]) for f in listing.files]
-        return GrainPipeline(items, data, pipe, shard, batch_size, epochs)
+        files, labels = labelled_folder(data, pipe, data_root, self.name)
+        return GrainPipeline(list(zip(files, labels)), data, pipe, shard, batch_size, epochs)
 
     def element_spec(self, pipeline: Any) -> Any:
         return (pipeline.shape, (pipeline.shape[0],))
