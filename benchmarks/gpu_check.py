@@ -16,7 +16,10 @@ GPU utilisation) and checks the verdicts. The run directories are kept under ``-
 
 ``--smoke`` runs the same four compares on the CPU at tiny sizes, the step an emulated device
 of 30 ms, and checks that each printed its row, never the verdicts (a smoke run's sizes decide
-nothing). With no GPU, the GPU column says why it is blank.
+nothing). It asks for the stage (``--verdict``, an ablation of the pipeline's stages) on the
+Grain augment run alone: the other is the same reading of the same files, and each library's
+verdict is tested on its own (tests/integration/test_ddp_verdict.py, test_grain_verdict.py).
+With no GPU, the GPU column says why it is blank.
 """
 
 from __future__ import annotations
@@ -112,8 +115,12 @@ def main() -> int:
         path.write_text(scenario(case, sizes))
         # the stage the gap comes from, named where there is one to name: the control's
         # verdict is its gap's own (summary.csv)
-        named = ["--verdict"] if case == "augment" else []
         for name, engine, library in RUNS:
+            named = (
+                ["--verdict"]
+                if case == "augment" and (library == "grain" or not args.smoke)
+                else []
+            )
             run_dir = out / f"{name}-{case}"
             harness.pipeprof(
                 ["compare", str(path), "--np", "1", "--engine", engine,
