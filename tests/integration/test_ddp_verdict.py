@@ -7,7 +7,7 @@ import json
 import pytest
 
 from tests.integration.conftest import run_pipeprof
-from tests.integration.verdict_cases import CASES, TRAIN, merge
+from tests.integration.verdict_cases import CASES, EMULATED_CONTROL, TRAIN, merge
 
 pytestmark = [pytest.mark.horovod, pytest.mark.torch, pytest.mark.alone]
 
@@ -68,29 +68,10 @@ def test_tune_gives_a_decode_heavy_loader_workers_and_beats_the_default(tmp_path
 # with its adaptive measurement
 AUGMENT_HEAVY = merge(CASES["augment"], TRAIN)
 
-# model-bound: small images, no augmentation, and a step of 160 ms that takes no CPU (an
-# emulated device). At 80 ms the DataLoader's own hand-over (about 2 ms a batch from a worker
-# process, and 15-16 ms at a round's first batch) put this control at 4.0% ±0.8, on the 5% line
-CONTROL = """
-name = "model-bound"
-[data]
-source = "generated"
-image_size = 32
-num_classes = 3
-[data.generate]
-images = 150
-size = 64
-classes = 3
-[pipeline.augment]
-enabled = false
-[train]
-device = "emulated:160"
-"""
-
 
 @pytest.mark.parametrize(
     "case, named",
-    [(AUGMENT_HEAVY, "augment"), (merge(CONTROL, TRAIN), "none")],
+    [(AUGMENT_HEAVY, "augment"), (merge(EMULATED_CONTROL, TRAIN), "none")],
     ids=["augment", "control"],
 )
 def test_the_verdict_names_augment_on_ddp_and_nothing_for_a_control(

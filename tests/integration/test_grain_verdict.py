@@ -9,8 +9,7 @@ import pandas as pd
 import pytest
 
 from tests.integration.conftest import run_pipeprof
-from tests.integration.test_ddp_verdict import CONTROL as DDP_CONTROL
-from tests.integration.verdict_cases import CASES, TRAIN, merge
+from tests.integration.verdict_cases import CASES, EMULATED_CONTROL, TRAIN, merge
 
 pytestmark = [pytest.mark.horovod, pytest.mark.torch, pytest.mark.alone]
 
@@ -21,9 +20,9 @@ GRAIN = ("--engine", "data_parallel", "--set", "data.library=grain")
 # 1.3 ms an image in Grain's own figures, cannot keep up on 2 cores
 AUGMENT = merge(CASES["augment"], TRAIN.replace("[train]\n", '[train]\ndevice = "emulated:8"\n'))
 
-# model-bound: test_ddp_verdict's control, no augmentation and a step of 160 ms that takes no
-# CPU
-CONTROL = merge(DDP_CONTROL, TRAIN)
+# model-bound: the DataLoader's control (verdict_cases.py), no augmentation and a step of
+# 160 ms that takes no CPU
+CONTROL = merge(EMULATED_CONTROL, TRAIN)
 
 
 @pytest.mark.parametrize(
